@@ -1,0 +1,61 @@
+# MedAlign Review — the two commands: `make demo` and `make test`. Each sets itself up.
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=24"
+	# requirements.lock pins the whole resolve; torch==2.13.0 is the CPU build (no CUDA download).
+	$(PY) -m pip install --quiet -c requirements.lock -e ".[dev]"
+	touch $(STAMP)
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+# Loads the synthetic demo (once) and serves http://127.0.0.1:8000 with a Celery worker;
+# Ctrl-C stops both.
+demo: migrate
+	$(PY) manage.py rundemo
+
+run: migrate
+	$(PY) manage.py runserver 127.0.0.1:8000
+
+worker: install
+	$(VENV)/bin/celery -A medalign_site worker -Q cpu,gpu --concurrency 2 --loglevel INFO
+
+# Debian's Chromium for the browser tests (a test tool's own browser download fails offline).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null; \
+	  else echo "chromium not installed: browser tests will be skipped (apt-get install chromium)"; fi; }
+
+test: install browser
+	$(PY) -m pytest -n 2 --dist loadgroup
+
+test-fast: install
+	$(PY) -m pytest -m "not e2e and not worker and not slow"
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+check-deploy: install
+	DEBUG=false SECRET_KEY=$$(head -c 48 /dev/urandom | base64) ALLOWED_HOSTS=review.example.org \
+	  $(PY) manage.py check --deploy --fail-level WARNING
+
+lock:
+	$(PY) -m pip freeze --exclude-editable | sed 's/^torch==2.13.0+cpu/torch==2.13.0/' \
+	  | (echo "# Full resolve of pyproject.toml's dependencies + [dev], used as pip constraints by 'make install'."; echo "# Regenerate: make lock"; cat) > requirements.lock
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache

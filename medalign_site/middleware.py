@@ -1,0 +1,53 @@
+"""Cross-cutting HTTP middleware: idle session timeout and security headers."""
+
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+from django.contrib.auth import logout
+from django.http import HttpRequest, HttpResponse
+
+_LAST_SEEN_KEY = "_last_seen"
+
+
+class IdleSessionTimeoutMiddleware:
+    """Sign a user out after SESSION_IDLE_TIMEOUT_MINUTES without a request.
+
+    A DUA requires unattended sessions to end; Django's SESSION_COOKIE_AGE is an absolute cap, so
+    the idle clock is kept in the session itself and refreshed on every authenticated request.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.user.is_authenticated:
+            now = int(time.time())
+            last_seen = request.session.get(_LAST_SEEN_KEY)
+            limit = settings.SESSION_IDLE_TIMEOUT_MINUTES * 60
+            if last_seen is not None and now - int(last_seen) > limit:
+                logout(request)
+                request.session["idle_logout"] = True
+            else:
+                # Writing the session every request costs a write; once a minute is plenty.
+                if last_seen is None or now - int(last_seen) >= 60:
+                    request.session[_LAST_SEEN_KEY] = now
+        return self.get_response(request)
+
+
+class SecurityHeadersMiddleware:
+    """Content Security Policy (enforced unless DEBUG) and a permissions policy."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        header = (
+            "Content-Security-Policy-Report-Only" if settings.DEBUG else "Content-Security-Policy"
+        )
+        response.headers.setdefault(header, settings.CONTENT_SECURITY_POLICY)
+        response.headers.setdefault(
+            "Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()"
+        )
+        return response

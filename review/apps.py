@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ReviewConfig(AppConfig):
+    name = "review"
+    verbose_name = "Review: records, accounts and clinician judgements"
+    default_auto_field = "django.db.models.BigAutoField"

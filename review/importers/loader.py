@@ -1,0 +1,699 @@
+"""Loading a MedAlign release (any subset of its files) into one dataset, atomically.
+
+Order: taxonomy → instructions → reference answers → model responses → EHR XML, then
+instructions are linked to their patients. Everything happens in one transaction: a problem
+anywhere rolls back everything, and the database is left exactly as it was.
+
+Re-importing is idempotent: rows are keyed (instruction_id; instruction + annotator; instruction +
+model; person_id). Without ``replace`` an existing row keeps its values (blank fields are filled
+in, since the release spreads one instruction's fields over several files); with ``replace``
+differing values are overwritten, records are reloaded, and scores of changed responses dropped.
+"""
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from review.models import (
+    Dataset,
+    Encounter,
+    Event,
+    Instruction,
+    ModelResponse,
+    Patient,
+    ReferenceResponse,
+    TaxonomyEntry,
+)
+
+from .ehr_xml import (
+    CountingReader,
+    Demographics,
+    EncounterData,
+    EventData,
+    XMLImportError,
+    iter_eventstream,
+    iter_record,
+    person_id_from_filename,
+    sniff_format,
+)
+from .errors import ImportFailed, Problem, ProblemCollector
+from .tables import (
+    TABLE_SUFFIXES,
+    Row,
+    TableError,
+    iter_rows,
+    parse_bool,
+    parse_optional_float,
+    parse_optional_int,
+    read_header,
+)
+
+EVENT_FLUSH_ROWS = 5000
+RESPONSE_TEXT_COLUMNS = ("model_response", "response", "model_output", "output", "generation")
+# Names that, appearing in a response, could tell a reviewer which model wrote it.
+MODEL_FAMILY_WORDS = (
+    "gpt-4",
+    "gpt4",
+    "gpt-3",
+    "chatgpt",
+    "openai",
+    "vicuna",
+    "mpt-7b",
+    "llama",
+    "claude",
+    "gemini",
+    "mistral",
+    "anthropic",
+)
+
+REQUIRED = {
+    "taxonomy": ("category", "subcategory"),
+    "instructions": ("instruction_id", "question"),
+    "references": ("instruction_id", "clinician_response"),
+    "responses": ("instruction_id", "model_name"),
+}
+KIND_ORDER = ("taxonomy", "instructions", "references", "responses")
+
+ProgressFn = Callable[[int], None]
+
+
+@dataclass
+class ImportSummary:
+    dataset: str
+    files: dict[str, str] = field(default_factory=dict)  # file -> kind
+    counts: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)  # reason -> rows
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "files": self.files,
+            "counts": dict(self.counts),
+            "skipped": dict(self.skipped),
+        }
+
+
+def classify_table(header: list[str]) -> str | None:
+    columns = set(header)
+    if {"category", "subcategory"} <= columns:
+        return "taxonomy"
+    if "model_name" in columns:
+        return "responses"
+    if "instruction_id" in columns and ({"annotator_num", "clinician_response"} & columns):
+        return "references"
+    if {"instruction_id", "question"} <= columns:
+        return "instructions"
+    return None
+
+
+def discover(path: Path) -> tuple[dict[str, list[Path]], list[Path], list[str]]:
+    """Tables by kind, XML files, and files ignored (with why)."""
+    if not path.exists():
+        raise ImportFailed([Problem(str(path), None, None, "no such file or folder")])
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    tables: dict[str, list[Path]] = {kind: [] for kind in KIND_ORDER}
+    xml: list[Path] = []
+    ignored: list[str] = []
+    for file in files:
+        if file.name.startswith("."):
+            continue
+        suffix = file.suffix.lower()
+        if suffix == ".xml":
+            xml.append(file)
+        elif suffix in TABLE_SUFFIXES:
+            kind = classify_table(read_header(file))
+            if kind is None:
+                if not path.is_dir():
+                    raise ImportFailed(
+                        [
+                            Problem(
+                                file.name,
+                                1,
+                                None,
+                                "unrecognised table: its header matches "
+                                "none of the release files (see the README)",
+                            )
+                        ]
+                    )
+                ignored.append(f"{file.name}: unrecognised table header")
+            else:
+                tables[kind].append(file)
+        elif not path.is_dir():
+            raise ImportFailed([Problem(file.name, None, None, "not a .tsv, .csv or .xml file")])
+        else:
+            ignored.append(f"{file.name}: not a release file")
+    return tables, xml, ignored
+
+
+class _Importer:
+    def __init__(self, dataset: Dataset, replace: bool, progress: ProgressFn | None) -> None:
+        self.dataset = dataset
+        self.replace = replace
+        self.progress = progress or (lambda n: None)
+        self.summary = ImportSummary(dataset=dataset.name)
+        self.problems = ProblemCollector()
+        self.instructions: dict[str, Instruction] = {
+            i.instruction_id: i for i in Instruction.objects.filter(dataset=dataset)
+        }
+        self.taxonomy: dict[str, str] = dict(
+            TaxonomyEntry.objects.filter(dataset=dataset).values_list("subcategory", "category")
+        )
+        self.changed_responses: list[int] = []
+
+    # --- tables -------------------------------------------------------------------------------
+    def load_table(self, kind: str, path: Path) -> None:
+        header = read_header(path)
+        missing = [c for c in REQUIRED[kind] if c not in header]
+        if kind == "responses" and not any(c in header for c in RESPONSE_TEXT_COLUMNS):
+            missing.append(" or ".join(RESPONSE_TEXT_COLUMNS[:2]))
+        if missing:
+            for column in missing:
+                self.problems.add(path.name, 1, column, "required column is missing")
+            return
+        self.summary.files[path.name] = kind
+        try:
+            rows = list(iter_rows(path))
+        except TableError as exc:
+            self.problems.problems.append(exc.problem)
+            return
+        getattr(self, f"_load_{kind}")(path.name, rows)
+        self.progress(path.stat().st_size)
+
+    def _require(self, file: str, row: Row, column: str) -> str | None:
+        value = row.get(column).strip()
+        if not value:
+            self.problems.add(file, row.line, column, "required value is empty")
+            return None
+        return value
+
+    def _load_taxonomy(self, file: str, rows: list[Row]) -> None:
+        existing = {t.subcategory: t for t in TaxonomyEntry.objects.filter(dataset=self.dataset)}
+        new = []
+        for row in rows:
+            category = self._require(file, row, "category")
+            sub = self._require(file, row, "subcategory")
+            if category is None or sub is None:
+                continue
+            key = sub.lower()
+            self.taxonomy[key] = category.lower()
+            if key in existing:
+                entry = existing[key]
+                if self.replace and (entry.category, entry.description) != (
+                    category.lower(),
+                    row.get("description"),
+                ):
+                    entry.category, entry.description = category.lower(), row.get("description")
+                    entry.save(update_fields=["category", "description"])
+                else:
+                    self.summary.skipped["taxonomy row already imported"] += 1
+                continue
+            existing[key] = TaxonomyEntry(
+                dataset=self.dataset,
+                category=category.lower(),
+                subcategory=key,
+                description=row.get("description"),
+            )
+            new.append(existing[key])
+        TaxonomyEntry.objects.bulk_create(new)
+        self.summary.counts["taxonomy entries"] += len(new)
+
+    def _instruction_fields(self, file: str, row: Row) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        for target, columns in (
+            ("question", ("question", "instruction")),
+            ("person_id", ("person_id",)),
+            ("filename", ("filename",)),
+            ("source", ("source",)),
+            ("specialty", ("submitter_specialty", "specialty")),
+            ("evidence", ("evidence",)),
+        ):
+            value = row.get(*columns).strip()
+            if value and value.upper() != "NULL":
+                fields[target] = value
+        sub = row.get("human_assigned_subcategory_1", "subcategory").strip().lower()
+        if sub:
+            fields["subcategory"] = sub
+        category = row.get("category").strip().lower()
+        if category:
+            fields["category"] = category
+        for target in ("is_applicable", "is_sufficient", "is_used_eval"):
+            if target in row.values:
+                try:
+                    value = parse_bool(row.values[target])
+                except ValueError as exc:
+                    self.problems.add(file, row.line, target, str(exc))
+                    continue
+                if value is not None:
+                    fields[target] = value
+        return fields
+
+    def _upsert_instruction(self, file: str, row: Row, instruction_id: str) -> Instruction | None:
+        fields = self._instruction_fields(file, row)
+        instruction = self.instructions.get(instruction_id)
+        if instruction is None:
+            if not fields.get("question"):
+                self.problems.add(file, row.line, "question", "required value is empty")
+                return None
+            instruction = Instruction(dataset=self.dataset, instruction_id=instruction_id)
+            for key, value in fields.items():
+                setattr(instruction, key, value)
+            self._categorise(instruction)
+            instruction.save()
+            self.instructions[instruction_id] = instruction
+            self.summary.counts["instructions"] += 1
+            return instruction
+        changed = []
+        for key, value in fields.items():
+            current = getattr(instruction, key)
+            if current in ("", None) or (self.replace and current != value):
+                setattr(instruction, key, value)
+                changed.append(key)
+        if self._categorise(instruction):
+            changed.append("category")
+        if changed:
+            instruction.save(update_fields=sorted(set(changed)))
+        return instruction
+
+    def _categorise(self, instruction: Instruction) -> bool:
+        if instruction.category or not instruction.subcategory:
+            return False
+        category = self.taxonomy.get(instruction.subcategory)
+        if category:
+            instruction.category = category
+            return True
+        return False
+
+    def _load_instructions(self, file: str, rows: list[Row]) -> None:
+        seen: dict[str, int] = {}
+        for row in rows:
+            instruction_id = self._require(file, row, "instruction_id")
+            if instruction_id is None:
+                continue
+            if instruction_id in seen:
+                self.summary.skipped[f"duplicate instruction row in {file}"] += 1
+                continue
+            seen[instruction_id] = row.line
+            if instruction_id in self.instructions:
+                self.summary.skipped["instruction already imported"] += 1
+            self._upsert_instruction(file, row, instruction_id)
+
+    def _load_references(self, file: str, rows: list[Row]) -> None:
+        existing = {
+            (r.instruction_id, r.annotator): r
+            for r in ReferenceResponse.objects.filter(instruction__dataset=self.dataset)
+        }
+        new: list[ReferenceResponse] = []
+        seen: set[tuple[str, str]] = set()
+        for row in rows:
+            instruction_id = self._require(file, row, "instruction_id")
+            text = self._require(file, row, "clinician_response")
+            if instruction_id is None or text is None:
+                continue
+            annotator = row.get("annotator_num").strip() or "Annotator_1"
+            if (instruction_id, annotator) in seen:
+                self.summary.skipped[f"duplicate reference row in {file}"] += 1
+                continue
+            seen.add((instruction_id, annotator))
+            instruction = self._upsert_instruction(file, row, instruction_id)
+            if instruction is None:
+                continue
+            current = existing.get((instruction.pk, annotator))
+            if current is not None:
+                if current.text != text and self.replace:
+                    current.text = text
+                    current.save(update_fields=["text"])
+                    self.summary.counts["references updated"] += 1
+                elif current.text != text:
+                    self.summary.skipped["reference differs from stored (use --replace)"] += 1
+                else:
+                    self.summary.skipped["reference already imported"] += 1
+                continue
+            digits = "".join(ch for ch in annotator if ch.isdigit())
+            new.append(
+                ReferenceResponse(
+                    instruction=instruction,
+                    annotator=annotator,
+                    annotator_order=int(digits) if digits else 1,
+                    text=text,
+                )
+            )
+        ReferenceResponse.objects.bulk_create(new, batch_size=500)
+        self.summary.counts["references"] += len(new)
+
+    def _load_responses(self, file: str, rows: list[Row]) -> None:
+        existing = {
+            (r.instruction_id, r.model_name): r
+            for r in ModelResponse.objects.filter(instruction__dataset=self.dataset)
+        }
+        known_columns = {
+            "instruction_id",
+            "person_id",
+            "question",
+            "filename",
+            "clinician_response",
+            "evidence",
+            "model_name",
+            "binary_correct",
+            "is_used_eval",
+            "submitter_specialty",
+            "model_rank",
+            "is_applicable",
+            "is_sufficient",
+            "generation_length",
+            "context_length",
+            "truncation_policy",
+            "annotator_num",
+            *RESPONSE_TEXT_COLUMNS,
+        }
+        new: list[ModelResponse] = []
+        seen: set[tuple[str, str]] = set()
+        for row in rows:
+            instruction_id = self._require(file, row, "instruction_id")
+            model_name = self._require(file, row, "model_name")
+            if instruction_id is None or model_name is None:
+                continue
+            if (instruction_id, model_name) in seen:
+                self.summary.skipped[f"duplicate response row in {file}"] += 1
+                continue
+            seen.add((instruction_id, model_name))
+            if instruction_id not in self.instructions:
+                self.problems.add(
+                    file,
+                    row.line,
+                    "instruction_id",
+                    f"response for unknown instruction {instruction_id!r}: import the "
+                    "instructions file or the reference answers with it",
+                )
+                continue
+            instruction = self._upsert_instruction(file, row, instruction_id)
+            if instruction is None:
+                continue
+            values = self._response_values(file, row, known_columns)
+            if values is None:
+                continue
+            values["names_own_model"] = names_a_model(values["text"], model_name)
+            current = existing.get((instruction.pk, model_name))
+            if current is not None:
+                differs = any(getattr(current, k) != v for k, v in values.items())
+                if differs and self.replace:
+                    text_changed = current.text != values["text"]
+                    for key, value in values.items():
+                        setattr(current, key, value)
+                    current.save()
+                    if text_changed:
+                        self.changed_responses.append(current.pk)
+                    self.summary.counts["responses updated"] += 1
+                elif differs:
+                    self.summary.skipped["response differs from stored (use --replace)"] += 1
+                else:
+                    self.summary.skipped["response already imported"] += 1
+                continue
+            new.append(ModelResponse(instruction=instruction, model_name=model_name, **values))
+        ModelResponse.objects.bulk_create(new, batch_size=500)
+        self.summary.counts["responses"] += len(new)
+        self.summary.counts["responses naming a model"] += sum(r.names_own_model for r in new)
+
+    def _response_values(self, file: str, row: Row, known: set[str]) -> dict[str, Any] | None:
+        ok = True
+        values: dict[str, Any] = {"text": row.get(*RESPONSE_TEXT_COLUMNS)}
+        for target, column, parser in (
+            ("context_length", "context_length", parse_optional_int),
+            ("generation_length", "generation_length", parse_optional_int),
+            ("release_rank", "model_rank", parse_optional_float),
+            ("release_binary_correct", "binary_correct", parse_bool),
+        ):
+            try:
+                values[target] = parser(row.get(column))
+            except ValueError as exc:
+                self.problems.add(file, row.line, column, str(exc))
+                ok = False
+        values["truncation_policy"] = row.get("truncation_policy").strip()
+        values["generation_metadata"] = {
+            k: v for k, v in row.values.items() if k not in known and v.strip()
+        }
+        return values if ok else None
+
+    # --- EHR XML ------------------------------------------------------------------------------
+    def load_xml(self, path: Path) -> None:
+        try:
+            fmt = sniff_format(path)
+        except XMLImportError as exc:
+            self.problems.problems.append(exc.problem)
+            return
+        person_id = person_id_from_filename(path)
+        existing = Patient.objects.filter(dataset=self.dataset, person_id=person_id).first()
+        if existing is not None and not self.replace:
+            self.summary.skipped["record already imported (use --replace)"] += 1
+            self.progress(path.stat().st_size)
+            return
+        self.summary.files[path.name] = f"ehr:{fmt}"
+        try:
+            with transaction.atomic():  # a savepoint: a broken file rolls back only its rows
+                self._load_record(path, fmt, person_id, existing)
+        except XMLImportError as exc:
+            self.problems.problems.append(exc.problem)
+
+    def _load_record(self, path: Path, fmt: str, person_id: str, existing: Patient | None) -> None:
+        if existing is not None:
+            Event.objects.filter(patient=existing).delete()
+            Encounter.objects.filter(patient=existing).delete()
+            patient = existing
+        else:
+            patient = Patient.objects.create(
+                dataset=self.dataset, person_id=person_id, source_file=path.name
+            )
+        patient.source_format = fmt
+        writer = _EventWriter(patient)
+        encounter_ids: dict[int, int] = {}
+        reported = 0
+        with path.open("rb") as raw:
+            reader = CountingReader(raw)
+            items = (
+                iter_record(reader, path.name)
+                if fmt == "record"
+                else iter_eventstream(reader, path.name)
+            )
+            for kind, item in items:
+                if kind == "event":
+                    writer.add(item)  # type: ignore[arg-type]
+                    if writer.pending >= EVENT_FLUSH_ROWS:
+                        writer.flush()
+                        self.progress(reader.count - reported)
+                        reported = reader.count
+                elif kind == "encounter":
+                    writer.flush()
+                    enc: EncounterData = item  # type: ignore[assignment]
+                    created = Encounter.objects.create(
+                        patient=patient,
+                        ordinal=enc.ordinal,
+                        encounter_type=enc.encounter_type,
+                        start=enc.start,
+                        end=enc.end,
+                    )
+                    encounter_ids[enc.ordinal] = created.pk
+                    writer.encounter_id = created.pk
+                    writer.encounter_ordinal = enc.ordinal
+                elif kind == "encounter_end":
+                    writer.flush()
+                    enc = item  # type: ignore[assignment]
+                    Encounter.objects.filter(pk=encounter_ids[enc.ordinal]).update(
+                        care_sites=enc.care_sites,
+                        providers=enc.providers,
+                        event_count=writer.encounter_events.get(enc.ordinal, 0),
+                    )
+                elif kind == "demographics":
+                    _apply_demographics(patient, item)  # type: ignore[arg-type]
+                elif kind == "person_id" and item and item != person_id:
+                    patient.demographics["source_person_id"] = item
+            writer.flush()
+        self.progress(reader.count - reported)
+        patient.event_count = writer.total
+        patient.note_count = writer.notes
+        patient.first_event_at = writer.first
+        patient.last_event_at = writer.last
+        patient.save()
+        self.summary.counts["patients"] += 1
+        self.summary.counts["encounters"] += len(encounter_ids)
+        self.summary.counts["events"] += writer.total
+        self.summary.counts["notes"] += writer.notes
+
+    def link_patients(self) -> None:
+        patients = dict(Patient.objects.filter(dataset=self.dataset).values_list("person_id", "id"))
+        stale = []
+        for instruction in self.instructions.values():
+            patient_id = patients.get(instruction.person_id)
+            if patient_id and instruction.patient_id != patient_id:
+                instruction.patient_id = patient_id
+                stale.append(instruction)
+        Instruction.objects.bulk_update(stale, ["patient"], batch_size=500)
+        unlinked = sum(
+            1 for i in self.instructions.values() if i.person_id and i.person_id not in patients
+        )
+        if unlinked:
+            self.summary.counts["instructions whose record is not loaded yet"] = unlinked
+
+
+def _apply_demographics(patient: Patient, demo: Demographics) -> None:
+    patient.birth_date = patient.birth_date or demo.birth_date
+    patient.gender = patient.gender or demo.gender
+    patient.race = patient.race or demo.race
+    patient.ethnicity = patient.ethnicity or demo.ethnicity
+    patient.demographics.update(demo.extra)
+
+
+class _EventWriter:
+    """Buffers events and writes them in chunks: COPY on PostgreSQL, bulk INSERT elsewhere."""
+
+    COLUMNS = (
+        "patient_id",
+        "encounter_id",
+        "seq",
+        "timestamp",
+        "event_type",
+        "code",
+        "name",
+        "value",
+        "value_numeric",
+        "unit",
+        "text",
+        "note_type",
+        "attributes",
+    )
+
+    def __init__(self, patient: Patient) -> None:
+        self.patient_id = patient.pk
+        self.encounter_id: int | None = None
+        self.encounter_ordinal = 0
+        self.rows: list[tuple[Any, ...]] = []
+        self.total = 0
+        self.notes = 0
+        self.first = None
+        self.last = None
+        self.encounter_events: Counter = Counter()
+
+    @property
+    def pending(self) -> int:
+        return len(self.rows)
+
+    def add(self, event: EventData) -> None:
+        self.total += 1
+        if event.event_type == "note":
+            self.notes += 1
+        ts = event.timestamp
+        if ts is not None:
+            if self.first is None or ts < self.first:
+                self.first = ts
+            if self.last is None or ts > self.last:
+                self.last = ts
+        if self.encounter_id is not None:
+            self.encounter_events[self.encounter_ordinal] += 1
+        self.rows.append(
+            (
+                self.patient_id,
+                self.encounter_id,
+                self.total,
+                ts,
+                event.event_type[:40],
+                event.code[:120],
+                event.name,
+                event.value[:100],
+                event.value_numeric,
+                event.unit[:60],
+                event.text,
+                event.note_type[:120],
+                event.attributes,
+            )
+        )
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        if connection.vendor == "postgresql":
+            self._copy(self.rows)
+        else:
+            Event.objects.bulk_create(
+                (Event(**dict(zip(self.COLUMNS, row, strict=True))) for row in self.rows),
+                batch_size=2000,
+            )
+        self.rows = []
+
+    def _copy(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        table = Event._meta.db_table
+        columns = ", ".join(self.COLUMNS)
+        with connection.cursor() as cursor:
+            raw = cursor.cursor  # the psycopg 3 cursor under Django's wrapper
+            with raw.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:  # noqa: S608
+                for row in rows:
+                    copy.write_row(row[:-1] + (json.dumps(row[-1]),))
+
+
+def names_a_model(text: str, model_name: str) -> bool:
+    lowered = text.lower()
+    name = model_name.lower().strip()
+    if name and len(name) >= 3 and name in lowered:
+        return True
+    return any(word in lowered for word in MODEL_FAMILY_WORDS)
+
+
+def import_release(
+    path: Path | str,
+    *,
+    dataset_name: str,
+    replace: bool = False,
+    progress: ProgressFn | None = None,
+    description: str = "",
+    is_synthetic: bool = False,
+) -> ImportSummary:
+    """Import every release file under ``path`` into dataset ``dataset_name``, all or nothing."""
+    path = Path(path)
+    tables, xml_files, ignored = discover(path)
+    for name in (f for f in [*xml_files, *(p for ps in tables.values() for p in ps)]):
+        if name.stat().st_size > settings.IMPORT_MAX_FILE_BYTES:
+            raise ImportFailed(
+                [
+                    Problem(
+                        name.name,
+                        None,
+                        None,
+                        f"file is larger than IMPORT_MAX_FILE_BYTES "
+                        f"({settings.IMPORT_MAX_FILE_BYTES} bytes)",
+                    )
+                ]
+            )
+    if not xml_files and not any(tables.values()):
+        raise ImportFailed([Problem(str(path), None, None, "no release files found")])
+    with transaction.atomic():
+        dataset, _ = Dataset.objects.get_or_create(
+            name=dataset_name,
+            defaults={"description": description, "is_synthetic": is_synthetic},
+        )
+        importer = _Importer(dataset, replace, progress)
+        for reason in ignored:
+            importer.summary.skipped[reason] += 1
+        for kind in KIND_ORDER:
+            for table in tables[kind]:
+                importer.load_table(kind, table)
+        importer.problems.raise_if_any()
+        for xml_file in xml_files:
+            importer.load_xml(xml_file)
+        importer.problems.raise_if_any()
+        importer.link_patients()
+        if importer.changed_responses:
+            from scoring.models import MetricScore
+
+            MetricScore.objects.filter(response_id__in=importer.changed_responses).delete()
+        dataset.save(update_fields=["updated_at"])
+    return importer.summary
+
+
+def total_bytes(path: Path | str) -> int:
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

@@ -1,0 +1,71 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from review.importers import ImportFailed, total_bytes
+from review.services.imports import dataset_import
+
+
+class Command(BaseCommand):
+    help = (
+        "Import MedAlign release files (a folder holding any subset of them, or one file) into a "
+        "dataset: the two TSVs, the instructions and taxonomy CSVs, and EHR XML in both formats. "
+        "All or nothing; re-running is idempotent."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("path", type=Path)
+        parser.add_argument("--dataset", required=True, help="dataset name, e.g. medalign-v1.3")
+        parser.add_argument(
+            "--replace",
+            action="store_true",
+            help="overwrite rows and records that differ from what is stored",
+        )
+        parser.add_argument("--no-progress", action="store_true")
+
+    def handle(self, *args: object, **options: object) -> None:
+        path: Path = options["path"]  # type: ignore[assignment]
+        size = total_bytes(path) if path.exists() else 0
+        bar = tqdm(
+            total=size,
+            unit="B",
+            unit_scale=True,
+            desc="importing",
+            disable=bool(options["no_progress"]),
+            file=self.stderr._out,
+        )
+        try:
+            summary = dataset_import(
+                path=path,
+                dataset_name=str(options["dataset"]),
+                replace=bool(options["replace"]),
+                progress=bar.update,
+            )
+        except ImportFailed as exc:
+            bar.close()
+            raise CommandError(exc.render()) from None
+        bar.close()
+        self.stdout.write(self.style.SUCCESS(f"Imported into dataset {summary.dataset!r}"))
+        for file, kind in summary.files.items():
+            self.stdout.write(f"  {kind:<14} {file}")
+        for label in (
+            "patients",
+            "encounters",
+            "events",
+            "notes",
+            "taxonomy entries",
+            "instructions",
+            "references",
+            "responses",
+            "references updated",
+            "responses updated",
+            "responses naming a model",
+            "instructions whose record is not loaded yet",
+        ):
+            if label in summary.counts or label in ("patients", "events", "instructions"):
+                self.stdout.write(f"  {label:<45} {summary.counts.get(label, 0):>10,}")
+        if summary.skipped:
+            self.stdout.write("  rows skipped:")
+            for reason, count in sorted(summary.skipped.items()):
+                self.stdout.write(f"    {count:>8,}  {reason}")

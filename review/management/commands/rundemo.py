@@ -1,0 +1,78 @@
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from review.models import Dataset
+
+
+class Command(BaseCommand):
+    help = (
+        "Load the demo dataset if it is not loaded, then serve the app on 127.0.0.1:8000 "
+        "together with a Celery worker. Ctrl-C stops both."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--addr", default="127.0.0.1:8000")
+        parser.add_argument("--concurrency", type=int, default=2)
+
+    def handle(self, *args: object, **options: object) -> None:
+        if not Dataset.objects.filter(name="demo").exists():
+            call_command("load_demo", stdout=self.stdout, stderr=self.stderr)
+        else:
+            call_command("load_demo", "--accounts-only", stdout=self.stdout, stderr=self.stderr)
+        base = Path(settings.BASE_DIR)
+        celery = Path(sys.executable).with_name("celery")
+        worker = subprocess.Popen(  # noqa: S603 - fixed arguments
+            [
+                str(celery),
+                "-A",
+                "medalign_site",
+                "worker",
+                "-Q",
+                "cpu,gpu",
+                "--concurrency",
+                str(options["concurrency"]),
+                "--loglevel",
+                "INFO",
+            ],
+            cwd=base,
+            start_new_session=True,
+        )
+        server = subprocess.Popen(  # noqa: S603
+            [sys.executable, "manage.py", "runserver", "--noreload", str(options["addr"])],
+            cwd=base,
+            start_new_session=True,
+        )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Serving http://{options['addr']}/ with a Celery worker; "
+                "press Ctrl-C to stop both."
+            )
+        )
+        try:
+            while True:
+                for proc, name in ((worker, "worker"), (server, "server")):
+                    if proc.poll() is not None:
+                        self.stderr.write(f"the {name} exited with code {proc.returncode}")
+                        raise KeyboardInterrupt
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    server.wait(timeout=1)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for proc in (server, worker):
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGTERM)
+            for proc in (server, worker):
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+            self.stdout.write("Stopped the server and the worker.")

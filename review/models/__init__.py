@@ -1,0 +1,43 @@
+from .accounts import (
+    AccessApplication,
+    DUASignature,
+    DUAVersion,
+    RejectedEmailDomain,
+    Role,
+    User,
+)
+from .audit import AuditEvent
+from .records import (
+    Dataset,
+    Encounter,
+    Event,
+    Instruction,
+    ModelResponse,
+    Patient,
+    ReferenceResponse,
+    TaxonomyEntry,
+)
+from .reviews import Assignment, ErrorTag, ResponseJudgement, Review, response_label
+
+__all__ = [
+    "AccessApplication",
+    "Assignment",
+    "AuditEvent",
+    "DUASignature",
+    "DUAVersion",
+    "Dataset",
+    "Encounter",
+    "ErrorTag",
+    "Event",
+    "Instruction",
+    "ModelResponse",
+    "Patient",
+    "ReferenceResponse",
+    "RejectedEmailDomain",
+    "ResponseJudgement",
+    "Review",
+    "Role",
+    "TaxonomyEntry",
+    "User",
+    "response_label",
+]

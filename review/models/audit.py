@@ -1,0 +1,79 @@
+"""The append-only audit trail."""
+
+from typing import Any, NoReturn
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class AuditQuerySet(models.QuerySet["AuditEvent"]):
+    # Append-only: bulk updates and deletes through the ORM are refused outright.
+    def update(self, **kwargs: Any) -> NoReturn:
+        raise PermissionError("the audit trail is append-only")
+
+    def delete(self) -> NoReturn:
+        raise PermissionError("the audit trail is append-only")
+
+
+class AuditEvent(models.Model):
+    """Who did what to which object, when, from where. Never updated or deleted."""
+
+    class Action(models.TextChoices):
+        LOGIN = "login", "Signed in"
+        LOGIN_FAILED = "login_failed", "Failed sign-in"
+        LOGOUT = "logout", "Signed out"
+        RECORD_VIEWED = "record_viewed", "Record viewed"
+        INSTRUCTION_VIEWED = "instruction_viewed", "Instruction viewed"
+        RECORD_SEARCHED = "record_searched", "Record searched"
+        REVIEW_SAVED = "review_saved", "Review draft saved"
+        REVIEW_SUBMITTED = "review_submitted", "Review submitted"
+        REVIEW_REOPENED = "review_reopened", "Review reopened"
+        EXPORT = "export", "Export"
+        APPLICATION_SUBMITTED = "application_submitted", "Application submitted"
+        APPLICATION_DECISION = "application_decision", "Application decision"
+        ROLE_CHANGED = "role_changed", "Role changed"
+        DUA_SIGNED = "dua_signed", "DUA signed"
+        DUA_PUBLISHED = "dua_published", "DUA published"
+        CERTIFICATE_VIEWED = "certificate_viewed", "Certificate viewed"
+        DATA_IMPORTED = "data_imported", "Data imported"
+        ASSIGNMENTS_CREATED = "assignments_created", "Assignments created"
+        SCORING_STARTED = "scoring_started", "Scoring run started"
+        REPORT_CREATED = "report_created", "Report created"
+        AUDIT_EXPORTED = "audit_exported", "Audit log exported"
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    actor_email = models.CharField(max_length=254, blank=True)  # kept for failed sign-ins
+    action = models.CharField(max_length=32, choices=Action.choices, db_index=True)
+    object_type = models.CharField(max_length=64, blank=True)
+    object_id = models.CharField(max_length=64, blank=True)
+    person_id = models.CharField(max_length=64, blank=True, db_index=True)
+    instruction_id = models.CharField(max_length=64, blank=True)
+    ip_address = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=300, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    objects = AuditQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["actor", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_email} {self.action}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Integrity guard, not business logic: an existing row can never be rewritten.
+        if self.pk is not None and not kwargs.get("force_insert"):
+            raise PermissionError("the audit trail is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise PermissionError("the audit trail is append-only")

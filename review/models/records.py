@@ -1,0 +1,203 @@
+"""Datasets and the longitudinal record: patients, encounters, events; instructions and answers."""
+
+from django.db import models
+
+
+class Dataset(models.Model):
+    """A named, versioned collection ("medalign-v1.3", "demo"). Everything below belongs to one."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    is_synthetic = models.BooleanField(default=False)
+    show_references_to_clinicians = models.BooleanField(
+        default=False,
+        help_text="Blind review hides clinician reference answers; tick to show them.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Patient(models.Model):
+    """One pseudonymous patient (``person_id`` as in the release) and their demographics."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="patients")
+    person_id = models.CharField(max_length=64)
+    birth_date = models.DateField(null=True, blank=True)
+    gender = models.CharField(max_length=32, blank=True)
+    race = models.CharField(max_length=100, blank=True)
+    ethnicity = models.CharField(max_length=100, blank=True)
+    demographics = models.JSONField(default=dict, blank=True)
+    source_file = models.CharField(max_length=300, blank=True)
+    source_format = models.CharField(max_length=20, blank=True)  # "record" | "eventstream"
+    event_count = models.PositiveIntegerField(default=0)
+    note_count = models.PositiveIntegerField(default=0)
+    first_event_at = models.DateTimeField(null=True, blank=True)
+    last_event_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["dataset", "person_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "person_id"], name="unique_patient")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dataset.name}:{self.person_id}"
+
+
+class Encounter(models.Model):
+    """A visit (paper-era ``<visit>``) or an ``<encounter>`` block of the release format."""
+
+    patient = models.ForeignKey(Patient, on_delete=models.CASCADE, related_name="encounters")
+    ordinal = models.PositiveIntegerField()
+    encounter_type = models.CharField(max_length=100, blank=True)
+    start = models.DateTimeField(null=True, blank=True)
+    end = models.DateTimeField(null=True, blank=True)
+    care_sites = models.JSONField(default=list, blank=True)
+    providers = models.JSONField(default=list, blank=True)
+    event_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["patient", "ordinal"]
+        constraints = [
+            models.UniqueConstraint(fields=["patient", "ordinal"], name="unique_encounter")
+        ]
+
+    def __str__(self) -> str:
+        return f"Encounter {self.ordinal} of {self.patient_id}"
+
+
+class Event(models.Model):
+    """One coded event or note. Records reach 100,000+ events: always page, never load whole."""
+
+    patient = models.ForeignKey(Patient, on_delete=models.CASCADE, related_name="events")
+    encounter = models.ForeignKey(
+        Encounter, on_delete=models.CASCADE, related_name="events", null=True, blank=True
+    )
+    seq = models.PositiveIntegerField(help_text="Order of the event in the source file.")
+    timestamp = models.DateTimeField(null=True, blank=True)
+    event_type = models.CharField(max_length=40)
+    code = models.CharField(max_length=120, blank=True)
+    name = models.TextField(blank=True)
+    value = models.CharField(max_length=100, blank=True)
+    value_numeric = models.FloatField(null=True, blank=True)
+    unit = models.CharField(max_length=60, blank=True)
+    text = models.TextField(blank=True)  # note text
+    note_type = models.CharField(max_length=120, blank=True)
+    attributes = models.JSONField(default=dict, blank=True)  # provider/care-site/visit ids…
+
+    class Meta:
+        ordering = ["patient", "timestamp", "seq"]
+        indexes = [
+            models.Index(fields=["patient", "timestamp", "seq"], name="event_patient_time"),
+            models.Index(fields=["patient", "event_type", "timestamp"], name="event_patient_type"),
+            models.Index(fields=["encounter", "timestamp", "seq"], name="event_encounter_time"),
+        ]
+        constraints = [models.UniqueConstraint(fields=["patient", "seq"], name="unique_event_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.code} @ {self.timestamp}"
+
+
+class TaxonomyEntry(models.Model):
+    """One row of ``instruction-taxonomy.csv``: category, subcategory, description."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="taxonomy")
+    category = models.CharField(max_length=100)
+    subcategory = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["category", "subcategory"]
+        verbose_name_plural = "taxonomy entries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dataset", "subcategory"], name="unique_taxonomy_subcategory"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.category} / {self.subcategory}"
+
+
+class Instruction(models.Model):
+    """A clinician-written question or task grounded in one patient's record."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="instructions")
+    instruction_id = models.CharField(max_length=64)
+    question = models.TextField()
+    patient = models.ForeignKey(
+        Patient, on_delete=models.SET_NULL, null=True, blank=True, related_name="instructions"
+    )
+    person_id = models.CharField(max_length=64, blank=True)  # as given, even before the EHR loads
+    filename = models.CharField(max_length=300, blank=True)
+    category = models.CharField(max_length=100, blank=True, db_index=True)
+    subcategory = models.CharField(max_length=200, blank=True)
+    specialty = models.CharField(max_length=100, blank=True, db_index=True)
+    source = models.CharField(max_length=100, blank=True)
+    evidence = models.TextField(blank=True)
+    is_applicable = models.BooleanField(null=True, blank=True)
+    is_sufficient = models.BooleanField(null=True, blank=True)
+    is_used_eval = models.BooleanField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["dataset", "instruction_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "instruction_id"], name="unique_instruction")
+        ]
+        indexes = [models.Index(fields=["dataset", "specialty"])]
+
+    def __str__(self) -> str:
+        return f"{self.dataset.name}:{self.instruction_id}"
+
+
+class ReferenceResponse(models.Model):
+    """A clinician-written answer; several per instruction (``annotator_num``)."""
+
+    instruction = models.ForeignKey(
+        Instruction, on_delete=models.CASCADE, related_name="references"
+    )
+    annotator = models.CharField(max_length=64)  # "Annotator_1"
+    annotator_order = models.PositiveIntegerField(default=1)  # numeric part, for "first"
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["instruction", "annotator_order", "annotator"]
+        constraints = [
+            models.UniqueConstraint(fields=["instruction", "annotator"], name="unique_reference")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.instruction_id} {self.annotator}"
+
+
+class ModelResponse(models.Model):
+    """Text an LLM produced for an instruction. ``model_name`` never reaches clinicians."""
+
+    instruction = models.ForeignKey(Instruction, on_delete=models.CASCADE, related_name="responses")
+    model_name = models.CharField(max_length=100, db_index=True)
+    text = models.TextField()
+    context_length = models.PositiveIntegerField(null=True, blank=True)
+    truncation_policy = models.CharField(max_length=100, blank=True)
+    generation_length = models.PositiveIntegerField(null=True, blank=True)
+    generation_metadata = models.JSONField(default=dict, blank=True)
+    # Labels shipped with the release (MedAlign's own clinician review), kept for comparison.
+    release_binary_correct = models.BooleanField(null=True, blank=True)
+    release_rank = models.FloatField(null=True, blank=True)
+    names_own_model = models.BooleanField(
+        default=False, help_text="The text names a model: it could unblind reviewers."
+    )
+
+    class Meta:
+        ordering = ["instruction", "model_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["instruction", "model_name"], name="unique_response")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.instruction_id} / response {self.pk}"

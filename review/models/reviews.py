@@ -1,0 +1,146 @@
+"""Assignments and clinicians' judgements of model responses."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from .records import Instruction, ModelResponse
+
+
+class ErrorTag(models.Model):
+    """An error category a clinician can attach to a response. Admins edit the list."""
+
+    slug = models.SlugField(max_length=50, unique=True)
+    label = models.CharField(max_length=100)
+    description = models.CharField(max_length=300, blank=True)
+    is_active = models.BooleanField(default=True)
+    order = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["order", "label"]
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class Assignment(models.Model):
+    """A clinician asked to review an instruction. Never the same pair twice."""
+
+    instruction = models.ForeignKey(
+        Instruction, on_delete=models.CASCADE, related_name="assignments"
+    )
+    clinician = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="assignments"
+    )
+    assigned_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["clinician", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["instruction", "clinician"], name="unique_assignment")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.clinician} → {self.instruction}"
+
+
+class Review(models.Model):
+    """One clinician's judgement of one instruction's responses.
+
+    Status and allowed transitions (made in review.services.reviews):
+      draft     -> draft      (autosave; every change, debounced in the browser)
+      draft     -> submitted  (every response ranked and marked, or "cannot assess" with reason)
+      submitted -> reopened   (admin only; the clinician may edit again)
+      reopened  -> submitted
+    A submitted review is read-only. Submitting twice is a no-op that returns the same review.
+    """
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        SUBMITTED = "submitted", "Submitted"
+        REOPENED = "reopened", "Reopened"
+
+    class CannotAssess(models.TextChoices):
+        NONE = "", "—"
+        RECORD_LACKS_INFORMATION = "record_lacks_information", "The record lacks the information"
+        INSTRUCTION_NOT_APPLICABLE = "instruction_not_applicable", "The instruction does not apply"
+        OTHER = "other", "Other"
+
+    assignment = models.OneToOneField(Assignment, on_delete=models.PROTECT, related_name="review")
+    status = models.CharField(
+        max_length=12, choices=Status.choices, default=Status.DRAFT, db_index=True
+    )
+    # Response ids in the order shown (labels A, B, … follow it); stored for position-bias analysis.
+    shown_order = models.JSONField(default=list)
+    cannot_assess = models.CharField(
+        max_length=40, choices=CannotAssess.choices, blank=True, default=""
+    )
+    cannot_assess_note = models.TextField(blank=True)
+    version = models.PositiveIntegerField(default=0)  # bumped on every save: stale-draft guard
+    started_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    time_spent_seconds = models.PositiveIntegerField(default=0)
+    reopened_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    submission_token = models.UUIDField(default=uuid.uuid4, editable=False)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return f"Review {self.pk} ({self.status})"
+
+    @property
+    def is_editable(self) -> bool:
+        return self.status != self.Status.SUBMITTED
+
+
+class ResponseJudgement(models.Model):
+    """A clinician's judgement of one response inside a review. Rank 1 is best; ties allowed."""
+
+    review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="judgements")
+    response = models.ForeignKey(ModelResponse, on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveSmallIntegerField()  # 0-based position shown (label = "ABC…"[pos])
+    rank = models.PositiveSmallIntegerField(null=True, blank=True)
+    is_correct = models.BooleanField(null=True, blank=True)
+    error_tags = models.ManyToManyField(ErrorTag, blank=True, related_name="+")
+    comment = models.TextField(blank=True, max_length=5000)
+
+    class Meta:
+        ordering = ["review", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["review", "response"], name="unique_judgement"),
+            models.CheckConstraint(
+                condition=models.Q(rank__isnull=True) | models.Q(rank__gte=1),
+                name="rank_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Judgement {self.pk} of review {self.review_id}"
+
+    @property
+    def label(self) -> str:
+        return response_label(self.position)
+
+
+def response_label(position: int) -> str:
+    """Neutral label for the response shown at ``position``: A, B, …, Z, AA, AB…"""
+    letters = ""
+    n = position
+    while True:
+        letters = chr(ord("A") + n % 26) + letters
+        n = n // 26 - 1
+        if n < 0:
+            return letters

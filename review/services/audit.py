@@ -1,0 +1,40 @@
+"""Writing the append-only audit trail. Never pass patient text in ``details``."""
+
+from typing import Any
+
+from django.http import HttpRequest
+
+from review.models import AuditEvent, User
+
+
+def client_ip(request: HttpRequest | None) -> str | None:
+    if request is None:
+        return None
+    return request.META.get("REMOTE_ADDR") or None
+
+
+def audit_record(
+    *,
+    action: str,
+    actor: User | None = None,
+    request: HttpRequest | None = None,
+    obj: Any = None,
+    person_id: str = "",
+    instruction_id: str = "",
+    actor_email: str = "",
+    details: dict[str, Any] | None = None,
+) -> AuditEvent:
+    if actor is None and request is not None and request.user.is_authenticated:
+        actor = request.user
+    return AuditEvent.objects.create(
+        action=action,
+        actor=actor,
+        actor_email=actor_email or (actor.email if actor is not None else ""),
+        object_type=type(obj).__name__ if obj is not None else "",
+        object_id=str(getattr(obj, "pk", "") or "") if obj is not None else "",
+        person_id=person_id,
+        instruction_id=instruction_id,
+        ip_address=client_ip(request),
+        user_agent=(request.META.get("HTTP_USER_AGENT", "")[:300] if request else ""),
+        details=details or {},
+    )

@@ -1,0 +1,154 @@
+"""Scoring runs, metric scores with provenance, correlation reports, API tokens."""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from review.models import Dataset, ModelResponse
+
+
+class MetricConfig(models.Model):
+    """A metric configuration's identity: backend, model and weights, layers, options, versions.
+
+    ``identity_hash`` is the sha256 of the canonical JSON of ``identity``; two runs that would
+    compute the same numbers share a config, so their scores are shared and never recomputed.
+    """
+
+    backend = models.CharField(max_length=32, db_index=True)
+    identity = models.JSONField()
+    identity_hash = models.CharField(max_length=64, unique=True)
+    label = models.CharField(max_length=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["backend", "id"]
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class ScoringRun(models.Model):
+    """Scoring of a dataset's responses with some metrics.
+
+    Status and allowed transitions (made in scoring.services):
+      pending -> running -> done
+      pending | running -> failed (the reason is kept; transient errors retry first)
+      failed | done -> running (resume: only what is missing is computed)
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="scoring_runs")
+    metrics = models.JSONField(default=list)  # backend names requested
+    configs = models.ManyToManyField(MetricConfig, blank=True, related_name="runs")
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True
+    )
+    total = models.PositiveIntegerField(default=0)  # (response, config) pairs to score
+    unavailable = models.JSONField(default=dict, blank=True)  # backend -> reason
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Scoring run {self.pk} ({self.status})"
+
+
+class ScoringBatch(models.Model):
+    """A slice of a run handed to one Celery task. Tasks take the batch id only."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    run = models.ForeignKey(ScoringRun, on_delete=models.CASCADE, related_name="batches")
+    config = models.ForeignKey(MetricConfig, on_delete=models.PROTECT, related_name="+")
+    response_ids = models.JSONField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    seconds = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        indexes = [models.Index(fields=["run", "status"])]
+
+
+class MetricScore(models.Model):
+    """One response's score under one metric configuration. Unique: never computed twice."""
+
+    response = models.ForeignKey(ModelResponse, on_delete=models.CASCADE, related_name="scores")
+    config = models.ForeignKey(MetricConfig, on_delete=models.PROTECT, related_name="scores")
+    value = models.FloatField()  # the backend's primary value, aggregated over references
+    values = models.JSONField(default=dict)  # every value the backend returns, aggregated
+    per_reference = models.JSONField(default=list)  # [{annotator, values}] before aggregation
+    aggregate = models.CharField(max_length=10, default="first")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["response", "config"], name="unique_metric_score")
+        ]
+        indexes = [models.Index(fields=["config", "response"])]
+
+
+class CorrelationReport(models.Model):
+    """A stored snapshot of the metric–clinician analysis with its parameters and provenance."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="reports")
+    title = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    parameters = models.JSONField(default=dict)  # resamples, seed, confidence, configs, filters
+    provenance = models.JSONField(default=dict)  # dataset, configs, versions, reviews included
+    results = models.JSONField(default=dict)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.title or f"Report {self.pk}"
+
+
+class ApiToken(models.Model):
+    """A researcher's read-only API token. Only a hash is stored; the key is shown once."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
