@@ -1,14 +1,42 @@
 """Who may see what. Views reach protected objects only through these helpers.
 
-Objects a user may not see raise Http404, the same as missing ones, so existence never leaks.
+Rules:
+- anonymous → the sign-in page;
+- signed in, not approved (no application, pending, rejected, revoked, expired approval or
+  training certificate, or the active DUA version not signed) → only the application pages;
+- clinicians and admins must have TOTP set up before they see any record;
+- clinician → only the instructions assigned to them; anything else is 404, never 403, so the
+  existence of an object never leaks;
+- researcher → reports and exports, no raw records unless also granted clinician access;
+- admin → everything.
+Objects a user may not see raise Http404, exactly as missing ones do.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
+from functools import wraps
+from typing import Any, TypeVar
 
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.utils import timezone
 
-from review.models import AccessApplication, DUASignature, DUAVersion, Role, User
+from review.models import (
+    AccessApplication,
+    Assignment,
+    DUASignature,
+    DUAVersion,
+    Instruction,
+    Patient,
+    Review,
+    Role,
+    User,
+)
+
+APPLICATION_URL_NAME = "application_status"
+MFA_SETUP_URL_NAME = "mfa_activate_totp"
+MFA_ROLES = frozenset({Role.CLINICIAN, Role.ADMIN})
 
 
 @dataclass(frozen=True)
@@ -16,6 +44,7 @@ class UserAccess:
     roles: frozenset[str] = field(default_factory=frozenset)
     application: AccessApplication | None = None
     reason: str = ""
+    needs_mfa: bool = False
 
     @property
     def is_approved(self) -> bool:
@@ -33,26 +62,33 @@ class UserAccess:
     def is_admin(self) -> bool:
         return Role.ADMIN in self.roles
 
+    def has(self, *roles: str) -> bool:
+        return bool(self.roles & set(roles))
 
-def user_access(user: User, *, today: date | None = None) -> UserAccess:
-    """The roles a user holds right now: approved, unexpired, certificate valid, DUA signed."""
-    if not user.is_authenticated or not user.is_active:
+
+def user_access(user: User | Any, *, today: date | None = None) -> UserAccess:
+    """The roles a user holds right now: approved, unexpired, certificate valid, DUA signed.
+
+    Cached on the user object for the length of one request (``request.user`` is rebuilt per
+    request), so several checks in one request cost one evaluation.
+    """
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
         return UserAccess(reason="not signed in")
     cached = getattr(user, "_access_cache", None)
     if cached is not None and today is None:
         return cached
-    today = today or timezone.localdate()
-    application = (
-        AccessApplication.objects.filter(user=user, status=AccessApplication.Status.APPROVED)
-        .order_by("-decided_at")
-        .first()
-    )
-    result = _evaluate(user, application, today)
-    user._access_cache = result  # type: ignore[attr-defined]
+    result = _evaluate(user, today or timezone.localdate())
+    if today is None:
+        user._access_cache = result
     return result
 
 
-def _evaluate(user: User, application: AccessApplication | None, today: date) -> UserAccess:
+def _evaluate(user: User, today: date) -> UserAccess:
+    application = (
+        AccessApplication.objects.filter(user=user, status=AccessApplication.Status.APPROVED)
+        .order_by("-decided_at", "-id")
+        .first()
+    )
     if application is None:
         return UserAccess(reason="no approved application")
     if application.expires_on is not None and application.expires_on < today:
@@ -65,4 +101,98 @@ def _evaluate(user: User, application: AccessApplication | None, today: date) ->
         and not DUASignature.objects.filter(user=user, dua_version_id=active).exists()
     ):
         return UserAccess(application=application, reason="new DUA version not signed")
-    return UserAccess(roles=frozenset(application.roles), application=application)
+    roles = frozenset(application.roles)
+    needs_mfa = bool(roles & MFA_ROLES) and not _has_totp(user)
+    return UserAccess(roles=roles, application=application, needs_mfa=needs_mfa)
+
+
+def _has_totp(user: User) -> bool:
+    from allauth.mfa.models import Authenticator
+
+    return Authenticator.objects.filter(user=user, type=Authenticator.Type.TOTP).exists()
+
+
+def clear_cached_access(user: User) -> None:
+    if hasattr(user, "_access_cache"):
+        del user._access_cache
+
+
+# --- view decorators ----------------------------------------------------------------------------
+View = TypeVar("View", bound=Callable[..., HttpResponse])
+
+
+def role_required(*roles: str, mfa: bool = True) -> Callable[[View], View]:
+    """Let through users holding one of ``roles`` (admins always), else 404.
+
+    Anonymous users go to sign-in; signed-in users without approved access go to their
+    application page; clinicians and admins without TOTP go to the TOTP set-up page.
+    """
+
+    def decorator(view: View) -> View:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                from django.contrib.auth.views import redirect_to_login
+
+                return redirect_to_login(request.get_full_path())
+            access = user_access(request.user)
+            if not access.is_approved:
+                return redirect(APPLICATION_URL_NAME)
+            if mfa and access.needs_mfa:
+                return redirect(MFA_SETUP_URL_NAME)
+            if not (access.is_admin or access.has(*roles)):
+                raise Http404
+            request.access = access  # type: ignore[attr-defined]
+            return view(request, *args, **kwargs)
+
+        return wrapped  # type: ignore[return-value]
+
+    return decorator
+
+
+clinician_required = role_required(Role.CLINICIAN)
+researcher_required = role_required(Role.RESEARCHER)
+admin_required = role_required(Role.ADMIN)
+
+
+# --- scoped object access -------------------------------------------------------------------------
+def assignment_get_for_clinician(user: User, *, assignment_id: int) -> Assignment:
+    """The clinician's own assignment, or 404 (missing and not-yours look the same)."""
+    try:
+        return Assignment.objects.select_related(
+            "instruction__dataset", "instruction__patient"
+        ).get(pk=assignment_id, clinician=user)
+    except Assignment.DoesNotExist:
+        raise Http404 from None
+
+
+def instruction_get_for_clinician(user: User, *, instruction_id: int) -> Instruction:
+    """An instruction the clinician is assigned to (admins: any), or 404."""
+    qs = Instruction.objects.select_related("dataset", "patient")
+    if not user_access(user).is_admin:
+        qs = qs.filter(assignments__clinician=user)
+    try:
+        return qs.get(pk=instruction_id)
+    except Instruction.DoesNotExist:
+        raise Http404 from None
+
+
+def patient_get_for_user(user: User, *, patient_id: int) -> Patient:
+    """A patient whose record the user may read: via an assignment, or as admin. Else 404."""
+    qs = Patient.objects.select_related("dataset")
+    if not user_access(user).is_admin:
+        qs = qs.filter(instructions__assignments__clinician=user).distinct()
+    try:
+        return qs.get(pk=patient_id)
+    except Patient.DoesNotExist:
+        raise Http404 from None
+
+
+def review_get_for_clinician(user: User, *, review_id: int) -> Review:
+    """The clinician's own review, or 404."""
+    try:
+        return Review.objects.select_related("assignment__instruction").get(
+            pk=review_id, assignment__clinician=user
+        )
+    except Review.DoesNotExist:
+        raise Http404 from None

@@ -1,5 +1,11 @@
-"""Demo accounts and assignments (filled in by the accounts and review features)."""
+"""Demo accounts and assignments for `load_demo`."""
+
+from review.services.demo_accounts import demo_accounts
+from review.services.demo_assignments import demo_assignments
 
 
 def demo_accounts_and_assignments(*, dataset_name: str) -> list[str]:
-    return []
+    """Create (idempotently) the demo accounts and their assignments; return lines to print."""
+    lines = demo_accounts()
+    lines += demo_assignments(dataset_name=dataset_name)
+    return lines

@@ -1,0 +1,1 @@
+"""Admin for accounts, DUA versions, applications and the audit trail."""

@@ -1,0 +1,1 @@
+"""Admin for assignments, reviews and error tags."""

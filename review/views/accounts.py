@@ -1,0 +1,1 @@
+"""Account, application, DUA and admin-queue views."""

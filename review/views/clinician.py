@@ -1,0 +1,1 @@
+"""Clinician views: queue, review page, record endpoints, autosave and submit."""
