@@ -274,7 +274,7 @@ def _record_events(elem: "etree._Element", tag: str, file: str) -> Iterator[Item
         yield "event", EventData(timestamp, tag, code, name, value, numeric, unit)
 
 
-_EVENT_KNOWN_ATTRS = {"type", "code", "name", "value", "unit"}
+_EVENT_KNOWN_ATTRS = {"type", "code", "name", "value", "unit", "timestamp"}
 
 
 def iter_eventstream(reader: CountingReader, file: str) -> Iterator[Item]:
@@ -303,31 +303,34 @@ def iter_eventstream(reader: CountingReader, file: str) -> Iterator[Item]:
                     yield "person_id", _clean(elem.get("person_id"))
                 continue
             if tag == "event":
-                attrs = {k: _clean(v) for k, v in elem.attrib.items()}
-                event_type = attrs.get("type") or "event"
-                value = attrs.get("value", "")
+                attributes: dict[str, str] = {}
+                for key, raw_value in elem.attrib.items():
+                    if key not in _EVENT_KNOWN_ATTRS:
+                        value = _clean(raw_value)
+                        if value:
+                            attributes[key] = value
+                event_type = _clean(elem.get("type")) or "event"
+                value = _clean(elem.get("value"))
                 try:
                     numeric = float(value) if value else None
                 except ValueError:
                     numeric = None
                 own_ts = elem.get("timestamp")
                 timestamp = _ts(own_ts, file, elem.sourceline, "timestamp") if own_ts else entry_ts
-                text = (elem.text or "").strip()
+                name = _clean(elem.get("name"))
                 yield (
                     "event",
                     EventData(
                         timestamp=timestamp,
                         event_type=event_type,
-                        code=attrs.get("code", ""),
-                        name=attrs.get("name", ""),
+                        code=_clean(elem.get("code")),
+                        name=name,
                         value=value,
                         value_numeric=numeric,
-                        unit=attrs.get("unit", ""),
-                        text=text,
-                        note_type=attrs.get("name", "") if event_type == "note" else "",
-                        attributes={
-                            k: v for k, v in attrs.items() if v and k not in _EVENT_KNOWN_ATTRS
-                        },
+                        unit=_clean(elem.get("unit")),
+                        text=(elem.text or "").strip(),
+                        note_type=name if event_type == "note" else "",
+                        attributes=attributes,
                     ),
                 )
                 _drop(elem)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 
 from review.models import (
     Dataset,
@@ -470,15 +470,15 @@ class _Importer:
             )
         patient.source_format = fmt
         writer = _EventWriter(patient)
-        encounter_ids: dict[int, int] = {}
+        ids = _IdReserver(Encounter)
+        encounters: dict[int, Encounter] = {}
         reported = 0
         with path.open("rb") as raw:
             reader = CountingReader(raw)
-            items = (
-                iter_record(reader, path.name)
-                if fmt == "record"
-                else iter_eventstream(reader, path.name)
-            )
+            if fmt == "record":
+                items = iter_record(reader, path.name)
+            else:
+                items = iter_eventstream(reader, path.name)
             for kind, item in items:
                 if kind == "event":
                     writer.add(item)  # type: ignore[arg-type]
@@ -487,31 +487,31 @@ class _Importer:
                         self.progress(reader.count - reported)
                         reported = reader.count
                 elif kind == "encounter":
-                    writer.flush()
                     enc: EncounterData = item  # type: ignore[assignment]
-                    created = Encounter.objects.create(
+                    encounters[enc.ordinal] = Encounter(
+                        id=ids.next(),
                         patient=patient,
                         ordinal=enc.ordinal,
                         encounter_type=enc.encounter_type,
                         start=enc.start,
                         end=enc.end,
                     )
-                    encounter_ids[enc.ordinal] = created.pk
-                    writer.encounter_id = created.pk
+                    writer.encounter_id = encounters[enc.ordinal].id
                     writer.encounter_ordinal = enc.ordinal
                 elif kind == "encounter_end":
-                    writer.flush()
                     enc = item  # type: ignore[assignment]
-                    Encounter.objects.filter(pk=encounter_ids[enc.ordinal]).update(
-                        care_sites=enc.care_sites,
-                        providers=enc.providers,
-                        event_count=writer.encounter_events.get(enc.ordinal, 0),
-                    )
+                    encounters[enc.ordinal].care_sites = enc.care_sites
+                    encounters[enc.ordinal].providers = enc.providers
                 elif kind == "demographics":
                     _apply_demographics(patient, item)  # type: ignore[arg-type]
                 elif kind == "person_id" and item and item != person_id:
                     patient.demographics["source_person_id"] = item
             writer.flush()
+        for ordinal, encounter in encounters.items():
+            encounter.event_count = writer.encounter_events.get(ordinal, 0)
+        # Encounters go in last, with ids reserved up front: events already point at them, and
+        # the foreign key is checked at commit (Django creates it DEFERRABLE INITIALLY DEFERRED).
+        Encounter.objects.bulk_create(encounters.values(), batch_size=500)
         self.progress(reader.count - reported)
         patient.event_count = writer.total
         patient.note_count = writer.notes
@@ -519,7 +519,7 @@ class _Importer:
         patient.last_event_at = writer.last
         patient.save()
         self.summary.counts["patients"] += 1
-        self.summary.counts["encounters"] += len(encounter_ids)
+        self.summary.counts["encounters"] += len(encounters)
         self.summary.counts["events"] += writer.total
         self.summary.counts["notes"] += writer.notes
 
@@ -545,6 +545,39 @@ def _apply_demographics(patient: Patient, demo: Demographics) -> None:
     patient.race = patient.race or demo.race
     patient.ethnicity = patient.ethnicity or demo.ethnicity
     patient.demographics.update(demo.extra)
+
+
+class _IdReserver:
+    """Reserves primary keys before the rows exist, so children can be written first.
+
+    PostgreSQL: blocks from the table's sequence. SQLite: counting up from the current maximum,
+    which is safe because the import holds SQLite's write lock for its whole transaction.
+    """
+
+    BLOCK = 256
+
+    def __init__(self, model: type) -> None:
+        self.model = model
+        self.pool: list[int] = []
+        self.sqlite_next: int | None = None
+
+    def next(self) -> int:
+        if connection.vendor == "postgresql":
+            if not self.pool:
+                table = self.model._meta.db_table
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT nextval(pg_get_serial_sequence(%s, 'id')) "
+                        "FROM generate_series(1, %s)",
+                        [table, self.BLOCK],
+                    )
+                    self.pool = [row[0] for row in cursor.fetchall()][::-1]
+            return self.pool.pop()
+        if self.sqlite_next is None:
+            current = self.model.objects.aggregate(m=models.Max("id"))["m"] or 0
+            self.sqlite_next = current + 1
+        self.sqlite_next += 1
+        return self.sqlite_next - 1
 
 
 class _EventWriter:
@@ -601,7 +634,7 @@ class _EventWriter:
                 ts,
                 event.event_type[:40],
                 event.code[:120],
-                event.name,
+                event.name[:500],  # bounded: it is in a b-tree index
                 event.value[:100],
                 event.value_numeric,
                 event.unit[:60],

@@ -75,9 +75,18 @@ class Encounter(models.Model):
 class Event(models.Model):
     """One coded event or note. Records reach 100,000+ events: always page, never load whole."""
 
-    patient = models.ForeignKey(Patient, on_delete=models.CASCADE, related_name="events")
+    # No single-column FK indexes: the composite indexes below start with these columns, and
+    # every extra index slows the bulk load of records with 100,000+ events.
+    patient = models.ForeignKey(
+        Patient, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
     encounter = models.ForeignKey(
-        Encounter, on_delete=models.CASCADE, related_name="events", null=True, blank=True
+        Encounter,
+        on_delete=models.CASCADE,
+        related_name="events",
+        null=True,
+        blank=True,
+        db_index=False,
     )
     seq = models.PositiveIntegerField(help_text="Order of the event in the source file.")
     timestamp = models.DateTimeField(null=True, blank=True)
@@ -95,10 +104,15 @@ class Event(models.Model):
         ordering = ["patient", "timestamp", "seq"]
         indexes = [
             models.Index(fields=["patient", "timestamp", "seq"], name="event_patient_time"),
-            models.Index(fields=["patient", "event_type", "timestamp"], name="event_patient_type"),
             models.Index(fields=["encounter", "timestamp", "seq"], name="event_encounter_time"),
+            # Record search and the excerpt find events by name: distinct names by a loose index
+            # scan, then each name's events newest first, without reading the whole record.
+            models.Index(fields=["patient", "name", "timestamp", "seq"], name="event_patient_name"),
+            # The type filter pages newest first on (timestamp, seq) without a sort.
+            models.Index(
+                fields=["patient", "event_type", "timestamp", "seq"], name="event_patient_type_seq"
+            ),
         ]
-        constraints = [models.UniqueConstraint(fields=["patient", "seq"], name="unique_event_seq")]
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.code} @ {self.timestamp}"
