@@ -1,0 +1,61 @@
+"""Metric backends for MedAlign Review (plain Python, no Django).
+
+    from scoring.metrics import Pair, get_backend
+    backend = get_backend("bertscore")          # options validated, defaults applied
+    backend.check_available()                   # MetricUnavailable(reason) if it cannot run here
+    backend.identity_hash()                     # what produced the numbers
+    backend.score([Pair(source, hypothesis, reference)])  # -> [{"precision", "recall", "f1"}]
+
+Importing this package loads no model and imports neither torch nor transformers; model backends
+load lazily on the first ``score()`` and cache the model per process (see ``base``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import (
+    MetricBackend,
+    MetricUnavailable,
+    Pair,
+    clear_model_cache,
+    model_cache_info,
+)
+from .bertscore import BertScoreBackend
+from .comet import CometBackend
+from .lexical import BleuBackend, ChrfBackend, RougeLBackend
+
+__all__ = [
+    "BACKENDS",
+    "BertScoreBackend",
+    "BleuBackend",
+    "ChrfBackend",
+    "CometBackend",
+    "MetricBackend",
+    "MetricUnavailable",
+    "Pair",
+    "RougeLBackend",
+    "backend_class",
+    "clear_model_cache",
+    "get_backend",
+    "model_cache_info",
+]
+
+BACKENDS: dict[str, type[MetricBackend]] = {
+    cls.name: cls
+    for cls in (BertScoreBackend, CometBackend, RougeLBackend, BleuBackend, ChrfBackend)
+}
+
+
+def backend_class(name: str) -> type[MetricBackend]:
+    """The backend class registered under ``name`` (ValueError naming the valid ones)."""
+    try:
+        return BACKENDS[name]
+    except (KeyError, TypeError):
+        valid = ", ".join(BACKENDS)
+        raise ValueError(f"unknown metric backend {name!r}; valid names: {valid}") from None
+
+
+def get_backend(name: str, **options: Any) -> MetricBackend:
+    """A configured backend instance; unknown name or option -> ValueError."""
+    return backend_class(name)(**options)

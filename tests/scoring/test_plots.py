@@ -1,0 +1,242 @@
+"""Tests for scoring.plots: well-formed, accessible, escaped SVG with marks inside the viewBox."""
+
+from __future__ import annotations
+
+import math
+import re
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from scoring import plots as P
+
+SVG = "{http://www.w3.org/2000/svg}"
+NASTY = "BLEU <&\"> 'quoted' & more"
+
+
+def parse(svg: str) -> ET.Element:
+    root = ET.fromstring(svg)
+    assert root.tag == f"{SVG}svg"
+    return root
+
+
+def view_box(root: ET.Element) -> tuple[float, float, float, float]:
+    return tuple(float(v) for v in root.get("viewBox").split())
+
+
+def marks(root: ET.Element, cls: str = "mark") -> list[ET.Element]:
+    return [el for el in root.iter() if cls in (el.get("class") or "").split()]
+
+
+def texts(root: ET.Element) -> list[str]:
+    return ["".join(el.itertext()) for el in root.iter(f"{SVG}text")]
+
+
+def assert_inside_view_box(root: ET.Element) -> None:
+    x0, y0, w, h = view_box(root)
+    checked = 0
+    for el in root.iter():
+        for attr in ("x", "cx", "x1", "x2"):
+            if el.get(attr) is not None:
+                v = float(el.get(attr))
+                assert x0 <= v <= x0 + w, (el.tag, attr, v)
+                checked += 1
+        for attr in ("y", "cy", "y1", "y2"):
+            if el.get(attr) is not None:
+                v = float(el.get(attr))
+                assert y0 <= v <= y0 + h, (el.tag, attr, v)
+                checked += 1
+        if el.get("width") is not None and el.get("x") is not None:
+            assert float(el.get("x")) + float(el.get("width")) <= x0 + w + 1e-9
+        if el.get("height") is not None and el.get("y") is not None:
+            assert float(el.get("y")) + float(el.get("height")) <= y0 + h + 1e-9
+    assert checked > 0
+
+
+def assert_accessible(root: ET.Element, title: str) -> None:
+    assert root.get("role") == "img"
+    assert root.get("aria-label") == title
+    assert root.find(f"{SVG}title").text == title
+    assert root.get("width") is None and root.get("height") is None  # scales with the page
+    assert "system-ui" in root.get("font-family")
+    assert root.find(f".//{SVG}script") is None
+
+
+def no_nan_attributes(svg: str) -> None:
+    assert not re.search(r'="[^"]*\b(nan|inf)\b', svg, flags=re.IGNORECASE)
+
+
+FOREST_ROWS = [
+    {"label": NASTY, "value": 0.31, "lo": 0.2, "hi": 0.42},
+    {"label": "BERTScore", "value": -0.12, "lo": -0.3, "hi": 0.05},
+    {"label": "COMET", "value": 0.0, "lo": -0.05, "hi": 0.05},
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# interval_chart
+# ---------------------------------------------------------------------------------------------
+
+
+def test_interval_chart_structure_and_escaping():
+    title = 'Kendall tau <by metric> & "CI"'
+    svg = P.interval_chart(FOREST_ROWS, title, "Kendall tau-b")
+    root = parse(svg)
+    assert_accessible(root, title)
+    assert len(marks(root)) == len(FOREST_ROWS)
+    assert len(marks(root, "interval")) == len(FOREST_ROWS)
+    assert NASTY in texts(root)  # round-trips exactly through escaping
+    assert "<&" not in svg.replace("<&#", "")  # raw characters never leak into markup
+    assert len(marks(root, "zero")) == 1
+    assert "0.31 [0.20, 0.42]" in texts(root)
+    assert_inside_view_box(root)
+    no_nan_attributes(svg)
+
+
+def test_interval_chart_marks_follow_values():
+    root = parse(P.interval_chart(FOREST_ROWS, "t", "x"))
+    cx = [float(m.get("cx")) for m in marks(root)]
+    zero_x = float(marks(root, "zero")[0].get("x1"))
+    assert cx[0] > zero_x > cx[1]  # 0.31 right of zero, -0.12 left of it
+    assert cx[2] == pytest.approx(zero_x)
+    ys = [float(m.get("cy")) for m in marks(root)]
+    assert ys == sorted(ys)  # rows top to bottom in the given order
+
+
+def test_interval_chart_missing_values_and_range():
+    rows = [
+        {"label": "a", "value": float("nan"), "lo": None, "hi": None},
+        {"label": "b", "value": 1.7, "lo": 1.2, "hi": 2.5},  # outside (-1, 1): axis widens
+    ]
+    svg = P.interval_chart(rows, "t", "x")
+    root = parse(svg)
+    assert len(marks(root)) == 1
+    assert "no data" in texts(root)
+    assert_inside_view_box(root)
+    no_nan_attributes(svg)
+    auto = parse(P.interval_chart(rows, "t", "x", x_range=None))
+    assert_inside_view_box(auto)
+    empty = parse(P.interval_chart([], "t", "x"))
+    assert marks(empty) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# heatmap
+# ---------------------------------------------------------------------------------------------
+
+
+def test_heatmap_cells_values_and_nan():
+    labels = [NASTY, "model B", "C"]
+    matrix = [[None, 0.7, 0.2], [0.3, None, float("nan")], [0.8, np.nan, None]]
+    svg = P.heatmap(labels, matrix, "Win rate <row beats column>")
+    root = parse(svg)
+    assert_accessible(root, "Win rate <row beats column>")
+    cells = marks(root, "cell")
+    assert len(cells) == 9
+    empty = marks(root, "empty")
+    assert len(empty) == 5  # diagonal (3) + two nan cells
+    # Empty cells are grey and carry no value text; filled cells print their value.
+    for cell in empty:
+        assert cell.get("fill") == P.EMPTY
+    values = ["".join(t.itertext()) for t in marks(root, "value")]
+    assert sorted(values) == ["0.20", "0.30", "0.70", "0.80"]
+    groups = [g for g in root.iter(f"{SVG}g") if g.get("class") == "cell-group"]
+    assert len(groups) == 4  # filled cells only
+    assert all(g.find(f"{SVG}text") is not None for g in groups)
+    assert texts(root).count(NASTY) == 2  # row and column label
+    assert_inside_view_box(root)
+    no_nan_attributes(svg)
+
+
+def test_heatmap_colour_is_monotone_in_value():
+    root = parse(P.heatmap(["a", "b"], [[0.0, 1.0], [0.5, 0.25]], "t"))
+    fills = {}
+    for g in root.iter(f"{SVG}g"):
+        if g.get("class") == "cell-group":
+            value = "".join(g.find(f"{SVG}text").itertext())
+            fills[float(value)] = g.find(f"{SVG}rect").get("fill")
+
+    def lightness(hex_colour):
+        return sum(int(hex_colour[k : k + 2], 16) for k in (1, 3, 5))
+
+    order = [lightness(fills[v]) for v in sorted(fills)]
+    assert order == sorted(order, reverse=True)  # darker as the value grows
+
+
+def test_heatmap_shape_mismatch():
+    with pytest.raises(ValueError):
+        P.heatmap(["a", "b"], [[0.1, 0.2]], "t")
+
+
+# ---------------------------------------------------------------------------------------------
+# scatter
+# ---------------------------------------------------------------------------------------------
+
+
+def test_scatter_points_jitter_and_bounds():
+    rng = np.random.default_rng(0)
+    points = [(float(r), float(-r + rng.normal())) for r in rng.integers(1, 7, size=120)]
+    points.append((float("nan"), 1.0))
+    svg = P.scatter(points, 'Score vs rank "BLEU" <&>', "Clinician rank", "Metric score")
+    root = parse(svg)
+    assert_accessible(root, 'Score vs rank "BLEU" <&>')
+    dots = marks(root)
+    assert len(dots) == 120
+    assert_inside_view_box(root)
+    no_nan_attributes(svg)
+    # Deterministic jitter: same seed, same picture; other seed, other x; y never jittered.
+    assert svg == P.scatter(points, 'Score vs rank "BLEU" <&>', "Clinician rank", "Metric score")
+    other = parse(P.scatter(points, "x", "r", "s", jitter_seed=1))
+    assert [d.get("cx") for d in marks(other)] != [d.get("cx") for d in dots]
+    assert [d.get("cy") for d in marks(other)] == [d.get("cy") for d in dots]
+    # Jitter stays small: points of rank 1 and rank 2 never overlap horizontally.
+    xs = {}
+    for (x, _), d in zip([p for p in points if not math.isnan(p[0])], dots, strict=True):
+        xs.setdefault(x, []).append(float(d.get("cx")))
+    assert max(xs[1.0]) < min(xs[2.0])
+
+
+def test_scatter_degenerate_inputs():
+    for pts in ([], [(1.0, 2.0)], [(3.0, 5.0), (3.0, 5.0)]):
+        svg = P.scatter(pts, "t", "x", "y")
+        root = parse(svg)
+        assert len(marks(root)) == len(pts)
+        assert_inside_view_box(root)
+        no_nan_attributes(svg)
+
+
+# ---------------------------------------------------------------------------------------------
+# bar_chart
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bar_chart_bars_whiskers_and_labels():
+    rows = [
+        {"label": NASTY, "value": 0.8, "lo": 0.7, "hi": 0.9},
+        {"label": "B", "value": -0.4, "lo": -0.5, "hi": -0.3},
+        {"label": "C", "value": None, "lo": None, "hi": None},
+    ]
+    svg = P.bar_chart(rows, "Leaderboard & <friends>", "Bradley-Terry strength")
+    root = parse(svg)
+    assert_accessible(root, "Leaderboard & <friends>")
+    bars = marks(root)
+    assert len(bars) == 2
+    assert len(marks(root, "interval")) == 2
+    assert NASTY in texts(root) and "n/a" in texts(root)
+    zero_y = float(marks(root, "zero")[0].get("y1"))
+    up, down = bars
+    # Positive bar ends at the zero line from above, negative bar hangs below it.
+    assert float(up.get("y")) + float(up.get("height")) == pytest.approx(zero_y)
+    assert float(down.get("y")) == pytest.approx(zero_y)
+    assert float(up.get("height")) == pytest.approx(2 * float(down.get("height")), rel=1e-3)
+    assert_inside_view_box(root)
+    no_nan_attributes(svg)
+
+
+@pytest.mark.parametrize("n", [1, 4, 12])
+def test_bar_chart_mark_count(n):
+    rows = [{"label": f"model {k}", "value": k / n, "lo": 0, "hi": 1} for k in range(n)]
+    root = parse(P.bar_chart(rows, "t", "share"))
+    assert len(marks(root)) == n
+    assert_inside_view_box(root)
