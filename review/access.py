@@ -196,3 +196,16 @@ def review_get_for_clinician(user: User, *, review_id: int) -> Review:
         )
     except Review.DoesNotExist:
         raise Http404 from None
+
+
+def assignment_get_for_instruction(user: User, *, instruction_id: int) -> Assignment:
+    """The clinician's own assignment to an instruction (by instruction pk), or 404.
+
+    Admins get no exception here: reviewing is done by the assigned clinician only.
+    """
+    try:
+        return Assignment.objects.select_related(
+            "instruction__dataset", "instruction__patient"
+        ).get(instruction_id=instruction_id, clinician=user)
+    except Assignment.DoesNotExist:
+        raise Http404 from None

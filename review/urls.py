@@ -8,10 +8,68 @@ urlpatterns = [
 ]
 
 # --- accounts: applications, DUA, admin review queue, audit (review.views.accounts) -----------
-urlpatterns += []
+urlpatterns += [
+    path("access/", accounts.application_status, name="application_status"),
+    path("access/apply/", accounts.application_apply, name="application_apply"),
+    path("access/resubmit/", accounts.application_resubmit, name="application_resubmit"),
+    path("access/dua/", accounts.dua_sign, name="dua_sign"),
+    path("manage/applications/", accounts.admin_applications, name="admin_applications"),
+    path(
+        "manage/applications/<int:application_id>/",
+        accounts.admin_application_detail,
+        name="admin_application_detail",
+    ),
+    path(
+        "manage/applications/<int:application_id>/revoke/",
+        accounts.admin_application_revoke,
+        name="admin_application_revoke",
+    ),
+    path(
+        "manage/applications/<int:application_id>/roles/",
+        accounts.admin_application_roles,
+        name="admin_application_roles",
+    ),
+    path(
+        "manage/applications/<int:application_id>/certificate/",
+        accounts.admin_application_certificate,
+        name="admin_application_certificate",
+    ),
+    path("manage/dua/publish/", accounts.admin_dua_publish, name="admin_dua_publish"),
+    path("manage/audit/", accounts.audit_log, name="audit_log"),
+    path("manage/audit.csv", accounts.audit_log_csv, name="audit_log_csv"),
+]
 
 # --- clinician: queue, review page, record endpoints (review.views.clinician) -----------------
-urlpatterns += []
+urlpatterns += [
+    path("queue/", clinician.queue, name="clinician_queue"),
+    path("queue/next/", clinician.next_review, name="clinician_next"),
+    path(
+        "instructions/<int:instruction_id>/review/", clinician.review_page, name="clinician_review"
+    ),
+    path(
+        "instructions/<int:instruction_id>/record/excerpt/",
+        clinician.record_excerpt,
+        name="record_excerpt",
+    ),
+    path(
+        "instructions/<int:instruction_id>/record/events/",
+        clinician.record_events,
+        name="record_events",
+    ),
+    path(
+        "instructions/<int:instruction_id>/record/events/<int:event_id>/",
+        clinician.record_event,
+        name="record_event",
+    ),
+    path(
+        "instructions/<int:instruction_id>/record/search/",
+        clinician.record_search,
+        name="record_search",
+    ),
+    path("reviews/<int:review_id>/draft/", clinician.review_save, name="review_save"),
+    path("reviews/<int:review_id>/submit/", clinician.review_submit, name="review_submit"),
+    path("manage/assignments/", clinician.admin_assign, name="admin_assign"),
+]
 
 # Keep the imports used until the sections above are filled in.
 __all__ = ["accounts", "clinician", "core"]

@@ -86,6 +86,9 @@ class ScoringBatch(models.Model):
         ordering = ["run", "id"]
         indexes = [models.Index(fields=["run", "status"])]
 
+    def __str__(self) -> str:
+        return f"Batch {self.pk} of run {self.run_id} ({self.status})"
+
 
 class MetricScore(models.Model):
     """One response's score under one metric configuration. Unique: never computed twice."""
@@ -103,6 +106,9 @@ class MetricScore(models.Model):
             models.UniqueConstraint(fields=["response", "config"], name="unique_metric_score")
         ]
         indexes = [models.Index(fields=["config", "response"])]
+
+    def __str__(self) -> str:
+        return f"{self.config_id}:{self.response_id}={self.value:.4f}"
 
 
 class CorrelationReport(models.Model):

@@ -9,11 +9,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 @pytest.fixture(autouse=True)
-def _eager_celery(settings):
-    # Unit tests run tasks inline; tests marked `worker` start a real worker process instead.
-    settings.CELERY_TASK_ALWAYS_EAGER = True
-    from medalign_site.celery import app
+def _eager_celery(request):
+    """Unit tests run Celery tasks inline; tests marked `worker` use a real worker process."""
+    if request.node.get_closest_marker("worker"):
+        yield
+        return
+    from medalign_site.celery import set_always_eager
 
-    app.conf.task_always_eager = True
+    set_always_eager(True)
     yield
-    app.conf.task_always_eager = False
+    set_always_eager(False)

@@ -1,1 +1,86 @@
-"""Admin for assignments, reviews and error tags."""
+"""Admin for assignments, reviews and error tags.
+
+Reviews are read-only here: their state changes only through review.services.reviews (the
+"reopen" action below), never by editing fields. Model names are fine in the admin: only
+admins reach it, and they need them to audit blinding.
+"""
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from review.models import Assignment, ErrorTag, ResponseJudgement, Review
+from review.services.reviews import review_reopen
+
+
+@admin.register(ErrorTag)
+class ErrorTagAdmin(admin.ModelAdmin):
+    list_display = ("label", "slug", "order", "is_active", "description")
+    list_editable = ("order", "is_active")
+    prepopulated_fields = {"slug": ("label",)}
+    search_fields = ("label", "slug")
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    list_display = ("instruction", "clinician", "assigned_by", "created_at", "review_status")
+    list_filter = ("instruction__dataset", "instruction__specialty", "instruction__category")
+    search_fields = ("=instruction__instruction_id", "clinician__email")
+    raw_id_fields = ("instruction", "clinician", "assigned_by")
+    list_select_related = ("instruction__dataset", "clinician", "assigned_by", "review")
+    readonly_fields = ("created_at",)
+
+    @admin.display(description="Review")
+    def review_status(self, obj: Assignment) -> str:
+        review = getattr(obj, "review", None)
+        return review.get_status_display() if review else "not started"
+
+
+class JudgementInline(admin.TabularInline):
+    model = ResponseJudgement
+    extra = 0
+    can_delete = False
+    fields = ("position", "response", "rank", "is_correct", "error_tags", "comment")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Review | None = None) -> bool:
+        return False
+
+
+@admin.register(Review)
+class ReviewAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "assignment",
+        "status",
+        "cannot_assess",
+        "time_spent_seconds",
+        "updated_at",
+        "submitted_at",
+    )
+    list_filter = ("status", "cannot_assess", "assignment__instruction__dataset")
+    search_fields = ("=assignment__instruction__instruction_id", "assignment__clinician__email")
+    list_select_related = ("assignment__instruction__dataset", "assignment__clinician")
+    inlines = (JudgementInline,)
+    actions = ("reopen",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Review | None = None) -> list[str]:
+        return [f.name for f in Review._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Review | None = None) -> bool:
+        return False
+
+    @admin.action(description="Reopen the selected submitted reviews (the clinician may edit)")
+    def reopen(self, request: HttpRequest, queryset: QuerySet[Review]) -> None:
+        reopened = sum(
+            review_reopen(review=r, actor=request.user, request=request) for r in queryset
+        )
+        skipped = queryset.count() - reopened
+        self.message_user(request, f"Reopened {reopened} review(s).", messages.SUCCESS)
+        if skipped:
+            self.message_user(
+                request, f"{skipped} review(s) were not submitted and were left as they are."
+            )

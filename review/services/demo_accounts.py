@@ -1,5 +1,142 @@
-"""Approved demo accounts with enrolled TOTP (filled in by the accounts feature)."""
+"""Approved demo accounts with enrolled TOTP, for `load_demo` (idempotent).
+
+Each account is real: a verified email address, a signed DUA, an approved application with a
+synthetic certificate, and an allauth TOTP authenticator (plus recovery codes) whose secret is
+fixed and printed, so the demo is usable within a minute without switching MFA off.
+"""
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from datetime import timedelta
+
+from allauth.account.models import EmailAddress
+from allauth.mfa.models import Authenticator
+from allauth.mfa.recovery_codes.internal.auth import RecoveryCodes
+from allauth.mfa.totp.internal.auth import TOTP
+from allauth.mfa.utils import decrypt
+from django.core.files.base import ContentFile
+from django.db import transaction
+from django.utils import timezone
+
+from review.access import user_access
+from review.models import AccessApplication, DUAVersion, Role, User
+from review.services.accounts import (
+    ApplicationDetails,
+    application_approve,
+    application_submit,
+    dua_sign,
+)
+
+DEMO_DOMAIN = "demo.medalign.local"
+DEMO_PASSWORD = "medalign-demo-2024"  # noqa: S105 - printed on purpose; synthetic data only
+
+# A minimal, valid one-page PDF: the demo's "training certificate".
+SYNTHETIC_CERTIFICATE = (
+    b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
+    b"2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
+    b"3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 200 100]>>endobj\n"
+    b"trailer<</Root 1 0 R>>\n%%EOF\n"
+)
+
+
+@dataclass(frozen=True)
+class DemoAccount:
+    email: str
+    full_name: str
+    roles: tuple[str, ...]
+    specialty: str = ""
+
+
+DEMO_ACCOUNTS = (
+    DemoAccount(f"admin@{DEMO_DOMAIN}", "Ada Admin", (Role.ADMIN, Role.CLINICIAN, Role.RESEARCHER)),
+    DemoAccount(
+        f"clinician1@{DEMO_DOMAIN}", "Casey Clinician", (Role.CLINICIAN,), "Internal medicine"
+    ),
+    DemoAccount(f"clinician2@{DEMO_DOMAIN}", "Jordan Clinician", (Role.CLINICIAN,), "Oncology"),
+    DemoAccount(f"researcher@{DEMO_DOMAIN}", "Riley Researcher", (Role.RESEARCHER,)),
+)
+
+
+def demo_totp_secret(email: str) -> str:
+    """A fixed base32 TOTP secret per demo account (32 characters, 160 bits)."""
+    digest = hashlib.sha1(f"medalign-demo-totp:{email}".encode(), usedforsecurity=False).digest()
+    return base64.b32encode(digest).decode("ascii")
 
 
 def demo_accounts() -> list[str]:
-    return []
+    """Create (or complete) the demo accounts; return the lines `load_demo` prints."""
+    lines = ["", "Demo accounts (synthetic data only; password for all: " + DEMO_PASSWORD + "):"]
+    for spec in DEMO_ACCOUNTS:
+        _ensure(spec)
+        roles = ", ".join(spec.roles)
+        secret = demo_totp_secret(spec.email)
+        lines.append(f"  {spec.email:<36} {roles:<32} TOTP secret {secret}")
+    lines += [
+        "Two-factor: add the secret to an authenticator app, or run "
+        "`python manage.py demo_totp EMAIL` to print the current code.",
+        "",
+    ]
+    return lines
+
+
+@transaction.atomic
+def _ensure(spec: DemoAccount) -> User:
+    user = User.objects.filter(email=spec.email).first()
+    if user is None:
+        user = User.objects.create_user(spec.email, DEMO_PASSWORD, full_name=spec.full_name)
+    EmailAddress.objects.update_or_create(
+        user=user, email=spec.email, defaults={"verified": True, "primary": True}
+    )
+    _ensure_totp(user, demo_totp_secret(spec.email))
+    access = user_access(user, today=timezone.localdate())
+    if access.is_approved and set(access.roles) == set(spec.roles):
+        return user
+    dua = DUAVersion.objects.filter(is_active=True).first()
+    if dua is None:
+        raise RuntimeError("No active DUA version: run the migrations first.")
+    if access.reason == "new DUA version not signed":
+        dua_sign(user=user, version=dua, typed_name=spec.full_name)
+        return user
+    admin = User.objects.filter(email=DEMO_ACCOUNTS[0].email).first() or user
+    # A stale demo application (pending, expired, other roles) is replaced by a fresh one.
+    AccessApplication.objects.filter(
+        user=user,
+        status__in=[AccessApplication.Status.PENDING, AccessApplication.Status.CHANGES_REQUESTED],
+    ).update(status=AccessApplication.Status.REJECTED, decision_reason="Replaced by load_demo")
+    today = timezone.localdate()
+    application = application_submit(
+        user=user,
+        details=ApplicationDetails(
+            full_name=spec.full_name,
+            institution="MedAlign Demo Hospital",
+            institutional_email=spec.email,
+            research_use="Demonstration of MedAlign Review with synthetic data.",
+            requested_role=Role.CLINICIAN if Role.CLINICIAN in spec.roles else Role.RESEARCHER,
+            specialty=spec.specialty,
+            certificate_completed_on=today - timedelta(days=30),
+            certificate_expires_on=today + timedelta(days=3 * 365),
+            storage_attestation=True,
+        ),
+        certificate=ContentFile(SYNTHETIC_CERTIFICATE, name="certificate.pdf"),
+        typed_name=spec.full_name,
+        dua_version=dua,
+    )
+    application_approve(
+        application=application,
+        reviewer=admin,
+        roles=spec.roles,
+        expires_on=today + timedelta(days=365),
+        notify=False,
+    )
+    return user
+
+
+def _ensure_totp(user: User, secret: str) -> None:
+    existing = Authenticator.objects.filter(user=user, type=Authenticator.Type.TOTP).first()
+    if existing is not None and decrypt(existing.data["secret"]) == secret:
+        return
+    if existing is not None:
+        existing.delete()
+    TOTP.activate(user, secret)
+    RecoveryCodes.activate(user)

@@ -1,1 +1,301 @@
-"""Clinician views: queue, review page, record endpoints, autosave and submit."""
+"""Clinician views: queue, review page, record endpoints, autosave and submit; bulk assignment.
+
+Model names never reach the browser: responses are addressed by id and shown position only, and
+the selectors these views use never read ``ModelResponse.model_name``.
+"""
+
+import json
+from datetime import date
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from review import access
+from review.forms.clinician import AssignForm
+from review.models import AuditEvent, Instruction, Patient, Review
+from review.selectors import records as record_selectors
+from review.selectors.assignments import instructions_for_assignment
+from review.selectors.records import Cursor
+from review.selectors.reviews import (
+    QUEUE_STATUSES,
+    clinician_next_instruction,
+    clinician_queue,
+    review_page_data,
+)
+from review.services import reviews as review_services
+from review.services.assignments import assignments_create, assignments_plan
+from review.services.audit import audit_record
+
+
+# --- queue ------------------------------------------------------------------------------------
+@require_GET
+@access.clinician_required
+def queue(request: HttpRequest) -> HttpResponse:
+    status = request.GET.get("status", "")
+    status = status if status in QUEUE_STATUSES else ""
+    category = request.GET.get("category", "")[:100]
+    data = clinician_queue(request.user, status=status, category=category)
+    return render(
+        request,
+        "review/clinician/queue.html",
+        {"queue": data, "status": status, "category": category, "statuses": QUEUE_STATUSES},
+    )
+
+
+@require_GET
+@access.clinician_required
+def next_review(request: HttpRequest) -> HttpResponse:
+    try:
+        after = int(request.GET["after"]) if request.GET.get("after") else None
+    except ValueError:
+        after = None
+    instruction_pk = clinician_next_instruction(request.user, after_assignment=after)
+    if instruction_pk is None:
+        messages.success(request, "Nothing left to review: every assignment is submitted.")
+        return redirect("clinician_queue")
+    return redirect("clinician_review", instruction_id=instruction_pk)
+
+
+# --- the review page ----------------------------------------------------------------------------
+@require_GET
+@access.clinician_required
+def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
+    assignment = access.assignment_get_for_instruction(request.user, instruction_id=instruction_id)
+    instruction = assignment.instruction
+    review = review_services.review_get_or_start(assignment=assignment)
+    page = review_page_data(
+        review, show_references=instruction.dataset.show_references_to_clinicians
+    )
+    for action in (AuditEvent.Action.INSTRUCTION_VIEWED, AuditEvent.Action.RECORD_VIEWED):
+        audit_record(
+            action=action,
+            request=request,
+            obj=review,
+            person_id=instruction.person_id,
+            instruction_id=instruction.instruction_id,
+        )
+    # Data for review.js. Ids and positions only: nothing here names a model.
+    data = {
+        "review": review.pk,
+        "version": review.version,
+        "status": review.status,
+        "editable": review.is_editable,
+        "cannot_assess": review.cannot_assess,
+        "cannot_assess_note": review.cannot_assess_note,
+        "responses": [
+            {
+                "id": r.id,
+                "position": r.position,
+                "label": r.label,
+                "rank": r.rank,
+                "is_correct": r.is_correct,
+                "error_tags": r.tag_slugs,
+                "comment": r.comment,
+            }
+            for r in page.responses
+        ],
+        "urls": _record_urls(instruction)
+        | {
+            "save": reverse("review_save", args=[review.pk]),
+            "submit": reverse("review_submit", args=[review.pk]),
+            "next": reverse("clinician_next") + f"?after={assignment.pk}",
+        },
+    }
+    return render(
+        request,
+        "review/clinician/review.html",
+        {
+            "assignment": assignment,
+            "instruction": instruction,
+            "patient": instruction.patient,
+            "review": review,
+            "page": page,
+            "data": data,
+            "cannot_assess_choices": [c for c in Review.CannotAssess.choices if c[0]],
+        },
+    )
+
+
+def _record_urls(instruction: Instruction) -> dict[str, str]:
+    if instruction.patient_id is None:
+        return {}
+    return {
+        "excerpt": reverse("record_excerpt", args=[instruction.pk]),
+        "events": reverse("record_events", args=[instruction.pk]),
+        "search": reverse("record_search", args=[instruction.pk]),
+    }
+
+
+# --- record endpoints: HTML fragments in JSON, paged ------------------------------------------
+def _record_for(request: HttpRequest, instruction_id: int) -> tuple[Instruction, Patient]:
+    instruction = access.instruction_get_for_clinician(request.user, instruction_id=instruction_id)
+    if instruction.patient is None:
+        raise Http404
+    return instruction, instruction.patient
+
+
+def _bad_request(message: str) -> JsonResponse:
+    return JsonResponse({"error": "invalid", "message": message}, status=400)
+
+
+def _cursor(request: HttpRequest) -> Cursor | None:
+    """The page cursor, or the end of the day to jump to; ValueError if malformed."""
+    raw_day = request.GET.get("day", "")
+    if raw_day and not request.GET.get("cursor"):
+        return Cursor.end_of_day(date.fromisoformat(raw_day[:10]))
+    return Cursor.decode(request.GET.get("cursor", ""))
+
+
+@require_GET
+@access.clinician_required
+def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
+    instruction, patient = _record_for(request, instruction_id)
+    excerpt = record_selectors.record_excerpt(instruction, patient)
+    html = render_to_string(
+        "review/clinician/_excerpt.html",
+        {"excerpt": excerpt, "instruction": instruction},
+        request=request,
+    )
+    return JsonResponse({"html": html, "terms": excerpt.terms})
+
+
+@require_GET
+@access.clinician_required
+def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
+    instruction, patient = _record_for(request, instruction_id)
+    try:
+        cursor = _cursor(request)
+    except ValueError:
+        return _bad_request("the cursor or date is not valid")
+    event_type = request.GET.get("type", "")[:40]
+    page = record_selectors.record_timeline_page(patient, cursor=cursor, event_type=event_type)
+    data: dict[str, Any] = {
+        "html": render_to_string(
+            "review/clinician/_events.html",
+            {"rows": page.rows, "instruction": instruction},
+            request=request,
+        ),
+        "next": page.next_cursor,
+        "count": page.count,
+    }
+    if cursor is None and not event_type:
+        # The first page also lists the record's event types, for the filter.
+        data["types"] = record_selectors.record_event_types(patient)
+    return JsonResponse(data)
+
+
+@require_GET
+@access.clinician_required
+def record_event(request: HttpRequest, instruction_id: int, event_id: int) -> JsonResponse:
+    instruction, patient = _record_for(request, instruction_id)
+    event = record_selectors.record_event_get(patient, event_id=event_id)
+    if event is None:
+        raise Http404
+    html = render_to_string("review/clinician/_event.html", {"event": event}, request=request)
+    return JsonResponse({"html": html})
+
+
+@require_GET
+@access.clinician_required
+def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
+    instruction, patient = _record_for(request, instruction_id)
+    query = request.GET.get("q", "")
+    try:
+        cursor = Cursor.decode(request.GET.get("cursor", ""))
+    except ValueError:
+        return _bad_request("the cursor is not valid")
+    terms, page = record_selectors.record_search_page(patient, query=query, cursor=cursor)
+    if cursor is None:
+        # One audit row per search, not per page. The query itself may quote patient text,
+        # so only its length is kept.
+        audit_record(
+            action=AuditEvent.Action.RECORD_SEARCHED,
+            request=request,
+            obj=patient,
+            person_id=patient.person_id,
+            instruction_id=instruction.instruction_id,
+            details={"query_length": len(query), "results_on_first_page": page.count},
+        )
+    html = render_to_string(
+        "review/clinician/_events.html",
+        {"rows": page.rows, "instruction": instruction, "search": True},
+        request=request,
+    )
+    return JsonResponse(
+        {"html": html, "next": page.next_cursor, "count": page.count, "terms": terms}
+    )
+
+
+# --- autosave and submit -------------------------------------------------------------------------
+def _json_body(request: HttpRequest) -> Any:
+    if request.content_type != "application/json":
+        raise review_services.InvalidReview("send the review as application/json")
+    try:
+        return json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        raise review_services.InvalidReview("the body is not valid JSON") from None
+
+
+@require_POST
+@access.clinician_required
+def review_save(request: HttpRequest, review_id: int) -> JsonResponse:
+    review = access.review_get_for_clinician(request.user, review_id=review_id)
+    try:
+        state = review_services.review_save_draft(
+            review_id=review.pk,
+            clinician=request.user,
+            payload=_json_body(request),
+            request=request,
+        )
+    except review_services.ReviewError as exc:
+        return JsonResponse(exc.as_dict(), status=exc.status)
+    return JsonResponse(state)
+
+
+@require_POST
+@access.clinician_required
+def review_submit(request: HttpRequest, review_id: int) -> JsonResponse:
+    review = access.review_get_for_clinician(request.user, review_id=review_id)
+    try:
+        payload = _json_body(request)
+        state = review_services.review_submit(
+            review_id=review.pk, clinician=request.user, payload=payload, request=request
+        )
+    except review_services.ReviewError as exc:
+        return JsonResponse(exc.as_dict(), status=exc.status)
+    return JsonResponse(state)
+
+
+# --- bulk assignment (admins) ------------------------------------------------------------------
+@require_http_methods(["GET", "POST"])
+@access.admin_required
+def admin_assign(request: HttpRequest) -> HttpResponse:
+    form = AssignForm(request.POST or None)
+    plan = None
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        instructions = instructions_for_assignment(
+            dataset=data["dataset"], specialty=data["specialty"], category=data["category"]
+        )
+        clinicians = list(data["clinicians"])
+        if request.POST.get("action") == "create":
+            plan = assignments_create(
+                instructions=instructions,
+                clinicians=clinicians,
+                overlap=data["overlap"],
+                actor=request.user,
+            )
+            messages.success(
+                request,
+                f"Created {plan.created} assignments for {plan.instructions} instructions.",
+            )
+            return redirect("admin_assign")
+        plan = assignments_plan(
+            instructions=instructions, clinicians=clinicians, overlap=data["overlap"]
+        )
+    return render(request, "review/admin/assign.html", {"form": form, "plan": plan})

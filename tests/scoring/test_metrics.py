@@ -25,11 +25,7 @@ from scoring.metrics import (  # noqa: E402
     get_backend,
     model_cache_info,
 )
-
-try:  # tests/ and tests/scoring are packages
-    from tests.scoring.comet_fixture import build_tiny_comet
-except ImportError:  # pragma: no cover - rootdir-less import (no __init__.py)
-    from comet_fixture import build_tiny_comet
+from scoring.metrics.tiny_comet import build_tiny_comet
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

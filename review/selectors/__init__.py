@@ -1,0 +1,1 @@
+"""Every read a view needs: records (excerpt, timeline, search), queues and review pages."""

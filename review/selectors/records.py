@@ -1,0 +1,422 @@
+"""Reads of one patient's record: the excerpt, timeline pages, record search, one event.
+
+Records reach 100,000+ events, so nothing here loads a record whole. Every query is bounded
+either by a LIMIT on an index walk (keyset pagination on ``(timestamp, seq)``, newest first) or by
+the number of *distinct* event names or types, which a loose index scan reads without touching
+the rows themselves. Undated events (no timestamp) come after all dated ones, ordered by ``seq``.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+
+from django.db import connection
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Length, Substr
+from django.utils.safestring import SafeString
+
+from review.models import Event, Instruction, Patient
+from review.search import bm25_rank, highlight, query_terms, snippet, tokenize
+
+PAGE_SIZE = 100
+SEARCH_PAGE_SIZE = 50
+NOTE_PREVIEW_CHARS = 280
+# The excerpt ranks the most recent notes only: real records hold thousands of long notes and the
+# excerpt has to open in well under a second. The whole record stays one click away.
+EXCERPT_NOTE_CANDIDATES = 150
+EXCERPT_NOTE_CHARS = 20_000
+EXCERPT_NOTES_SHOWN = 3
+EXCERPT_NAMES_SHOWN = 5
+EXCERPT_OCCURRENCES = 3
+EXCERPT_RECENT_EVENTS = 12
+SEARCH_MAX_NAMES = 25
+SEARCH_MAX_TERMS = 6
+QUERY_MAX_CHARS = 200
+NOTE = "note"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ROW_FIELDS = (
+    "id",
+    "seq",
+    "timestamp",
+    "event_type",
+    "code",
+    "name",
+    "value",
+    "unit",
+    "note_type",
+    "encounter_id",
+    "encounter__ordinal",
+    "encounter__encounter_type",
+)
+
+
+# --- cursors ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cursor:
+    """Position after which the next page starts: a dated event or, past those, an undated one."""
+
+    timestamp: datetime | None
+    seq: int
+
+    def encode(self) -> str:
+        if self.timestamp is None:
+            return f"u{self.seq}"
+        micros = (self.timestamp - _EPOCH) // timedelta(microseconds=1)
+        return f"t{micros}.{self.seq}"
+
+    @classmethod
+    def decode(cls, raw: str) -> "Cursor | None":
+        """Parse a cursor from a query string; ValueError if it is malformed."""
+        if not raw:
+            return None
+        if len(raw) > 40:
+            raise ValueError("cursor too long")
+        if raw[0] == "u":
+            return cls(None, _non_negative(raw[1:]))
+        if raw[0] == "t":
+            micros, _, seq = raw[1:].partition(".")
+            timestamp = _EPOCH + timedelta(microseconds=int(micros))
+            return cls(timestamp, _non_negative(seq))
+        raise ValueError("unknown cursor")
+
+    @classmethod
+    def end_of_day(cls, day: date) -> "Cursor":
+        """Start a newest-first walk at the end of ``day`` (jump to a date)."""
+        midnight = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
+        return cls(midnight, 0)
+
+
+def _non_negative(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError("negative")
+    return value
+
+
+# --- rows ------------------------------------------------------------------------------------
+@dataclass
+class Row:
+    """One event as the record views show it (note text cut to a preview)."""
+
+    id: int
+    seq: int
+    timestamp: datetime | None
+    event_type: str
+    code: str
+    name: str
+    value: str
+    unit: str
+    note_type: str
+    encounter_id: int | None
+    encounter_ordinal: int | None
+    encounter_type: str
+    preview: str = ""
+    text_length: int = 0
+    html: SafeString | None = None  # highlighted preview, for search results
+
+    @property
+    def is_note(self) -> bool:
+        return self.event_type == NOTE
+
+    @property
+    def day(self) -> date | None:
+        return self.timestamp.date() if self.timestamp else None
+
+    @property
+    def is_truncated(self) -> bool:
+        return self.text_length > len(self.preview)
+
+    @property
+    def group_key(self) -> str:
+        # The timeline groups by encounter and date; pages repeat a header only when it changes.
+        return f"{self.day or 'undated'}|{self.encounter_id or ''}"
+
+    @property
+    def cursor(self) -> Cursor:
+        return Cursor(self.timestamp, self.seq)
+
+
+def _rows(qs: QuerySet[Event], limit: int) -> list[Row]:
+    values = qs.annotate(
+        preview=Substr("text", 1, NOTE_PREVIEW_CHARS), text_length=Length("text")
+    ).values(*_ROW_FIELDS, "preview", "text_length")[:limit]
+    return [
+        Row(
+            id=v["id"],
+            seq=v["seq"],
+            timestamp=v["timestamp"],
+            event_type=v["event_type"],
+            code=v["code"],
+            name=v["name"],
+            value=v["value"],
+            unit=v["unit"],
+            note_type=v["note_type"],
+            encounter_id=v["encounter_id"],
+            encounter_ordinal=v["encounter__ordinal"],
+            encounter_type=v["encounter__encounter_type"] or "",
+            preview=v["preview"] or "",
+            text_length=v["text_length"] or 0,
+        )
+        for v in values
+    ]
+
+
+def _after(qs: QuerySet[Event], cursor: Cursor | None) -> QuerySet[Event]:
+    """Dated events strictly after ``cursor`` in newest-first order."""
+    qs = qs.filter(timestamp__isnull=False)
+    if cursor is None:
+        return qs
+    # The redundant `timestamp <= t` gives the planner a plain range on the index; the OR only
+    # filters the few rows sharing the cursor's timestamp.
+    return qs.filter(timestamp__lte=cursor.timestamp).filter(
+        Q(timestamp__lt=cursor.timestamp) | Q(seq__lt=cursor.seq)
+    )
+
+
+def _keyset_page(qs: QuerySet[Event], cursor: Cursor | None, limit: int) -> list[Row]:
+    """Up to ``limit + 1`` rows after ``cursor``: dated newest first, then undated by seq."""
+    rows: list[Row] = []
+    if cursor is None or cursor.timestamp is not None:
+        rows = _rows(_after(qs, cursor).order_by("-timestamp", "-seq"), limit + 1)
+        if len(rows) > limit:
+            return rows
+        cursor = None
+    undated = qs.filter(timestamp__isnull=True)
+    if cursor is not None:
+        undated = undated.filter(seq__lt=cursor.seq)
+    return rows + _rows(undated.order_by("-seq"), limit + 1 - len(rows))
+
+
+@dataclass
+class Page:
+    rows: list[Row]
+    next_cursor: str  # "" at the end of the record
+
+    @property
+    def count(self) -> int:
+        return len(self.rows)
+
+
+def _page(rows: list[Row], limit: int) -> Page:
+    if len(rows) > limit:
+        rows = rows[:limit]
+        return Page(rows, rows[-1].cursor.encode())
+    return Page(rows, "")
+
+
+# --- the timeline ------------------------------------------------------------------------------
+def record_event_types(patient: Patient) -> list[str]:
+    """Distinct event types in the record, by a loose index scan (one seek per type)."""
+    return _distinct_values(patient, "event_type")
+
+
+def _distinct_values(patient: Patient, column: str) -> list[str]:
+    # A recursive CTE that jumps from one value to the next through an index on
+    # (patient, column, …): cost grows with the number of distinct values, not of events.
+    # Both SQLite and PostgreSQL plan each step as a single index seek.
+    assert column in {"event_type", "name"}
+    table = Event._meta.db_table
+    sql = f"""
+        WITH RECURSIVE v(x) AS (
+            SELECT MIN({column}) FROM {table} WHERE patient_id = %s
+            UNION ALL
+            SELECT (SELECT MIN({column}) FROM {table} WHERE patient_id = %s AND {column} > v.x)
+            FROM v WHERE v.x IS NOT NULL
+        )
+        SELECT x FROM v WHERE x IS NOT NULL
+    """  # noqa: S608 - column is one of two fixed names, the table name is ours
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [patient.pk, patient.pk])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def record_timeline_page(
+    patient: Patient,
+    *,
+    cursor: Cursor | None = None,
+    event_type: str = "",
+    limit: int = PAGE_SIZE,
+) -> Page:
+    qs = Event.objects.filter(patient=patient)
+    if event_type:
+        qs = qs.filter(event_type=event_type)
+    return _page(_keyset_page(qs, cursor, limit), limit)
+
+
+def record_event_get(patient: Patient, *, event_id: int) -> Event | None:
+    """One event of this patient (a whole note), or None."""
+    return (
+        Event.objects.filter(patient=patient, pk=event_id)
+        .select_related("encounter")
+        .only(
+            "id",
+            "timestamp",
+            "event_type",
+            "name",
+            "code",
+            "value",
+            "unit",
+            "note_type",
+            "text",
+            "encounter__ordinal",
+            "encounter__encounter_type",
+        )
+        .first()
+    )
+
+
+# --- search within the record -------------------------------------------------------------------
+def record_search_page(
+    patient: Patient, *, query: str, cursor: Cursor | None = None, limit: int = SEARCH_PAGE_SIZE
+) -> tuple[list[str], Page]:
+    """Events matching every term of ``query``, newest first; and the terms used.
+
+    Matches notes (type and text) and event names. Notes are few next to coded events, so they
+    are filtered row by row through the (patient, event_type) index; coded events are found by
+    name: the distinct names are read with a loose index scan, matched here, and each matching
+    name's events walked through the (patient, name, timestamp, seq) index with a LIMIT. The
+    per-source pages are merged, so a page costs a bounded number of index walks, whatever the
+    record's size.
+    """
+    terms = query_terms(query[:QUERY_MAX_CHARS])[:SEARCH_MAX_TERMS]
+    if not terms:
+        return [], Page([], "")
+    base = Event.objects.filter(patient=patient)
+    note_filter = Q()
+    for term in terms:
+        note_filter &= Q(text__icontains=term) | Q(note_type__icontains=term)
+    sources = [base.filter(event_type=NOTE).filter(note_filter)]
+    names = [name for name in _distinct_values(patient, "name") if _name_matches(name, terms)][
+        :SEARCH_MAX_NAMES
+    ]
+    sources += [base.filter(name=name).exclude(event_type=NOTE) for name in names]
+    merged = _merge([_keyset_page(qs, cursor, limit) for qs in sources], limit)
+    page = _page(merged, limit)
+    for row in page.rows:
+        text, _ = snippet(row.preview if row.is_note else row.name, terms)
+        row.html = highlight(text, terms)
+    if any(row.is_note for row in page.rows):
+        _attach_note_snippets(page.rows, terms)
+    return terms, page
+
+
+def _name_matches(name: str, terms: list[str]) -> bool:
+    lowered = name.lower()
+    return all(term in lowered for term in terms)
+
+
+def _merge(pages: Iterable[list[Row]], limit: int) -> list[Row]:
+    rows = {row.id: row for page in pages for row in page}.values()
+
+    def key(row: Row) -> tuple[int, float, int]:
+        # Newest first; undated after every dated row, by seq descending.
+        if row.timestamp is None:
+            return (1, 0.0, -row.seq)
+        return (0, -row.timestamp.timestamp(), -row.seq)
+
+    return sorted(rows, key=key)[: limit + 1]
+
+
+def _attach_note_snippets(rows: list[Row], terms: list[str]) -> None:
+    # The preview column holds only the start of a note; show the window around the match.
+    ids = [row.id for row in rows if row.is_note]
+    texts = dict(
+        Event.objects.filter(pk__in=ids)
+        .annotate(head=Substr("text", 1, EXCERPT_NOTE_CHARS))
+        .values_list("id", "head")
+    )
+    for row in rows:
+        if row.is_note:
+            text, _ = snippet(texts.get(row.id, ""), terms)
+            row.html = highlight(text, terms)
+
+
+# --- the excerpt ------------------------------------------------------------------------------
+@dataclass
+class ExcerptNote:
+    row: Row
+    html: SafeString
+    score: float
+
+
+@dataclass
+class ExcerptFinding:
+    name: str
+    html: SafeString
+    score: float
+    occurrences: list[Row] = field(default_factory=list)
+
+
+@dataclass
+class Excerpt:
+    terms: list[str]
+    notes: list[ExcerptNote]
+    findings: list[ExcerptFinding]
+    recent: list[Row]
+    event_count: int
+    note_count: int
+    notes_matched: bool = True  # False: no note matched, the latest one is shown instead
+
+
+def record_excerpt(instruction: Instruction, patient: Patient) -> Excerpt:
+    """The parts of the record most relevant to the instruction, and the most recent events.
+
+    Candidates come from the database, bounded: the most recent notes (text cut at
+    EXCERPT_NOTE_CHARS) and the record's distinct event names. They are ranked with BM25 against
+    the instruction; the best notes are shown around their first match and the best names with
+    their latest values. Query terms are highlighted with <mark>.
+    """
+    terms = query_terms(instruction.question)
+    base = Event.objects.filter(patient=patient)
+    recent = _rows(
+        base.exclude(event_type=NOTE).order_by("-timestamp", "-seq"), EXCERPT_RECENT_EVENTS
+    )
+    note_values = list(
+        base.filter(event_type=NOTE)
+        .order_by("-timestamp", "-seq")
+        .annotate(head=Substr("text", 1, EXCERPT_NOTE_CHARS))
+        .values("id", "note_type", "name", "head")[:EXCERPT_NOTE_CANDIDATES]
+    )
+    notes: list[ExcerptNote] = []
+    ranked = bm25_rank(terms, [tokenize(f"{v['note_type']} {v['head']}") for v in note_values])
+    chosen = [note_values[s.index] for s in ranked[:EXCERPT_NOTES_SHOWN]]
+    if not chosen and note_values:
+        chosen = note_values[:1]  # nothing matched: the latest note is the next best thing
+        ranked = []
+    rows_by_id = {row.id: row for row in _rows(base.filter(pk__in=[v["id"] for v in chosen]), 10)}
+    for i, value in enumerate(chosen):
+        text, _ = snippet(value["head"], terms, width=600)
+        notes.append(
+            ExcerptNote(
+                row=rows_by_id[value["id"]],
+                html=highlight(text, terms),
+                score=ranked[i].score if ranked else 0.0,
+            )
+        )
+    names = [n for n in _distinct_values(patient, "name") if n]
+    findings = []
+    for scored in bm25_rank(terms, [tokenize(n) for n in names])[:EXCERPT_NAMES_SHOWN]:
+        name = names[scored.index]
+        occurrences = _rows(
+            base.filter(name=name).exclude(event_type=NOTE).order_by("-timestamp", "-seq"),
+            EXCERPT_OCCURRENCES,
+        )
+        if occurrences:
+            findings.append(
+                ExcerptFinding(
+                    name=name,
+                    html=highlight(name, terms),
+                    score=scored.score,
+                    occurrences=occurrences,
+                )
+            )
+    return Excerpt(
+        terms=terms,
+        notes=notes,
+        findings=findings,
+        recent=recent,
+        event_count=patient.event_count,
+        note_count=patient.note_count,
+        notes_matched=bool(ranked),
+    )

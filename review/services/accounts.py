@@ -1,0 +1,517 @@
+"""Writes for access applications, roles and the DUA. Every status change happens here.
+
+The allowed transitions are those documented on ``AccessApplication`` (see its docstring); a
+transition outside them raises ``TransitionNotAllowed``. Each decision writes the audit trail in
+the same transaction and emails the applicant once the transaction commits (no patient data is
+ever put in these emails: they carry a status, a reason written by an admin and a link).
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date
+
+from django.conf import settings
+from django.core.files import File
+from django.core.mail import send_mail
+from django.db import transaction
+from django.http import HttpRequest
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+
+from review.access import clear_cached_access
+from review.models import (
+    AccessApplication,
+    AuditEvent,
+    DUASignature,
+    DUAVersion,
+    Role,
+    User,
+)
+from review.selectors.accounts import application_open_for_user, email_domain_is_rejected
+from review.services.audit import audit_record, client_ip
+
+Status = AccessApplication.Status
+
+# Mirrors the docstring of AccessApplication.Status; kept next to the code that enforces it.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    Status.PENDING: frozenset({Status.APPROVED, Status.REJECTED, Status.CHANGES_REQUESTED}),
+    Status.CHANGES_REQUESTED: frozenset({Status.PENDING}),
+    Status.APPROVED: frozenset({Status.REVOKED}),
+    Status.REJECTED: frozenset(),
+    Status.REVOKED: frozenset(),
+}
+
+# Magic numbers of the certificate formats we accept. The browser's content type and the file
+# name are attacker-controlled, so only the first bytes of the content decide.
+_CERTIFICATE_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"%PDF-", "application/pdf"),
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+)
+
+
+class AccountsError(ValueError):
+    """A request the accounts workflow refuses; the message is safe to show to the user."""
+
+
+class TransitionNotAllowed(AccountsError):
+    def __init__(self, application: AccessApplication, target: str) -> None:
+        super().__init__(
+            f"An application that is {application.get_status_display().lower()} cannot become "
+            f"{Status(target).label.lower()}."
+        )
+        self.application = application
+        self.target = target
+
+
+@dataclass(frozen=True)
+class ApplicationDetails:
+    """What the applicant states; validated by the form, re-checked here where it matters."""
+
+    full_name: str
+    institution: str
+    institutional_email: str
+    research_use: str
+    requested_role: str
+    certificate_completed_on: date
+    certificate_expires_on: date
+    storage_attestation: bool
+    specialty: str = ""
+
+
+def certificate_sniff(file: File) -> str | None:
+    """The certificate's real content type from its first bytes, or None if not accepted."""
+    file.seek(0)
+    head = file.read(16)
+    file.seek(0)
+    for magic, content_type in _CERTIFICATE_SIGNATURES:
+        if head.startswith(magic):
+            return content_type
+    return None
+
+
+def names_match(typed: str, expected: str) -> bool:
+    # Whitespace and letter case are not part of a signature; everything else is.
+    def norm(value: str) -> str:
+        return " ".join(value.split()).casefold()
+
+    return bool(norm(typed)) and norm(typed) == norm(expected)
+
+
+# --- applicant -----------------------------------------------------------------------------------
+@transaction.atomic
+def application_submit(
+    *,
+    user: User,
+    details: ApplicationDetails,
+    certificate: File,
+    typed_name: str,
+    dua_version: DUAVersion,
+    request: HttpRequest | None = None,
+) -> AccessApplication:
+    """A new application (status pending), with the applicant's signature of the active DUA."""
+    if application_open_for_user(user) is not None:
+        raise AccountsError("You already have an application under review.")
+    _check_details(details, typed_name=typed_name)
+    content_type = _check_certificate(certificate)
+    # The application states the name the DUA signature must match, so record it first.
+    _set_full_name(user, details.full_name)
+    signature = dua_sign(user=user, version=dua_version, typed_name=typed_name, request=request)
+    application = AccessApplication(
+        user=user, status=Status.PENDING, dua_signature=signature, submitted_at=timezone.now()
+    )
+    _apply_details(application, details)
+    application.certificate_content_type = content_type
+    application.certificate.save("certificate", certificate, save=False)
+    application.save()
+    audit_record(
+        action=AuditEvent.Action.APPLICATION_SUBMITTED,
+        actor=user,
+        request=request,
+        obj=application,
+        details={"requested_role": details.requested_role},
+    )
+    return application
+
+
+@transaction.atomic
+def application_resubmit(
+    *,
+    application: AccessApplication,
+    details: ApplicationDetails,
+    typed_name: str,
+    dua_version: DUAVersion,
+    certificate: File | None = None,
+    request: HttpRequest | None = None,
+) -> AccessApplication:
+    """changes_requested -> pending, with the applicant's corrections."""
+    application = _lock(application)
+    _check_transition(application, Status.PENDING)
+    _check_details(details, typed_name=typed_name)
+    if certificate is not None:
+        application.certificate_content_type = _check_certificate(certificate)
+        application.certificate.save("certificate", certificate, save=False)
+    _set_full_name(application.user, details.full_name)
+    application.dua_signature = dua_sign(
+        user=application.user, version=dua_version, typed_name=typed_name, request=request
+    )
+    _apply_details(application, details)
+    application.status = Status.PENDING
+    application.submitted_at = timezone.now()
+    application.save()
+    audit_record(
+        action=AuditEvent.Action.APPLICATION_SUBMITTED,
+        actor=application.user,
+        request=request,
+        obj=application,
+        details={"resubmitted": True, "requested_role": details.requested_role},
+    )
+    return application
+
+
+# --- admin decisions -----------------------------------------------------------------------------
+@transaction.atomic
+def application_approve(
+    *,
+    application: AccessApplication,
+    reviewer: User,
+    roles: Iterable[str],
+    expires_on: date,
+    request: HttpRequest | None = None,
+    notify: bool = True,
+) -> AccessApplication:
+    """pending -> approved with the given roles, until ``expires_on`` (inclusive).
+
+    ``notify=False`` skips the applicant's email (demo accounts, which have no mailbox).
+    """
+    application = _lock(application)
+    _check_transition(application, Status.APPROVED)
+    role_set = _check_roles(roles)
+    if expires_on <= timezone.localdate():
+        raise AccountsError("The approval must expire after today.")
+    application.is_clinician = Role.CLINICIAN in role_set
+    application.is_researcher = Role.RESEARCHER in role_set
+    application.is_admin = Role.ADMIN in role_set
+    application.expires_on = expires_on
+    _decide(
+        application, Status.APPROVED, reviewer=reviewer, reason="", request=request, notify=notify
+    )
+    _role_changed(application, reviewer, before=[], request=request)
+    return application
+
+
+@transaction.atomic
+def application_reject(
+    *,
+    application: AccessApplication,
+    reviewer: User,
+    reason: str,
+    request: HttpRequest | None = None,
+) -> AccessApplication:
+    """pending -> rejected, with a reason the applicant sees."""
+    application = _lock(application)
+    _check_transition(application, Status.REJECTED)
+    _decide(
+        application, Status.REJECTED, reviewer=reviewer, reason=_reason(reason), request=request
+    )
+    return application
+
+
+@transaction.atomic
+def application_request_changes(
+    *,
+    application: AccessApplication,
+    reviewer: User,
+    reason: str,
+    request: HttpRequest | None = None,
+) -> AccessApplication:
+    """pending -> changes_requested, with a reason telling the applicant what to fix."""
+    application = _lock(application)
+    _check_transition(application, Status.CHANGES_REQUESTED)
+    _decide(
+        application,
+        Status.CHANGES_REQUESTED,
+        reviewer=reviewer,
+        reason=_reason(reason),
+        request=request,
+    )
+    return application
+
+
+@transaction.atomic
+def application_revoke(
+    *,
+    application: AccessApplication,
+    reviewer: User,
+    reason: str,
+    request: HttpRequest | None = None,
+) -> AccessApplication:
+    """approved -> revoked, at any time, with a reason. Access ends on the next request."""
+    application = _lock(application)
+    _check_transition(application, Status.REVOKED)
+    before = application.roles
+    application.revoked_at = timezone.now()
+    _decide(application, Status.REVOKED, reviewer=reviewer, reason=_reason(reason), request=request)
+    _role_changed(application, reviewer, before=before, after=[], request=request)
+    return application
+
+
+@transaction.atomic
+def application_set_roles(
+    *,
+    application: AccessApplication,
+    reviewer: User,
+    roles: Iterable[str],
+    expires_on: date,
+    request: HttpRequest | None = None,
+) -> AccessApplication:
+    """Change an approved application's roles or renew its expiry (no status change)."""
+    application = _lock(application)
+    if application.status != Status.APPROVED:
+        raise AccountsError("Only an approved application's roles can be changed.")
+    role_set = _check_roles(roles)
+    if expires_on <= timezone.localdate():
+        raise AccountsError("The approval must expire after today.")
+    before = application.roles
+    application.is_clinician = Role.CLINICIAN in role_set
+    application.is_researcher = Role.RESEARCHER in role_set
+    application.is_admin = Role.ADMIN in role_set
+    application.expires_on = expires_on
+    application.save(update_fields=["is_clinician", "is_researcher", "is_admin", "expires_on"])
+    _sync_staff(application.user)
+    _role_changed(application, reviewer, before=before, request=request)
+    return application
+
+
+# --- DUA -----------------------------------------------------------------------------------------
+@transaction.atomic
+def dua_sign(
+    *,
+    user: User,
+    version: DUAVersion,
+    typed_name: str,
+    request: HttpRequest | None = None,
+) -> DUASignature:
+    """The user's signature of the active DUA version (idempotent: signing twice is a no-op)."""
+    if not version.is_active:
+        raise AccountsError("Only the active version of the agreement can be signed.")
+    expected = user.full_name
+    if expected and not names_match(typed_name, expected):
+        raise AccountsError("Type your full name exactly as given in your application.")
+    existing = DUASignature.objects.filter(user=user, dua_version=version).first()
+    if existing is not None:
+        return existing
+    signature = DUASignature.objects.create(
+        user=user,
+        dua_version=version,
+        typed_name=" ".join(typed_name.split()),
+        signed_at=timezone.now(),
+        ip_address=client_ip(request),
+    )
+    clear_cached_access(user)
+    audit_record(
+        action=AuditEvent.Action.DUA_SIGNED,
+        actor=user,
+        request=request,
+        obj=signature,
+        details={"version": version.version},
+    )
+    return signature
+
+
+@transaction.atomic
+def dua_publish(
+    *,
+    version: str,
+    text: str,
+    actor: User,
+    title: str = "",
+    request: HttpRequest | None = None,
+) -> DUAVersion:
+    """Publish a new DUA version: it becomes the only active one, and every user must re-sign."""
+    version = version.strip()
+    if not version or not text.strip():
+        raise AccountsError("A version label and the agreement's text are required.")
+    if DUAVersion.objects.filter(version=version).exists():
+        raise AccountsError(f"Version {version} already exists.")
+    previous = list(
+        DUAVersion.objects.select_for_update()
+        .filter(is_active=True)
+        .values_list("version", flat=True)
+    )
+    # Deactivate first: a partial unique constraint allows one active version at a time.
+    DUAVersion.objects.filter(is_active=True).update(is_active=False)
+    dua = DUAVersion(version=version, text=text, is_active=True, published_at=timezone.now())
+    if title:
+        dua.title = title
+    dua.save()
+    audit_record(
+        action=AuditEvent.Action.DUA_PUBLISHED,
+        actor=actor,
+        request=request,
+        obj=dua,
+        details={"version": version, "replaces": previous},
+    )
+    return dua
+
+
+# --- helpers -------------------------------------------------------------------------------------
+def _lock(application: AccessApplication) -> AccessApplication:
+    # Two admins deciding at once must not both succeed: re-read the row under a lock.
+    return (
+        AccessApplication.objects.select_for_update().select_related("user").get(pk=application.pk)
+    )
+
+
+def _check_transition(application: AccessApplication, target: str) -> None:
+    if target not in TRANSITIONS[application.status]:
+        raise TransitionNotAllowed(application, target)
+
+
+def _check_roles(roles: Iterable[str]) -> set[str]:
+    role_set = set(roles)
+    if not role_set:
+        raise AccountsError("Choose at least one role.")
+    unknown = role_set - set(Role.values)
+    if unknown:
+        raise AccountsError(f"Unknown role(s): {', '.join(sorted(unknown))}.")
+    return role_set
+
+
+def _reason(reason: str) -> str:
+    reason = reason.strip()
+    if not reason:
+        raise AccountsError("Give a reason: the applicant will see it.")
+    return reason
+
+
+def _check_details(details: ApplicationDetails, *, typed_name: str) -> None:
+    if not details.storage_attestation:
+        raise AccountsError("You must attest to encrypted, access-controlled storage.")
+    if email_domain_is_rejected(details.institutional_email):
+        raise AccountsError("Use your institutional email address, not a personal one.")
+    if not names_match(typed_name, details.full_name):
+        raise AccountsError("The typed signature must match your full name.")
+    today = timezone.localdate()
+    if details.certificate_completed_on > today:
+        raise AccountsError("The training completion date cannot be in the future.")
+    if details.certificate_expires_on <= today:
+        raise AccountsError("The training certificate has expired.")
+
+
+def _check_certificate(certificate: File) -> str:
+    if certificate.size is not None and certificate.size > settings.MAX_UPLOAD_BYTES:
+        raise AccountsError("The certificate file is too large.")
+    content_type = certificate_sniff(certificate)
+    if content_type is None:
+        raise AccountsError("The certificate must be a PDF, PNG or JPEG file.")
+    return content_type
+
+
+def _apply_details(application: AccessApplication, details: ApplicationDetails) -> None:
+    application.full_name = " ".join(details.full_name.split())
+    application.institution = details.institution
+    application.institutional_email = details.institutional_email.lower()
+    application.research_use = details.research_use
+    application.requested_role = details.requested_role
+    application.specialty = details.specialty
+    application.certificate_completed_on = details.certificate_completed_on
+    application.certificate_expires_on = details.certificate_expires_on
+    application.storage_attestation = details.storage_attestation
+
+
+def _set_full_name(user: User, full_name: str) -> None:
+    full_name = " ".join(full_name.split())
+    if user.full_name != full_name:
+        user.full_name = full_name
+        user.save(update_fields=["full_name"])
+
+
+def _decide(
+    application: AccessApplication,
+    status: str,
+    *,
+    reviewer: User,
+    reason: str,
+    request: HttpRequest | None,
+    notify: bool = True,
+) -> None:
+    previous = application.status
+    application.status = status
+    application.reviewer = reviewer
+    application.decided_at = timezone.now()
+    application.decision_reason = reason
+    application.save()
+    _sync_staff(application.user)
+    audit_record(
+        action=AuditEvent.Action.APPLICATION_DECISION,
+        actor=reviewer,
+        request=request,
+        obj=application,
+        details={
+            "applicant": application.user.email,
+            "from": previous,
+            "to": status,
+            "reason": reason,
+            "roles": application.roles,
+            "expires_on": application.expires_on.isoformat() if application.expires_on else None,
+        },
+    )
+    if notify:
+        transaction.on_commit(lambda: _email_decision(application.pk))
+
+
+def _role_changed(
+    application: AccessApplication,
+    reviewer: User,
+    *,
+    before: list[str],
+    after: list[str] | None = None,
+    request: HttpRequest | None,
+) -> None:
+    audit_record(
+        action=AuditEvent.Action.ROLE_CHANGED,
+        actor=reviewer,
+        request=request,
+        obj=application,
+        details={
+            "user": application.user.email,
+            "before": [str(r) for r in before],
+            "after": [str(r) for r in (application.roles if after is None else after)],
+            "expires_on": application.expires_on.isoformat() if application.expires_on else None,
+        },
+    )
+
+
+def _sync_staff(user: User) -> None:
+    """Django's admin is for approved admins only: keep is_staff/is_superuser in step.
+
+    The admin site also checks ``user_access`` on every request (review.admin_site), so an
+    expired approval closes it at once even though these flags are only updated on decisions.
+    """
+    clear_cached_access(user)
+    is_admin = AccessApplication.objects.filter(
+        user=user, status=Status.APPROVED, is_admin=True
+    ).exists()
+    if user.is_staff != is_admin or user.is_superuser != is_admin:
+        user.is_staff = is_admin
+        user.is_superuser = is_admin
+        user.save(update_fields=["is_staff", "is_superuser"])
+
+
+def _email_decision(application_id: int) -> None:
+    application = AccessApplication.objects.select_related("user").get(pk=application_id)
+    context = {
+        "application": application,
+        "status_url": reverse("application_status"),
+        "roles": [Role(r).label for r in application.roles],
+    }
+    subject = render_to_string("review/accounts/email/decision_subject.txt", context)
+    body = render_to_string("review/accounts/email/decision_message.txt", context)
+    send_mail(
+        settings.ACCOUNT_EMAIL_SUBJECT_PREFIX + " ".join(subject.split()),
+        body,
+        None,
+        [application.user.email],
+    )

@@ -1,0 +1,108 @@
+import time
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from review.models import Dataset
+from scoring import services
+from scoring.models import ScoringBatch, ScoringRun
+from scoring.selectors import run_progress
+
+
+class Command(BaseCommand):
+    help = (
+        "Score a dataset's responses against the clinician reference answers. Work is split into "
+        "Celery batches; scores that already exist are never recomputed."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--dataset", required=True)
+        parser.add_argument(
+            "--metrics",
+            default=",".join(services.DEFAULT_METRICS),
+            help="comma-separated: bertscore,comet,rougeL,bleu,chrf",
+        )
+        parser.add_argument("--aggregate", choices=["first", "max", "mean"])
+        parser.add_argument("--batch-size", type=int)
+        parser.add_argument(
+            "--inline",
+            action="store_true",
+            help="run the batches in this process instead of on Celery workers",
+        )
+        parser.add_argument("--no-wait", action="store_true", help="enqueue and return")
+        parser.add_argument("--resume", type=int, metavar="RUN_ID", help="resume a run")
+        parser.add_argument("--no-progress", action="store_true")
+
+    def handle(self, *args: object, **options: object) -> None:
+        try:
+            dataset = Dataset.objects.get(name=options["dataset"])
+        except Dataset.DoesNotExist:
+            raise CommandError(f"no dataset named {options['dataset']!r}") from None
+        inline = bool(options["inline"])
+        try:
+            if options["resume"]:
+                run = ScoringRun.objects.get(pk=options["resume"], dataset=dataset)
+                run = services.scoring_run_resume(run=run, enqueue=not inline)
+            else:
+                run = services.scoring_run_create(
+                    dataset=dataset,
+                    metrics=[m.strip() for m in str(options["metrics"]).split(",") if m.strip()],
+                    aggregate=options["aggregate"],  # type: ignore[arg-type]
+                    batch_size=options["batch_size"],  # type: ignore[arg-type]
+                    enqueue=not inline,
+                )
+        except services.ScoringError as exc:
+            raise CommandError(str(exc)) from None
+        except ScoringRun.DoesNotExist:
+            raise CommandError(f"no run {options['resume']} for this dataset") from None
+        except Exception as exc:  # the broker is down: say so plainly
+            if "connect" in str(exc).lower() or "broker" in str(exc).lower():
+                raise CommandError(
+                    f"could not queue the scoring tasks: the Celery broker is unreachable ({exc})"
+                ) from None
+            raise
+        for name, reason in run.unavailable.items():
+            self.stderr.write(self.style.WARNING(f"{name}: unavailable: {reason}"))
+        self.stdout.write(
+            f"Scoring run {run.pk} on {dataset.name}: {run.total} scores to have, "
+            f"{run.batches.filter(status=ScoringBatch.Status.PENDING).count()} batches queued."
+        )
+        if inline:
+            self._run_inline(run, quiet=bool(options["no_progress"]))
+            return
+        if options["no_wait"]:
+            return
+        self._wait(run, quiet=bool(options["no_progress"]))
+
+    def _run_inline(self, run: ScoringRun, *, quiet: bool) -> None:
+        batches = list(run.batches.filter(status=ScoringBatch.Status.PENDING).order_by("id"))
+        for batch in tqdm(batches, unit="batch", disable=quiet):
+            try:
+                services.scoring_batch_execute(batch_id=batch.pk)
+            except Exception as exc:
+                services.scoring_batch_fail(batch_id=batch.pk, error=f"{type(exc).__name__}: {exc}")
+        self._wait(run, quiet=True)
+
+    def _wait(self, run: ScoringRun, *, quiet: bool) -> None:
+        progress = run_progress(run)
+        bar = tqdm(total=progress.total, initial=progress.scored, unit="score", disable=quiet)
+        last_change = time.monotonic()
+        warned = False
+        while progress.status not in (ScoringRun.Status.DONE, ScoringRun.Status.FAILED):
+            time.sleep(0.5)
+            new = run_progress(run)
+            if new.scored != progress.scored:
+                last_change = time.monotonic()
+            bar.update(new.scored - progress.scored)
+            progress = new
+            if not warned and time.monotonic() - last_change > 60:
+                self.stderr.write(
+                    "No progress for a minute: is a Celery worker running? (make worker)"
+                )
+                warned = True
+        bar.close()
+        if progress.status == ScoringRun.Status.FAILED:
+            raise CommandError(f"run {run.pk} failed: {progress.error}")
+        self.stdout.write(
+            self.style.SUCCESS(f"Run {run.pk} done: {progress.scored} of {progress.total} scored.")
+        )

@@ -1,0 +1,345 @@
+"""Every write the scoring app makes: metric configurations, scoring runs and their batches.
+
+A run is split into batches of response ids, one Celery task each, taking only the batch id.
+Scores are unique per (response, metric configuration): a batch first drops the responses that
+already have a score, and inserts with ``ignore_conflicts``, so a re-run computes nothing twice
+and a batch redelivered after a killed worker cannot duplicate anything.
+"""
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from review.models import AuditEvent, Dataset, ModelResponse, User
+from review.services.audit import audit_record
+from scoring.metrics import MetricBackend, MetricUnavailable, Pair, backend_class, get_backend
+from scoring.models import MetricConfig, MetricScore, ScoringBatch, ScoringRun
+
+logger = logging.getLogger(__name__)
+
+METRIC_LABELS = {
+    "bertscore": "BERTScore F1",
+    "comet": "COMET",
+    "rougeL": "ROUGE-L F",
+    "bleu": "BLEU",
+    "chrf": "chrF++",
+}
+DEFAULT_METRICS = ("bertscore", "comet", "rougeL", "bleu", "chrf")
+
+
+class ScoringError(Exception):
+    """A scoring request that cannot be carried out, with a message for the user."""
+
+
+def backend_options(name: str) -> dict[str, Any]:
+    """Options for a backend from settings (the model choices an operator makes)."""
+    if name == "bertscore":
+        options: dict[str, Any] = {}
+        if settings.BERTSCORE_MODEL:
+            options["model"] = settings.BERTSCORE_MODEL
+        if settings.BERTSCORE_NUM_LAYERS:
+            options["num_layers"] = settings.BERTSCORE_NUM_LAYERS
+        return options
+    if name == "comet":
+        return {"checkpoint": settings.COMET_MODEL or None}
+    return {}
+
+
+def backend_for(name: str) -> MetricBackend:
+    return get_backend(name, **backend_options(name))
+
+
+@dataclass(frozen=True)
+class MetricStatus:
+    name: str
+    label: str
+    available: bool
+    reason: str = ""
+
+
+def metric_statuses(names: Iterable[str] = DEFAULT_METRICS) -> list[MetricStatus]:
+    """Which metrics can run here, and why not (e.g. no COMET checkpoint configured)."""
+    out = []
+    for name in names:
+        try:
+            backend_for(name).check_available()
+        except (MetricUnavailable, ValueError) as exc:
+            out.append(MetricStatus(name, METRIC_LABELS.get(name, name), False, str(exc)))
+        else:
+            out.append(MetricStatus(name, METRIC_LABELS.get(name, name), True))
+    return out
+
+
+def metric_config_get_or_create(*, backend: MetricBackend, aggregate: str) -> MetricConfig:
+    """The stored identity of a backend's configuration plus the reference aggregation."""
+    import hashlib
+    import json
+
+    identity = {**backend.identity(), "reference_aggregate": aggregate}
+    identity_hash = hashlib.sha256(
+        json.dumps({"backend": backend.identity_hash(), "aggregate": aggregate}).encode()
+    ).hexdigest()
+    config, _ = MetricConfig.objects.get_or_create(
+        identity_hash=identity_hash,
+        defaults={
+            "backend": backend.name,
+            "identity": identity,
+            "label": f"{METRIC_LABELS.get(backend.name, backend.name)} ({aggregate} reference)",
+        },
+    )
+    return config
+
+
+def _queue_for(backend_name: str) -> str:
+    kind = backend_class(backend_name).kind
+    return settings.SCORING_MODEL_QUEUE if kind == "model" else settings.SCORING_LEXICAL_QUEUE
+
+
+@transaction.atomic
+def scoring_run_create(
+    *,
+    dataset: Dataset,
+    metrics: Iterable[str],
+    actor: User | None = None,
+    aggregate: str | None = None,
+    batch_size: int | None = None,
+    enqueue: bool = True,
+) -> ScoringRun:
+    """Create a run for the metrics that can run here and enqueue batches for what is missing.
+
+    Unavailable metrics are recorded on the run with their reason; the others still run.
+    """
+    names = list(dict.fromkeys(metrics))
+    if not names:
+        raise ScoringError("choose at least one metric")
+    unknown = [n for n in names if n not in METRIC_LABELS]
+    if unknown:
+        raise ScoringError(
+            f"unknown metric(s): {', '.join(unknown)}; choose from {', '.join(METRIC_LABELS)}"
+        )
+    aggregate = aggregate or settings.SCORING_REFERENCE_AGGREGATE
+    run = ScoringRun.objects.create(
+        dataset=dataset, metrics=names, created_by=actor, status=ScoringRun.Status.PENDING
+    )
+    unavailable: dict[str, str] = {}
+    configs: list[MetricConfig] = []
+    for name in names:
+        try:
+            backend = backend_for(name)
+            backend.check_available()
+        except (MetricUnavailable, ValueError) as exc:
+            unavailable[name] = str(exc)
+            continue
+        configs.append(metric_config_get_or_create(backend=backend, aggregate=aggregate))
+    run.configs.set(configs)
+    run.unavailable = unavailable
+    n_responses = _scorable_responses(dataset).count()
+    run.total = n_responses * len(configs)
+    run.save(update_fields=["unavailable", "total"])
+    batches = _plan_batches(run, configs, batch_size or settings.SCORING_BATCH_SIZE)
+    audit_record(
+        action=AuditEvent.Action.SCORING_STARTED,
+        actor=actor,
+        obj=run,
+        details={"dataset": dataset.name, "metrics": names, "unavailable": sorted(unavailable)},
+    )
+    if not batches:
+        _finish(run)
+    elif enqueue:
+        transaction.on_commit(lambda: _enqueue(batches))
+    return run
+
+
+def _scorable_responses(dataset: Dataset):  # noqa: ANN202 - a queryset
+    # Responses of instructions that have at least one reference answer.
+    return ModelResponse.objects.filter(
+        instruction__dataset=dataset, instruction__references__isnull=False
+    ).distinct()
+
+
+def _plan_batches(run: ScoringRun, configs: list[MetricConfig], size: int) -> list[ScoringBatch]:
+    """Batches of the responses that have no score yet, similar lengths together.
+
+    Sorting by text length keeps padding low inside the model batches, so the app keeps up with
+    the library scoring everything at once.
+    """
+    responses = list(_scorable_responses(run.dataset).values_list("id", "text").order_by("id"))
+    batches = []
+    for config in configs:
+        done = set(
+            MetricScore.objects.filter(
+                config=config, response__instruction__dataset=run.dataset
+            ).values_list("response_id", flat=True)
+        )
+        missing = sorted((len(t), i) for i, t in responses if i not in done)
+        ids = [i for _, i in missing]
+        for start in range(0, len(ids), size):
+            batches.append(
+                ScoringBatch(run=run, config=config, response_ids=ids[start : start + size])
+            )
+    return ScoringBatch.objects.bulk_create(batches)
+
+
+def _enqueue(batches: Iterable[ScoringBatch]) -> None:
+    from scoring.tasks import score_batch
+
+    for batch in batches:
+        score_batch.apply_async(args=[batch.pk], queue=_queue_for(batch.config.backend))
+
+
+@transaction.atomic
+def scoring_run_resume(*, run: ScoringRun, enqueue: bool = True) -> ScoringRun:
+    """Re-plan a failed or interrupted run: only what is still missing is scored."""
+    run = ScoringRun.objects.select_for_update().get(pk=run.pk)
+    run.batches.filter(
+        status__in=[ScoringBatch.Status.PENDING, ScoringBatch.Status.FAILED]
+    ).delete()
+    run.status = ScoringRun.Status.PENDING
+    run.error = ""
+    run.finished_at = None
+    run.save(update_fields=["status", "error", "finished_at"])
+    batches = _plan_batches(run, list(run.configs.all()), settings.SCORING_BATCH_SIZE)
+    if not batches:
+        _finish(run)
+    elif enqueue:
+        transaction.on_commit(lambda: _enqueue(batches))
+    return run
+
+
+def _pairs_for(responses: list[ModelResponse], aggregate: str) -> tuple[list[Pair], list[int]]:
+    """One Pair per (response, reference) to score; ``owner[i]`` is the response of pair i."""
+    pairs: list[Pair] = []
+    owner: list[int] = []
+    for response in responses:
+        references = sorted(
+            response.instruction.references.all(), key=lambda r: (r.annotator_order, r.annotator)
+        )
+        if aggregate == "first":
+            references = references[:1]
+        for reference in references:
+            pairs.append(Pair(response.instruction.question, response.text, reference.text))
+            owner.append(response.pk)
+    return pairs, owner
+
+
+def scoring_batch_execute(*, batch_id: int) -> int:
+    """Score one batch: what is missing only, written once. Returns the number of new scores."""
+    batch = ScoringBatch.objects.select_related("run", "config").get(pk=batch_id)
+    if batch.status == ScoringBatch.Status.DONE:
+        return 0
+    run = batch.run
+    if run.status == ScoringRun.Status.PENDING:
+        ScoringRun.objects.filter(pk=run.pk, status=ScoringRun.Status.PENDING).update(
+            status=ScoringRun.Status.RUNNING, started_at=timezone.now()
+        )
+    started = time.perf_counter()
+    already = set(
+        MetricScore.objects.filter(
+            config=batch.config, response_id__in=batch.response_ids
+        ).values_list("response_id", flat=True)
+    )
+    todo = [i for i in batch.response_ids if i not in already]
+    created = 0
+    if todo:
+        aggregate = batch.config.identity.get("reference_aggregate", "first")
+        responses = list(
+            ModelResponse.objects.filter(pk__in=todo)
+            .select_related("instruction")
+            .prefetch_related("instruction__references")
+        )
+        backend = backend_for(batch.config.backend)
+        pairs, owner = _pairs_for(responses, aggregate)
+        values = backend.score(pairs) if pairs else []
+        scores = _aggregate(batch.config, backend.primary, owner, pairs, values, aggregate)
+        with transaction.atomic():
+            MetricScore.objects.bulk_create(scores, ignore_conflicts=True)
+        created = len(scores)
+    ScoringBatch.objects.filter(pk=batch.pk).update(
+        status=ScoringBatch.Status.DONE,
+        attempts=batch.attempts + 1,
+        seconds=time.perf_counter() - started,
+        error="",
+    )
+    _maybe_finish(run.pk)
+    return created
+
+
+def _aggregate(
+    config: MetricConfig,
+    primary: str,
+    owner: list[int],
+    pairs: list[Pair],
+    values: list[dict[str, float]],
+    aggregate: str,
+) -> list[MetricScore]:
+    by_response: dict[int, list[dict[str, float]]] = {}
+    for response_id, value in zip(owner, values, strict=True):
+        by_response.setdefault(response_id, []).append(value)
+    out = []
+    for response_id, per_ref in by_response.items():
+        if aggregate == "max":
+            chosen = max(per_ref, key=lambda v: v[primary])
+        elif aggregate == "mean":
+            chosen = {k: sum(v[k] for v in per_ref) / len(per_ref) for k in per_ref[0]}
+        else:
+            chosen = per_ref[0]
+        out.append(
+            MetricScore(
+                response_id=response_id,
+                config=config,
+                value=float(chosen[primary]),
+                values={k: float(v) for k, v in chosen.items()},
+                per_reference=[{k: float(x) for k, x in v.items()} for v in per_ref],
+                aggregate=aggregate,
+            )
+        )
+    return out
+
+
+def scoring_batch_fail(*, batch_id: int, error: str) -> None:
+    """Record a batch that failed for good (retries exhausted) and fail the run if it is over."""
+    batch = ScoringBatch.objects.get(pk=batch_id)
+    ScoringBatch.objects.filter(pk=batch_id).update(
+        status=ScoringBatch.Status.FAILED, error=error[:2000], attempts=batch.attempts + 1
+    )
+    _maybe_finish(batch.run_id)
+
+
+def _maybe_finish(run_id: int) -> None:
+    with transaction.atomic():
+        run = ScoringRun.objects.select_for_update().get(pk=run_id)
+        if run.status in (ScoringRun.Status.DONE, ScoringRun.Status.FAILED):
+            return
+        counts = run.batches.aggregate(
+            pending=Count("id", filter=Q(status=ScoringBatch.Status.PENDING)),
+            failed=Count("id", filter=Q(status=ScoringBatch.Status.FAILED)),
+        )
+        if counts["pending"]:
+            return
+        if counts["failed"]:
+            errors = list(
+                run.batches.filter(status=ScoringBatch.Status.FAILED)
+                .values_list("error", flat=True)
+                .distinct()[:3]
+            )
+            run.status = ScoringRun.Status.FAILED
+            run.error = f"{counts['failed']} batch(es) failed: " + " | ".join(errors)
+            run.finished_at = timezone.now()
+            run.save(update_fields=["status", "error", "finished_at"])
+            return
+        _finish(run)
+
+
+def _finish(run: ScoringRun) -> None:
+    run.status = ScoringRun.Status.DONE
+    run.finished_at = timezone.now()
+    if run.started_at is None:
+        run.started_at = run.finished_at
+    run.save(update_fields=["status", "finished_at", "started_at"])

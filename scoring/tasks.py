@@ -1,0 +1,50 @@
+"""Celery tasks: thin wrappers that take ids. Job state lives in ScoringRun/ScoringBatch."""
+
+import logging
+from typing import Any
+
+from celery import Task, shared_task
+from celery.signals import worker_process_init
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+
+from scoring import services
+
+logger = logging.getLogger(__name__)
+
+# Database hiccups and dropped connections are worth retrying; anything else fails the batch.
+TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
+
+
+class BatchTask(Task):
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        batch_id = args[0] if args else kwargs.get("batch_id")
+        # The message names the error type and text only: never patient text or response text.
+        services.scoring_batch_fail(batch_id=batch_id, error=f"{type(exc).__name__}: {exc}"[:500])
+
+
+@shared_task(
+    base=BatchTask,
+    bind=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=2,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=5,
+    acks_late=True,
+)
+def score_batch(self: Task, batch_id: int) -> int:
+    return services.scoring_batch_execute(batch_id=batch_id)
+
+
+@worker_process_init.connect
+def _configure_worker_process(**_: Any) -> None:
+    # Runs in each prefork child after fork: threads are set per process; models load lazily on
+    # the first batch and stay cached in this process (scoring.metrics.base).
+    threads = settings.TORCH_NUM_THREADS
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)

@@ -1,0 +1,130 @@
+"""Plain helpers that build accounts in a known state, through the services where it matters.
+
+    user = make_user("c@example.edu", roles=["clinician"])          # approved, TOTP enrolled
+    applicant = make_user("a@example.edu")                          # signed up, no application
+    app = make_application(applicant)                               # pending
+    make_approved(user, ["researcher"], expires_on=date(...))       # another approval
+    client.force_login(user)                                        # skips the TOTP step
+
+Every user gets a verified primary EmailAddress and the password ``PASSWORD``; ``totp=True``
+enrols an allauth TOTP authenticator with ``TOTP_SECRET`` (``totp_code()`` gives a valid code).
+"""
+
+import time
+from collections.abc import Iterable
+from datetime import date, timedelta
+
+from allauth.account.models import EmailAddress
+from allauth.mfa import app_settings as mfa_settings
+from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, hotp_value
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
+
+from review.models import AccessApplication, DUAVersion, Role, User
+from review.services import accounts as services
+
+PASSWORD = "correct-horse-battery-staple"
+TOTP_SECRET = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"  # base32, 32 characters
+PDF_BYTES = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
+PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+
+def totp_code(secret: str = TOTP_SECRET, *, at: float | None = None) -> str:
+    counter = int(time.time() if at is None else at) // mfa_settings.TOTP_PERIOD
+    return format_hotp_value(hotp_value(secret, counter))
+
+
+def pdf_file(name: str = "certificate.pdf", content: bytes = PDF_BYTES) -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, content, content_type="application/pdf")
+
+
+def active_dua() -> DUAVersion:
+    dua = DUAVersion.objects.filter(is_active=True).first()
+    if dua is None:  # the data migration seeds 1.0; a test may have deactivated it
+        dua = DUAVersion.objects.create(version="test", text="Test DUA.", is_active=True)
+    return dua
+
+
+def make_user(
+    email: str = "user@example.edu",
+    *,
+    roles: Iterable[str] = (),
+    totp: bool = True,
+    full_name: str = "Test User",
+    password: str = PASSWORD,
+    verified: bool = True,
+    expires_on: date | None = None,
+) -> User:
+    """A user who can sign in; approved for ``roles`` if any are given."""
+    user = User.objects.create_user(email, password, full_name=full_name)
+    EmailAddress.objects.create(user=user, email=email, verified=verified, primary=True)
+    if totp:
+        TOTP.activate(user, TOTP_SECRET)
+    roles = list(roles)
+    if roles:
+        make_approved(user, roles, expires_on=expires_on)
+    return user
+
+
+def application_details(user: User, **overrides: object) -> services.ApplicationDetails:
+    today = timezone.localdate()
+    values: dict[str, object] = {
+        "full_name": user.full_name or "Test User",
+        "institution": "Example University Hospital",
+        "institutional_email": user.email,
+        "research_use": "Evaluating LLM answers about patient records.",
+        "requested_role": Role.CLINICIAN,
+        "certificate_completed_on": today - timedelta(days=10),
+        "certificate_expires_on": today + timedelta(days=730),
+        "storage_attestation": True,
+    }
+    values.update(overrides)
+    return services.ApplicationDetails(**values)  # type: ignore[arg-type]
+
+
+def make_application(user: User, **overrides: object) -> AccessApplication:
+    """A pending application, submitted (and the active DUA signed) through the service."""
+    details = application_details(user, **overrides)
+    return services.application_submit(
+        user=user,
+        details=details,
+        certificate=pdf_file(),
+        typed_name=details.full_name,
+        dua_version=active_dua(),
+    )
+
+
+def make_approved(
+    user: User,
+    roles: Iterable[str],
+    *,
+    expires_on: date | None = None,
+    reviewer: User | None = None,
+) -> AccessApplication:
+    """Submit and approve an application. ``expires_on`` may be in the past (an expired one)."""
+    application = make_application(user)
+    future = timezone.localdate() + timedelta(days=365)
+    application = services.application_approve(
+        application=application,
+        reviewer=reviewer or user,
+        roles=list(roles),
+        expires_on=future,
+        notify=False,
+    )
+    if expires_on is not None and expires_on != future:
+        # The service refuses past dates, as it should; tests need expired approvals too.
+        AccessApplication.objects.filter(pk=application.pk).update(expires_on=expires_on)
+        application.refresh_from_db()
+    return application
+
+
+def make_rejected(user: User, *, reason: str = "Not eligible.") -> AccessApplication:
+    return services.application_reject(
+        application=make_application(user), reviewer=user, reason=reason
+    )
+
+
+def make_revoked(user: User, roles: Iterable[str] = (Role.CLINICIAN,)) -> AccessApplication:
+    return services.application_revoke(
+        application=make_approved(user, roles), reviewer=user, reason="Left the institution."
+    )

@@ -1,0 +1,154 @@
+"""Bulk assignment: overlap, balance, never twice; the command, the admin page, the demo."""
+
+from collections import Counter
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.urls import reverse
+
+from review.models import Assignment, AuditEvent, ErrorTag, Role
+from review.services.assignments import assignments_create, assignments_plan
+from review.services.demo_assignments import DEMO_CLINICIANS, demo_assignments
+from tests import factories
+from tests.review import review_data
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def instructions(db):
+    dataset = review_data.make_dataset("assign")
+    patient = review_data.make_record(dataset, "P-A", n_events=20)
+    return [
+        review_data.make_instruction(
+            dataset,
+            patient,
+            f"I-A-{i}",
+            n_responses=1,
+            specialty="Cardiology" if i % 2 else "Oncology",
+            category="diagnosis support" if i % 3 == 0 else "information retrieval",
+        )
+        for i in range(10)
+    ]
+
+
+@pytest.fixture
+def clinicians(db):
+    return [factories.make_user(f"c{i}@example.edu", roles=[Role.CLINICIAN]) for i in range(3)]
+
+
+def test_every_instruction_gets_the_overlap_balanced_across_clinicians(instructions, clinicians):
+    plan = assignments_create(
+        instructions=instructions, clinicians=clinicians, overlap=2, actor=None
+    )
+    assert plan.created == 20 and plan.short == 0
+    per_instruction = Counter(Assignment.objects.values_list("instruction_id", flat=True))
+    assert set(per_instruction.values()) == {2}
+    per_clinician = Counter(Assignment.objects.values_list("clinician_id", flat=True))
+    assert max(per_clinician.values()) - min(per_clinician.values()) <= 1
+    audit = AuditEvent.objects.get(action=AuditEvent.Action.ASSIGNMENTS_CREATED)
+    assert audit.details["created"] == 20
+
+
+def test_it_never_assigns_the_same_instruction_twice_and_tops_up(instructions, clinicians):
+    # One instruction already has a reviewer: it needs one more, never the same person.
+    Assignment.objects.create(instruction=instructions[0], clinician=clinicians[0])
+    assignments_create(instructions=instructions, clinicians=clinicians, overlap=2, actor=None)
+    again = assignments_create(
+        instructions=instructions, clinicians=clinicians, overlap=2, actor=None
+    )
+    assert again.created == 0 and again.already_full == 10
+    pairs = list(Assignment.objects.values_list("instruction_id", "clinician_id"))
+    assert len(pairs) == len(set(pairs)) == 20
+    # Raising the overlap tops every instruction up to it, still without repeats.
+    assignments_create(instructions=instructions, clinicians=clinicians, overlap=3, actor=None)
+    assert Assignment.objects.count() == 30
+    short = assignments_plan(instructions=instructions, clinicians=clinicians, overlap=4)
+    assert short.created == 0 and short.short == 10  # only three clinicians exist
+
+
+def test_existing_load_steers_new_work_to_the_least_loaded(instructions, clinicians):
+    for instruction in instructions[:6]:
+        Assignment.objects.create(instruction=instruction, clinician=clinicians[0])
+    plan = assignments_plan(instructions=instructions[6:], clinicians=clinicians, overlap=1)
+    assert plan.per_clinician == {"c0@example.edu": 0, "c1@example.edu": 2, "c2@example.edu": 2}
+
+
+def test_the_plan_is_deterministic(instructions, clinicians):
+    first = assignments_plan(instructions=instructions, clinicians=clinicians, overlap=2)
+    second = assignments_plan(
+        instructions=list(reversed(instructions)), clinicians=clinicians[::-1], overlap=2
+    )
+    assert first.pairs == second.pairs
+
+
+def test_the_assign_command_filters_by_specialty_and_clinicians(instructions, clinicians):
+    call_command(
+        "assign",
+        "--dataset",
+        "assign",
+        "--overlap",
+        "1",
+        "--specialty",
+        "cardiology",
+        "--clinicians",
+        "c1@example.edu,c2@example.edu",
+    )
+    assigned = Assignment.objects.select_related("instruction", "clinician")
+    assert {a.instruction.specialty for a in assigned} == {"Cardiology"}
+    assert {a.clinician.email for a in assigned} == {"c1@example.edu", "c2@example.edu"}
+    assert assigned.count() == 5
+    with pytest.raises(CommandError):
+        call_command("assign", "--dataset", "nope")
+    outsider = factories.make_user("applicant@example.edu")
+    with pytest.raises(CommandError, match="not approved"):
+        call_command("assign", "--dataset", "assign", "--clinicians", outsider.email)
+
+
+def test_the_admin_page_previews_then_creates(client, instructions, clinicians):
+    admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
+    outsider = factories.make_user("applicant@example.edu")
+    client.force_login(admin)
+    url = reverse("admin_assign")
+    page = client.get(url)
+    assert page.status_code == 200
+    choices = {str(u.pk) for u in page.context["form"].fields["clinicians"].queryset}
+    assert choices == {str(c.pk) for c in clinicians}  # approved clinicians only
+    assert str(outsider.pk) not in choices
+    form = {
+        "dataset": instructions[0].dataset_id,
+        "category": "diagnosis support",
+        "overlap": 2,
+        "clinicians": [c.pk for c in clinicians],
+    }
+    preview = client.post(url, {**form, "action": "preview"})
+    assert preview.status_code == 200
+    assert preview.context["plan"].created == 8  # 4 diagnosis-support instructions x 2
+    assert Assignment.objects.count() == 0
+    created = client.post(url, {**form, "action": "create"})
+    assert created.status_code == 302
+    assert Assignment.objects.count() == 8
+    assert set(Assignment.objects.values_list("assigned_by", flat=True)) == {admin.pk}
+
+
+def test_demo_assignments_need_the_demo_clinicians(instructions):
+    lines = demo_assignments(dataset_name="assign")
+    assert "no demo clinicians" in lines[0]
+    for email in DEMO_CLINICIANS:
+        factories.make_user(email, roles=[Role.CLINICIAN])
+    lines = demo_assignments(dataset_name="assign")
+    assert "20 new" in lines[0]
+    assert Assignment.objects.count() == 20
+    assert "0 new" in demo_assignments(dataset_name="assign")[0]  # idempotent
+
+
+def test_default_error_tags_are_seeded():
+    assert list(ErrorTag.objects.values_list("slug", flat=True)) == [
+        "factual-error",
+        "omission",
+        "unsupported",
+        "outdated",
+        "unsafe",
+        "not-followed",
+    ]

@@ -1,0 +1,321 @@
+"""Every URL of the project, every kind of user: the expected outcome is written down here.
+
+RULES maps a URL name to the outcome for each kind of user; GROUP_RULES cover whole families
+(allauth's account_/mfa_ pages, Django's admin). A URL with no rule fails
+``test_every_url_has_a_rule`` naming it, so each new feature adds its rows: one line per URL,
+e.g.
+
+    "clinician_queue": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
+    "review_page": R(..., kwargs=lambda w: {"assignment_id": w.assignment.pk}),
+
+Outcomes: "200", "302", "403", "404", "405" (exact status); "200|302" (any of those); LOGIN (302
+to sign-in), APP (302 to the application page), MFA (302 to TOTP set-up), ADMIN_LOGIN (302 to
+the admin's login, which sends on to allauth), HOME (302 to the home page), LT500 (anything but a server error). Kinds:
+anonymous, applicant, rejected, expired, revoked (the "unapproved" group), clinician_other,
+clinician, researcher, admin (the "approved" group). GET is requested unless ``method`` says
+otherwise; POST-only views answer GET with 405 once the user is let through.
+"""
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, reverse
+
+LOGIN, APP, MFA, ADMIN_LOGIN, HOME = "login", "app", "mfa", "admin_login", "home"
+LT500 = "lt500"
+UNAPPROVED = ("applicant", "rejected", "expired", "revoked")
+APPROVED = ("clinician_other", "clinician", "researcher", "admin")
+KINDS = ("anonymous", *UNAPPROVED, *APPROVED)
+
+
+@dataclass(frozen=True)
+class Rule:
+    expect: dict[str, str]
+    kwargs: Callable[[Any], dict[str, Any]] | None = None
+    method: str = "GET"
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def R(
+    *,
+    anon: str,
+    unapproved: str | None = None,
+    approved: str | None = None,
+    kwargs: Callable[[Any], dict[str, Any]] | None = None,
+    method: str = "GET",
+    **per_kind: str,
+) -> Rule:
+    """A row: ``anon``, then ``unapproved``/``approved`` group defaults, then per-kind overrides.
+
+    ``clinician_other`` defaults to ``clinician``'s outcome; every kind must end up with one.
+    """
+    expect: dict[str, str] = {"anonymous": anon}
+    for kind in UNAPPROVED:
+        if unapproved is not None:
+            expect[kind] = unapproved
+    for kind in APPROVED:
+        if approved is not None:
+            expect[kind] = approved
+    expect.update(per_kind)
+    if "clinician" in per_kind and "clinician_other" not in per_kind:
+        expect["clinician_other"] = per_kind["clinician"]
+    missing = set(KINDS) - set(expect)
+    assert not missing, f"rule leaves {sorted(missing)} without an outcome"
+    return Rule(expect=expect, kwargs=kwargs, method=method)
+
+
+PUBLIC = R(anon="200", unapproved="200", approved="200")
+
+
+def signed_in(outcome: str = "200", **kw: Any) -> Rule:
+    kw.setdefault("unapproved", outcome)
+    kw.setdefault("approved", outcome)
+    return R(anon=LOGIN, **kw)
+
+
+def admin_only(outcome: str = "200", **kw: Any) -> Rule:
+    return R(anon=LOGIN, unapproved=APP, approved="404", admin=outcome, **kw)
+
+
+def _application(w: Any) -> dict[str, Any]:
+    return {"application_id": w.pending_application.pk}
+
+
+def _note(w: Any) -> Any:
+    from review.models import Event
+
+    event, _ = Event.objects.get_or_create(
+        patient=w.patient, seq=1, defaults={"event_type": "note", "text": "Synthetic note."}
+    )
+    return event
+
+
+def _review(w: Any) -> Any:
+    from review.services.reviews import review_get_or_start
+
+    return review_get_or_start(assignment=w.assignment)
+
+
+RULES: dict[str, Rule] = {
+    # --- core -------------------------------------------------------------------------------
+    "home": R(anon=LOGIN, unapproved=APP, approved="200|302", admin="200"),
+    "healthz": PUBLIC,
+    # --- accounts (review.views.accounts) -----------------------------------------------------
+    "application_status": signed_in("200"),
+    "application_apply": signed_in("200", applicant="302", approved="302"),
+    "application_resubmit": signed_in("302"),  # nobody here has changes requested
+    "dua_sign": signed_in("302"),  # everyone here has signed the active version
+    "admin_applications": admin_only(),
+    "admin_application_detail": admin_only(kwargs=_application),
+    "admin_application_revoke": admin_only("405", kwargs=_application),
+    "admin_application_roles": admin_only("405", kwargs=_application),
+    "admin_application_certificate": admin_only(kwargs=_application),
+    "admin_dua_publish": admin_only(),
+    "audit_log": admin_only(),
+    "audit_log_csv": admin_only(),
+    # --- clinician review (review.views.clinician) -------------------------------------------
+    "clinician_queue": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
+    "clinician_next": R(anon=LOGIN, unapproved=APP, approved="404", clinician="302", admin="302"),
+    "clinician_review": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",  # admins too: only the assigned clinician reviews
+        clinician="200",
+        clinician_other="404",
+        kwargs=lambda w: {"instruction_id": w.instruction.pk},
+    ),
+    "record_excerpt": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        clinician="200",
+        clinician_other="404",
+        admin="200",
+        kwargs=lambda w: {"instruction_id": w.instruction.pk},
+    ),
+    "record_events": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        clinician="200",
+        clinician_other="404",
+        admin="200",
+        kwargs=lambda w: {"instruction_id": w.instruction.pk},
+    ),
+    "record_event": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        clinician="200",
+        clinician_other="404",
+        admin="200",
+        kwargs=lambda w: {"instruction_id": w.instruction.pk, "event_id": _note(w).pk},
+    ),
+    "record_search": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        clinician="200",
+        clinician_other="404",
+        admin="200",
+        kwargs=lambda w: {"instruction_id": w.instruction.pk},
+    ),
+    # POST without a JSON body: the owner gets 400 (validation), everyone else 404.
+    "review_save": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        clinician="400",
+        clinician_other="404",
+        method="POST",
+        kwargs=lambda w: {"review_id": _review(w).pk},
+    ),
+    "review_submit": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        clinician="400",
+        clinician_other="404",
+        method="POST",
+        kwargs=lambda w: {"review_id": _review(w).pk},
+    ),
+    "admin_assign": admin_only(),
+    # --- allauth: the pages a stranger needs are public; the rest need a session -------------
+    "account_login": R(anon="200", unapproved="302", approved="302"),
+    "account_signup": R(anon="200", unapproved="302", approved="302"),
+    "account_reset_password": PUBLIC,
+    # force_login records no fresh authentication, so allauth asks to re-authenticate first;
+    # users who already have TOTP are sent to the 2FA overview.
+    "mfa_activate_totp": signed_in("302"),
+    "mfa_index": signed_in("200"),
+    # --- Django's admin: approved admins only (staff flag and current access) ----------------
+    "admin:index": R(anon=ADMIN_LOGIN, unapproved=ADMIN_LOGIN, approved=ADMIN_LOGIN, admin="200"),
+    "admin:login": R(anon=LOGIN, unapproved=HOME, approved=HOME, admin="302"),
+    "admin:logout": R(anon="302", unapproved="302", approved="302", admin="405"),  # POST only
+    "admin:autocomplete": R(
+        anon=ADMIN_LOGIN, unapproved=ADMIN_LOGIN, approved=ADMIN_LOGIN, admin="403"
+    ),
+    "admin:view_on_site": R(
+        anon=ADMIN_LOGIN, unapproved=ADMIN_LOGIN, approved=ADMIN_LOGIN, admin="404"
+    ),
+    "admin:app_list": R(
+        anon=ADMIN_LOGIN,
+        unapproved=ADMIN_LOGIN,
+        approved=ADMIN_LOGIN,
+        admin="200",
+        kwargs=lambda w: {"app_label": "review"},
+    ),
+    "admin:review_auditevent_add": R(
+        anon=ADMIN_LOGIN, unapproved=ADMIN_LOGIN, approved=ADMIN_LOGIN, admin="403"
+    ),
+    "admin:review_auditevent_delete": R(
+        anon=ADMIN_LOGIN, unapproved=ADMIN_LOGIN, approved=ADMIN_LOGIN, admin="403"
+    ),
+}
+
+# Families, matched by prefix when a URL has no row of its own.
+GROUP_RULES: dict[str, Rule] = {
+    "account_": R(anon=LT500, unapproved=LT500, approved=LT500),
+    "mfa_": R(anon="302|404", unapproved=LT500, approved=LT500),
+    # Read-only models (audit, DUA, users…) answer their add/delete pages with 403.
+    "admin:": R(
+        anon=ADMIN_LOGIN, unapproved=ADMIN_LOGIN, approved=ADMIN_LOGIN, admin="200|302|403"
+    ),
+}
+
+
+# --- enumeration -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Url:
+    key: str  # "name", "namespace:name", or "namespace:<unnamed route>" for unnamed patterns
+    named: bool
+    params: tuple[str, ...]
+
+
+def iter_urls(patterns: list | None = None, namespace: str = "", route: str = "") -> Iterator[Url]:
+    for p in get_resolver().url_patterns if patterns is None else patterns:
+        if isinstance(p, URLResolver):
+            ns = ":".join(filter(None, [namespace, p.namespace]))
+            yield from iter_urls(p.url_patterns, ns, route + str(p.pattern))
+        elif isinstance(p, URLPattern):
+            params = tuple(p.pattern.regex.groupindex)
+            if p.name:
+                key = f"{namespace}:{p.name}" if namespace else p.name
+                yield Url(key, True, params)
+            else:
+                yield Url(f"{namespace}:<{route}{p.pattern}>", False, params)
+
+
+def all_urls() -> list[Url]:
+    seen: dict[str, Url] = {}
+    for url in iter_urls():
+        seen.setdefault(url.key, url)
+    return list(seen.values())
+
+
+def rule_for(key: str) -> Rule | None:
+    if key in RULES:
+        return RULES[key]
+    for prefix, rule in GROUP_RULES.items():
+        if key.startswith(prefix):
+            return rule
+    return None
+
+
+def test_every_url_has_a_rule():
+    missing = [u.key for u in all_urls() if rule_for(u.key) is None]
+    assert not missing, (
+        "These URLs have no row in tests/review/test_authorization_matrix.py RULES: "
+        + ", ".join(sorted(missing))
+    )
+
+
+def test_rules_name_only_existing_urls():
+    keys = {u.key for u in all_urls()}
+    stale = sorted(set(RULES) - keys)
+    assert not stale, f"RULES rows for URLs that no longer exist: {stale}"
+
+
+# --- checking ----------------------------------------------------------------------------------
+def _matches(response: Any, expected: str) -> bool:
+    status = response.status_code
+    location = response.headers.get("Location", "")
+    targets = {
+        LOGIN: "account_login",
+        APP: "application_status",
+        MFA: "mfa_activate_totp",
+        ADMIN_LOGIN: "admin:login",
+        HOME: "home",
+    }
+    if expected in targets:
+        return status == 302 and location.split("?")[0] == reverse(targets[expected])
+    if expected == LT500:
+        return status < 500
+    return str(status) in expected.split("|")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", KINDS)
+def test_authorization_matrix(kind, world, client):
+    user = getattr(world, kind)
+    if user is not None:
+        client.force_login(user)
+    failures = []
+    for url in all_urls():
+        rule = rule_for(url.key)
+        if rule is None or not url.named:
+            continue  # reported by test_every_url_has_a_rule / unnamed admin catch-alls
+        kwargs = rule.kwargs(world) if rule.kwargs else {name: "1" for name in url.params}
+        try:
+            path = reverse(url.key, kwargs=kwargs)
+        except NoReverseMatch:
+            failures.append(f"{url.key}: cannot reverse with {kwargs}; give its rule kwargs=")
+            continue
+        response = client.generic(rule.method, path)
+        expected = rule.expect[kind]
+        if not _matches(response, expected):
+            got = f"{response.status_code} {response.headers.get('Location', '')}".strip()
+            failures.append(f"{rule.method} {path} ({url.key}): expected {expected}, got {got}")
+    assert not failures, f"{kind}:\n  " + "\n  ".join(failures)
