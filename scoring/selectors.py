@@ -71,3 +71,204 @@ def runs_recent(limit: int = 50) -> QuerySet[ScoringRun]:
     return ScoringRun.objects.select_related("dataset", "created_by").prefetch_related("configs")[
         :limit
     ]
+
+
+# --- correlation reports ---------------------------------------------------------------------
+# (Reads for the metric–clinician analysis: the judgement table, scores, reports and tokens.)
+# This file is shared and only appended to, so this section brings its own imports.
+import hashlib  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from review.models import Dataset, ResponseJudgement, Review  # noqa: E402
+from scoring.models import ApiToken, CorrelationReport, MetricConfig  # noqa: E402
+from scoring.statistics import JudgementTable  # noqa: E402
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything a report is computed from, read in a handful of queries.
+
+    ``table`` has one row per judgement of a submitted, assessable review; ``scores`` maps a
+    metric key to values aligned with those rows (nan where a response has no score). The
+    ``extra`` columns only feed the per-response export table: pseudonymous clinician ids,
+    the dataset's own instruction ids and error tags, never names, emails or any text.
+    """
+
+    table: JudgementTable
+    scores: dict[str, np.ndarray]
+    metrics: list[dict[str, Any]]  # key, config id, backend, label, identity, identity hash
+    review_ids: list[int]
+    simulated_review_ids: list[int]
+    n_cannot_assess: int
+    clinician_pseudonym: list[str]
+    instruction_code: list[str]
+    error_tags: list[list[str]]
+
+
+def _metric_keys(configs: list[MetricConfig]) -> dict[int, str]:
+    # The backend name is the natural column name ("bleu"); two configs of one backend (another
+    # model or aggregation) get the config id appended so exports never merge them.
+    by_backend: dict[str, int] = {}
+    for config in configs:
+        by_backend[config.backend] = by_backend.get(config.backend, 0) + 1
+    return {
+        c.pk: c.backend if by_backend[c.backend] == 1 else f"{c.backend}-{c.pk}" for c in configs
+    }
+
+
+def report_configs(*, dataset: Dataset, config_ids: list[int] | None = None) -> list[MetricConfig]:
+    """The metric configurations a report covers: those given, else all scored on the dataset."""
+    qs = MetricConfig.objects.all()
+    if config_ids:
+        qs = qs.filter(pk__in=config_ids)
+    else:
+        qs = qs.filter(
+            pk__in=MetricScore.objects.filter(response__instruction__dataset=dataset)
+            .values("config_id")
+            .distinct()
+        )
+    return list(qs.order_by("backend", "id"))
+
+
+def report_inputs(*, dataset: Dataset, config_ids: list[int] | None = None) -> ReportInputs:
+    """Build the judgement table and aligned metric scores for a dataset (5 queries)."""
+    from review.services.demo_reviews import is_simulated_email
+
+    base = ResponseJudgement.objects.filter(
+        review__assignment__instruction__dataset=dataset,
+        review__status=Review.Status.SUBMITTED,
+        review__cannot_assess="",
+    )
+    rows = list(
+        base.order_by("review_id", "position").values_list(
+            "id",
+            "review_id",
+            "review__assignment__instruction_id",
+            "review__assignment__instruction__instruction_id",
+            "review__assignment__clinician_id",
+            "review__assignment__clinician__pseudonym",
+            "review__assignment__clinician__email",
+            "response__model_name",
+            "response_id",
+            "rank",
+            "is_correct",
+            "position",
+            "review__assignment__instruction__category",
+            "review__assignment__instruction__specialty",
+        )
+    )
+    n_cannot_assess = (
+        Review.objects.filter(
+            assignment__instruction__dataset=dataset, status=Review.Status.SUBMITTED
+        )
+        .exclude(cannot_assess="")
+        .count()
+    )
+    tags: dict[int, list[str]] = {}
+    through = ResponseJudgement.error_tags.through
+    for judgement_id, slug in (
+        through.objects.filter(responsejudgement__in=base)
+        .order_by("responsejudgement_id", "errortag__order", "errortag__slug")
+        .values_list("responsejudgement_id", "errortag__slug")
+    ):
+        tags.setdefault(judgement_id, []).append(slug)
+    configs = report_configs(dataset=dataset, config_ids=config_ids)
+    keys = _metric_keys(configs)
+
+    n = len(rows)
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 14
+    response_ids = np.asarray(columns[8], dtype=np.int64)
+    row_of_response: dict[int, list[int]] = {}
+    for i, rid in enumerate(columns[8]):
+        row_of_response.setdefault(rid, []).append(i)
+    scores = {keys[c.pk]: np.full(n, np.nan) for c in configs}
+    if configs and n:
+        for config_id, response_id, value in MetricScore.objects.filter(
+            config_id__in=keys, response_id__in=set(columns[8])
+        ).values_list("config_id", "response_id", "value"):
+            scores[keys[config_id]][row_of_response[response_id]] = value
+
+    table = JudgementTable(
+        review=np.asarray(columns[1], dtype=np.int64),
+        instruction=np.asarray(columns[2], dtype=np.int64),
+        clinician=np.asarray(columns[4], dtype=np.int64),
+        model=np.asarray(columns[7], dtype=object),
+        response=response_ids,
+        rank=np.array([np.nan if r is None else r for r in columns[9]], dtype=float),
+        correct=np.array([np.nan if c is None else float(c) for c in columns[10]], dtype=float),
+        position=np.asarray(columns[11], dtype=np.int64),
+        category=np.asarray([c or "(none)" for c in columns[12]], dtype=object),
+        specialty=np.asarray([s or "(none)" for s in columns[13]], dtype=object),
+    )
+    review_ids = sorted(set(columns[1]))
+    simulated = sorted(
+        {r for r, email in zip(columns[1], columns[6], strict=True) if is_simulated_email(email)}
+    )
+    return ReportInputs(
+        table=table,
+        scores=scores,
+        metrics=[
+            {
+                "key": keys[c.pk],
+                "config_id": c.pk,
+                "backend": c.backend,
+                "label": c.label,
+                "identity": c.identity,
+                "identity_hash": c.identity_hash,
+            }
+            for c in configs
+        ],
+        review_ids=review_ids,
+        simulated_review_ids=simulated,
+        n_cannot_assess=n_cannot_assess,
+        clinician_pseudonym=list(columns[5]),
+        instruction_code=list(columns[3]),
+        error_tags=[tags.get(jid, []) for jid in columns[0]],
+    )
+
+
+def reports_recent(limit: int = 50) -> QuerySet[CorrelationReport]:
+    # results can be megabytes (the per-response table): list pages never load them.
+    return CorrelationReport.objects.select_related("dataset", "created_by").defer("results")[
+        :limit
+    ]
+
+
+def report_get(*, report_id: int) -> CorrelationReport | None:
+    return CorrelationReport.objects.select_related("dataset").filter(pk=report_id).first()
+
+
+def report_status(*, report_id: int) -> dict[str, Any] | None:
+    row = (
+        CorrelationReport.objects.filter(pk=report_id)
+        .values("id", "status", "error", "finished_at")
+        .first()
+    )
+    if row is None:
+        return None
+    return {
+        "report": row["id"],
+        "status": row["status"],
+        "error": row["error"],
+        "finished_at": row["finished_at"].isoformat() if row["finished_at"] else None,
+    }
+
+
+def report_datasets() -> QuerySet[Dataset]:
+    return Dataset.objects.order_by("name")
+
+
+def api_tokens_for_user(*, user: Any) -> QuerySet[ApiToken]:
+    return ApiToken.objects.filter(user=user).order_by("-created_at")
+
+
+def api_token_for_key(*, key: str) -> ApiToken | None:
+    """The live (unrevoked) token whose sha256 matches ``key``; only hashes are stored."""
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    return (
+        ApiToken.objects.select_related("user")
+        .filter(key_hash=digest, revoked_at__isnull=True)
+        .first()
+    )

@@ -16,13 +16,19 @@ logger = logging.getLogger(__name__)
 TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
 
 
+def _describe(exc: BaseException) -> str:
+    # The error type and message only: never patient text or response text.
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
 class BatchTask(Task):
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
-        batch_id = args[0] if args else kwargs.get("batch_id")
-        # The message names the error type and text only: never patient text or response text.
-        services.scoring_batch_fail(batch_id=batch_id, error=f"{type(exc).__name__}: {exc}"[:500])
+        # Only transient errors reach here unrecorded: their retries are exhausted.
+        if isinstance(exc, TRANSIENT):
+            batch_id = args[0] if args else kwargs.get("batch_id")
+            services.scoring_batch_fail(batch_id=batch_id, error=_describe(exc))
 
 
 @shared_task(
@@ -36,7 +42,13 @@ class BatchTask(Task):
     acks_late=True,
 )
 def score_batch(self: Task, batch_id: int) -> int:
-    return services.scoring_batch_execute(batch_id=batch_id)
+    try:
+        return services.scoring_batch_execute(batch_id=batch_id)
+    except TRANSIENT:
+        raise  # retried with backoff
+    except Exception as exc:
+        services.scoring_batch_fail(batch_id=batch_id, error=_describe(exc))
+        raise
 
 
 @worker_process_init.connect
@@ -48,3 +60,9 @@ def _configure_worker_process(**_: Any) -> None:
         import torch
 
         torch.set_num_threads(threads)
+
+
+@shared_task(acks_late=True)
+def compute_report(report_id: int) -> None:
+    # Failures are recorded on the report itself (status failed, with the reason).
+    services.report_compute(report_id=report_id)

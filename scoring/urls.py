@@ -1,1 +1,38 @@
+from django.urls import path
+
+from scoring import api, run_views, views
+
 urlpatterns: list = []
+
+# --- reports (scoring.views, scoring.api) -----------------------------------------------------
+urlpatterns += [
+    path("reports/", views.reports, name="scoring_reports"),
+    path("reports/<int:report_id>/", views.report_detail, name="scoring_report_detail"),
+    path("reports/<int:report_id>/status.json", views.report_status, name="scoring_report_status"),
+    path(
+        "reports/<int:report_id>/export/<str:table>.<str:fmt>",
+        views.report_export,
+        name="scoring_report_export",
+    ),
+    path("method/", views.method, name="scoring_method"),
+    path("tokens/", views.api_tokens, name="scoring_api_tokens"),
+    path("tokens/<int:token_id>/revoke/", views.api_token_revoke, name="scoring_api_token_revoke"),
+    path("api/v1/openapi.json", api.openapi, name="scoring_api_openapi"),
+    path("api/v1/reports/", api.reports, name="scoring_api_reports"),
+    path("api/v1/reports/<int:report_id>/", api.report, name="scoring_api_report"),
+    path(
+        "api/v1/reports/<int:report_id>/<str:table>.json",
+        api.report_table,
+        name="scoring_api_report_table",
+    ),
+]
+
+# --- scoring runs (scoring.run_views) ---------------------------------------------------------
+urlpatterns += [
+    path("runs/", run_views.runs, name="scoring_runs"),
+    path("runs/<int:run_id>/", run_views.run_detail, name="scoring_run_detail"),
+    path(
+        "runs/<int:run_id>/progress.json", run_views.run_progress_json, name="scoring_run_progress"
+    ),
+    path("runs/<int:run_id>/resume/", run_views.run_resume, name="scoring_run_resume"),
+]

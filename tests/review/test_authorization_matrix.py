@@ -92,6 +92,26 @@ def _note(w: Any) -> Any:
     return event
 
 
+def _run(w: Any) -> Any:
+    from scoring.models import ScoringRun
+
+    run, _ = ScoringRun.objects.get_or_create(dataset=w.patient.dataset, defaults={"total": 0})
+    return run
+
+
+def _report(w: Any) -> Any:
+    from scoring.models import CorrelationReport
+
+    report, _ = CorrelationReport.objects.get_or_create(
+        dataset=w.dataset, title="matrix", defaults={"status": "done"}
+    )
+    return report
+
+
+def _report_kwargs(w: Any) -> dict[str, Any]:
+    return {"report_id": _report(w).pk}
+
+
 def _review(w: Any) -> Any:
     from review.services.reviews import review_get_or_start
 
@@ -182,6 +202,63 @@ RULES: dict[str, Rule] = {
         kwargs=lambda w: {"review_id": _review(w).pk},
     ),
     "admin_assign": admin_only(),
+    # --- scoring runs: researchers and admins ------------------------------------------------
+    "scoring_runs": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "scoring_run_detail": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="200",
+        admin="200",
+        kwargs=lambda w: {"run_id": _run(w).pk},
+    ),
+    "scoring_run_progress": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="200",
+        admin="200",
+        kwargs=lambda w: {"run_id": _run(w).pk},
+    ),
+    "scoring_run_resume": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="405",
+        admin="405",
+        kwargs=lambda w: {"run_id": _run(w).pk},
+    ),
+    # --- reports, exports, tokens and the token API (scoring.views, scoring.api) ------------
+    "scoring_reports": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "scoring_report_detail": R(
+        anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200", kwargs=_report_kwargs
+    ),
+    "scoring_report_status": R(
+        anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200", kwargs=_report_kwargs
+    ),
+    "scoring_report_export": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="200",
+        admin="200",
+        kwargs=lambda w: {"report_id": _report(w).pk, "table": "correlation", "fmt": "csv"},
+    ),
+    "scoring_method": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "scoring_api_tokens": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "scoring_api_token_revoke": R(
+        anon=LOGIN, unapproved=APP, approved="404", researcher="405", admin="405"
+    ),
+    # The API takes a bearer token only: a browser session is not enough, whoever holds it.
+    "scoring_api_openapi": PUBLIC,
+    "scoring_api_reports": R(anon="401", unapproved="401", approved="401"),
+    "scoring_api_report": R(anon="401", unapproved="401", approved="401", kwargs=_report_kwargs),
+    "scoring_api_report_table": R(
+        anon="401",
+        unapproved="401",
+        approved="401",
+        kwargs=lambda w: {"report_id": _report(w).pk, "table": "correlation"},
+    ),
     # --- allauth: the pages a stranger needs are public; the rest need a session -------------
     "account_login": R(anon="200", unapproved="302", approved="302"),
     "account_signup": R(anon="200", unapproved="302", approved="302"),

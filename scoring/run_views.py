@@ -1,0 +1,82 @@
+"""Researcher pages for scoring runs: start a run, follow its progress, resume it."""
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from kombu.exceptions import OperationalError as BrokerError
+
+from review import access
+from review.models import Dataset
+from scoring import services
+from scoring.models import ScoringRun
+from scoring.selectors import run_progress, runs_recent
+
+BROKER_DOWN = (
+    "The run was saved but its tasks could not be queued: the task broker is unreachable. "
+    "Nothing is lost; press Resume once the broker is back."
+)
+
+
+@require_http_methods(["GET", "POST"])
+@access.researcher_required
+def runs(request: HttpRequest) -> HttpResponse:
+    datasets = Dataset.objects.order_by("name")
+    statuses = services.metric_statuses()
+    if request.method == "POST":
+        dataset = datasets.filter(pk=request.POST.get("dataset") or 0).first()
+        metrics = [m for m in request.POST.getlist("metrics") if m in services.METRIC_LABELS]
+        if dataset is None or not metrics:
+            messages.error(request, "Choose a dataset and at least one metric.")
+        else:
+            try:
+                run = services.scoring_run_create(
+                    dataset=dataset, metrics=metrics, actor=request.user
+                )
+            except services.ScoringError as exc:
+                messages.error(request, str(exc))
+            except BrokerError:
+                messages.error(request, BROKER_DOWN)
+                latest = ScoringRun.objects.filter(dataset=dataset).order_by("-pk").first()
+                if latest is not None:
+                    return redirect("scoring_run_detail", run_id=latest.pk)
+            else:
+                return redirect("scoring_run_detail", run_id=run.pk)
+    return render(
+        request,
+        "scoring/runs/list.html",
+        {"runs": runs_recent(), "datasets": datasets, "statuses": statuses},
+    )
+
+
+@require_GET
+@access.researcher_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(ScoringRun.objects.select_related("dataset"), pk=run_id)
+    return render(
+        request,
+        "scoring/runs/detail.html",
+        {"run": run, "progress": run_progress(run), "configs": list(run.configs.all())},
+    )
+
+
+@require_GET
+@access.researcher_required
+def run_progress_json(request: HttpRequest, run_id: int) -> JsonResponse:
+    run = ScoringRun.objects.filter(pk=run_id).first()
+    if run is None:
+        raise Http404
+    return JsonResponse(run_progress(run).as_dict())
+
+
+@access.researcher_required
+@require_POST
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(ScoringRun, pk=run_id)
+    try:
+        services.scoring_run_resume(run=run)
+    except BrokerError:
+        messages.error(request, BROKER_DOWN)
+    else:
+        messages.success(request, "Resumed: only the scores still missing will be computed.")
+    return redirect("scoring_run_detail", run_id=run.pk)

@@ -1,0 +1,165 @@
+"""Scoring runs: batches, provenance, idempotence, aggregation over references, failures."""
+
+import pytest
+import sacrebleu
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from review.models import AuditEvent, ModelResponse
+from scoring import services
+from scoring.models import MetricConfig, MetricScore, ScoringBatch, ScoringRun
+from scoring.selectors import run_progress
+from tests.scoring.scoring_data import make_scoring_dataset
+
+# Batches are enqueued on commit, so these tests commit for real (Celery runs eagerly here).
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEXICAL = ["rougeL", "bleu", "chrf"]
+
+
+def scored_pairs() -> list[tuple[int, int]]:
+    return list(MetricScore.objects.values_list("response_id", "config_id"))
+
+
+def test_a_run_scores_every_response_with_references_once(settings) -> None:
+    dataset = make_scoring_dataset()
+    run = services.scoring_run_create(dataset=dataset, metrics=LEXICAL, batch_size=5)
+    run.refresh_from_db()
+    assert run.status == ScoringRun.Status.DONE
+    assert run.total == 12 * 3  # 4 instructions x 3 responses x 3 metrics; the orphan is skipped
+    pairs = scored_pairs()
+    assert len(pairs) == len(set(pairs)) == 36
+    progress = run_progress(run)
+    assert (progress.scored, progress.total, progress.percent) == (36, 36, 100)
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.SCORING_STARTED).count() == 1
+
+
+def test_scores_equal_the_library_and_carry_their_configuration() -> None:
+    dataset = make_scoring_dataset()
+    services.scoring_run_create(dataset=dataset, metrics=["chrf"])
+    config = MetricConfig.objects.get(backend="chrf")
+    assert config.identity["reference_aggregate"] == "first"
+    assert "sacrebleu" in str(config.identity)
+    response = ModelResponse.objects.get(instruction__instruction_id="S1", model_name="m-beta")
+    reference = response.instruction.references.get(annotator="Annotator_1").text
+    expected = sacrebleu.CHRF(word_order=2).sentence_score(response.text, [reference]).score
+    score = MetricScore.objects.get(response=response, config=config)
+    assert score.value == pytest.approx(expected, abs=1e-9)
+    assert score.values["score"] == pytest.approx(expected, abs=1e-9)
+
+
+def test_rerunning_a_finished_run_computes_nothing(monkeypatch) -> None:
+    dataset = make_scoring_dataset()
+    services.scoring_run_create(dataset=dataset, metrics=LEXICAL)
+    before = MetricScore.objects.order_by("pk").values_list("pk", "value")
+    calls = []
+    original = services.scoring_batch_execute
+    monkeypatch.setattr(
+        services, "scoring_batch_execute", lambda **kw: calls.append(kw) or original(**kw)
+    )
+    again = services.scoring_run_create(dataset=dataset, metrics=LEXICAL)
+    again.refresh_from_db()
+    assert again.status == ScoringRun.Status.DONE
+    assert again.batches.count() == 0 and calls == []
+    assert list(MetricScore.objects.order_by("pk").values_list("pk", "value")) == list(before)
+
+
+def test_max_aggregation_takes_the_best_reference(settings) -> None:
+    dataset = make_scoring_dataset()
+    services.scoring_run_create(dataset=dataset, metrics=["bleu"], aggregate="max")
+    response = ModelResponse.objects.get(instruction__instruction_id="S0", model_name="m-alpha")
+    score = MetricScore.objects.get(response=response)
+    refs = [r.text for r in response.instruction.references.order_by("annotator_order")]
+    bleu = sacrebleu.BLEU(effective_order=True)
+    per_ref = [bleu.sentence_score(response.text, [r]).score for r in refs]
+    assert len(score.per_reference) == 2
+    assert score.value == pytest.approx(max(per_ref))
+    # "first" and "max" are distinct configurations: both can exist side by side
+    services.scoring_run_create(dataset=dataset, metrics=["bleu"], aggregate="first")
+    assert MetricConfig.objects.filter(backend="bleu").count() == 2
+
+
+def test_an_unavailable_metric_is_reported_and_the_others_still_run(settings) -> None:
+    settings.COMET_MODEL = ""
+    dataset = make_scoring_dataset()
+    run = services.scoring_run_create(dataset=dataset, metrics=["comet", "bleu"])
+    run.refresh_from_db()
+    assert "no COMET checkpoint configured" in run.unavailable["comet"]
+    assert run.status == ScoringRun.Status.DONE
+    assert MetricScore.objects.filter(config__backend="bleu").count() == 12
+    statuses = {s.name: s for s in services.metric_statuses()}
+    assert not statuses["comet"].available and statuses["bleu"].available
+
+
+def test_a_batch_executed_twice_writes_no_duplicates() -> None:
+    dataset = make_scoring_dataset()
+    run = services.scoring_run_create(dataset=dataset, metrics=["bleu"], enqueue=False)
+    batch = run.batches.get()
+    assert services.scoring_batch_execute(batch_id=batch.pk) == 12
+    # A redelivered message (worker killed after writing, before acking) finds the batch done.
+    ScoringBatch.objects.filter(pk=batch.pk).update(status=ScoringBatch.Status.PENDING)
+    assert services.scoring_batch_execute(batch_id=batch.pk) == 0
+    assert MetricScore.objects.count() == 12
+
+
+def test_resume_scores_only_what_is_missing() -> None:
+    dataset = make_scoring_dataset()
+    run = services.scoring_run_create(
+        dataset=dataset, metrics=["bleu", "chrf"], batch_size=4, enqueue=False
+    )
+    first = run.batches.order_by("pk").first()
+    services.scoring_batch_execute(batch_id=first.pk)  # then the "worker dies"
+    kept = set(scored_pairs())
+    assert len(kept) == 4
+    services.scoring_run_resume(run=run)
+    run.refresh_from_db()
+    assert run.status == ScoringRun.Status.DONE
+    pairs = scored_pairs()
+    assert len(pairs) == len(set(pairs)) == 24
+    assert kept <= set(pairs)
+
+
+def test_a_failing_batch_fails_the_run_with_its_reason(monkeypatch) -> None:
+    dataset = make_scoring_dataset()
+
+    def explode(self, pairs):
+        raise RuntimeError("model exploded")
+
+    from scoring.metrics.lexical import BleuBackend
+
+    monkeypatch.setattr(BleuBackend, "score", explode)
+    with pytest.raises(RuntimeError):
+        services.scoring_run_create(dataset=dataset, metrics=["bleu"])
+    run = ScoringRun.objects.get()
+    assert run.status == ScoringRun.Status.FAILED
+    assert "RuntimeError: model exploded" in run.error
+    assert run.batches.get().status == ScoringBatch.Status.FAILED
+
+
+def test_the_score_command_runs_inline_and_names_unknown_metrics(capsys) -> None:
+    make_scoring_dataset(name="cmd")
+    call_command(
+        "score", "--dataset", "cmd", "--metrics", "bleu,rougeL", "--inline", "--no-progress"
+    )
+    assert "done: 24 of 24 scored" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="unknown metric"):
+        call_command("score", "--dataset", "cmd", "--metrics", "bleurt", "--inline")
+    with pytest.raises(CommandError, match="no dataset named"):
+        call_command("score", "--dataset", "nope", "--inline")
+
+
+def test_the_run_pages_start_a_run_and_report_progress(client) -> None:
+    from review.models import Role
+    from tests import factories
+
+    researcher = factories.make_user("r@example.edu", roles=[Role.RESEARCHER], totp=False)
+    client.force_login(researcher)
+    dataset = make_scoring_dataset()
+    page = client.get("/research/runs/")
+    assert page.status_code == 200 and b"unavailable" in page.content  # COMET, no checkpoint
+    response = client.post("/research/runs/", {"dataset": dataset.pk, "metrics": ["bleu"]})
+    run = ScoringRun.objects.get()
+    assert response.status_code == 302 and response.url == f"/research/runs/{run.pk}/"
+    progress = client.get(f"/research/runs/{run.pk}/progress.json").json()
+    assert progress["status"] == "done" and progress["scored"] == progress["total"] == 12
+    assert b"m-alpha" not in client.get(f"/research/runs/{run.pk}/").content
