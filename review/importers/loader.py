@@ -722,6 +722,11 @@ def import_release(
 
             MetricScore.objects.filter(response_id__in=importer.changed_responses).delete()
         dataset.save(update_fields=["updated_at"])
+    if connection.vendor == "postgresql" and importer.summary.counts["events"] >= 10_000:
+        # Fresh statistics after a large load: without them PostgreSQL plans the record pages
+        # as if the events table were small (deep timeline pages went from ~20 ms to ~115 ms).
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {Event._meta.db_table}")  # noqa: S608 - a model's table
     return importer.summary
 
 

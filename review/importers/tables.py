@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import Problem
+from .errors import ImportFailed, Problem
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
@@ -50,8 +50,13 @@ def detect_delimiter(path: Path, first_line: str) -> str:
 
 
 def read_header(path: Path) -> list[str]:
-    with _open(path) as fh:
-        first = fh.readline()
+    try:
+        with _open(path) as fh:
+            first = fh.readline()
+    except UnicodeDecodeError as exc:
+        raise ImportFailed(
+            [Problem(path.name, 1, None, f"not UTF-8 text (byte offset {exc.start})")]
+        ) from None
     delimiter = detect_delimiter(path, first)
     return [normalise_header(h) for h in next(csv.reader([first], delimiter=delimiter), [])]
 
