@@ -1,0 +1,69 @@
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+from review.access import user_access
+from review.models import AuditEvent, User
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+def run(tmp_path, monkeypatch, email="ops@hospital.example.org", name="Olga Operator"):
+    cert = tmp_path / "cert.pdf"
+    cert.write_bytes(factories.PDF_BYTES)
+    monkeypatch.setattr("getpass.getpass", lambda prompt: "a-long-operator-password")
+    monkeypatch.setattr("builtins.input", lambda prompt: name)
+    today = timezone.localdate()
+    call_command(
+        "bootstrap_admin",
+        email,
+        "--full-name",
+        name,
+        "--institution",
+        "Hospital",
+        "--certificate",
+        str(cert),
+        "--certificate-completed",
+        str(today - timedelta(days=10)),
+        "--certificate-expires",
+        str(today + timedelta(days=700)),
+    )
+
+
+def test_it_creates_the_first_admin_and_then_refuses(tmp_path, monkeypatch) -> None:
+    run(tmp_path, monkeypatch)
+    user = User.objects.get(email="ops@hospital.example.org")
+    access = user_access(user)
+    assert access.is_admin and access.needs_mfa  # TOTP is still required at first sign-in
+    assert user.check_password("a-long-operator-password")
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.APPLICATION_DECISION).exists()
+    with pytest.raises(CommandError, match="an approved admin exists"):
+        run(tmp_path, monkeypatch, email="second@hospital.example.org")
+
+
+def test_a_signature_that_does_not_match_is_refused(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("builtins.input", lambda prompt: "Someone Else")
+    with pytest.raises(CommandError, match="signature must match"):
+        cert = tmp_path / "cert.pdf"
+        cert.write_bytes(factories.PDF_BYTES)
+        monkeypatch.setattr("getpass.getpass", lambda prompt: "a-long-operator-password")
+        today = timezone.localdate()
+        call_command(
+            "bootstrap_admin",
+            "ops@hospital.example.org",
+            "--full-name",
+            "Olga Operator",
+            "--institution",
+            "Hospital",
+            "--certificate",
+            str(cert),
+            "--certificate-completed",
+            str(today - timedelta(days=10)),
+            "--certificate-expires",
+            str(today + timedelta(days=700)),
+        )
+    assert not User.objects.filter(email="ops@hospital.example.org").exists()
