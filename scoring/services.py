@@ -343,3 +343,236 @@ def _finish(run: ScoringRun) -> None:
     if run.started_at is None:
         run.started_at = run.finished_at
     run.save(update_fields=["status", "finished_at", "started_at"])
+
+
+# --- correlation reports -----------------------------------------------------------------------
+# This file is shared and only appended to, so this section brings its own imports.
+import hashlib  # noqa: E402
+import platform  # noqa: E402
+import secrets  # noqa: E402
+
+import django  # noqa: E402
+import numpy  # noqa: E402
+import scipy  # noqa: E402
+from django.http import HttpRequest  # noqa: E402
+
+from scoring.models import ApiToken, CorrelationReport  # noqa: E402
+
+REPORT_MAX_RESAMPLES = 100_000
+REPORT_TABLES = ("correlation", "leaderboard", "responses")
+
+
+class ReportError(Exception):
+    """A report request that cannot be carried out, with a message for the user."""
+
+
+def _report_parameters(
+    *, n_resamples: int, seed: int | None, confidence: float, config_ids: list[int] | None
+) -> dict[str, Any]:
+    if not 1 <= int(n_resamples) <= REPORT_MAX_RESAMPLES:
+        raise ReportError(f"resamples must be between 1 and {REPORT_MAX_RESAMPLES:,}")
+    if not 0.5 <= float(confidence) < 1.0:
+        raise ReportError("confidence must be at least 0.5 and below 1")
+    if seed is not None and not 0 <= int(seed) < 2**32:
+        raise ReportError("seed must be a whole number from 0 to 4294967295")
+    # A seed is always recorded, drawn at random when none is given, so any report can be
+    # recomputed exactly (same cluster draws) from its parameters.
+    return {
+        "n_resamples": int(n_resamples),
+        "seed": int(seed) if seed is not None else secrets.randbelow(2**31),
+        "seed_given": seed is not None,
+        "confidence": float(confidence),
+        "config_ids": sorted(int(c) for c in config_ids) if config_ids else None,
+    }
+
+
+@transaction.atomic
+def report_create(
+    *,
+    dataset: Dataset,
+    actor: User | None,
+    n_resamples: int = 10_000,
+    seed: int | None = None,
+    confidence: float = 0.95,
+    config_ids: list[int] | None = None,
+    title: str = "",
+    request: HttpRequest | None = None,
+    enqueue: bool = True,
+) -> CorrelationReport:
+    """A pending report; its computation is queued once the row is committed."""
+    parameters = _report_parameters(
+        n_resamples=n_resamples, seed=seed, confidence=confidence, config_ids=config_ids
+    )
+    report = CorrelationReport.objects.create(
+        dataset=dataset,
+        title=title[:200],
+        status=CorrelationReport.Status.PENDING,
+        parameters=parameters,
+        created_by=actor,
+    )
+    audit_record(
+        action=AuditEvent.Action.REPORT_CREATED,
+        actor=actor,
+        request=request,
+        obj=report,
+        details={"dataset": dataset.name, **parameters},
+    )
+    if enqueue:
+        transaction.on_commit(lambda: _enqueue_report(report.pk))
+    return report
+
+
+def _enqueue_report(report_id: int) -> None:
+    from scoring.tasks import compute_report
+
+    try:
+        compute_report.delay(report_id)
+    except Exception as exc:
+        # The broker is down: say so on the report rather than leave it pending forever.
+        logger.warning("could not queue report %s: %s", report_id, exc)
+        CorrelationReport.objects.filter(pk=report_id).update(
+            status=CorrelationReport.Status.FAILED,
+            error=f"could not queue the computation (task broker unreachable): {exc}"[:2000],
+            finished_at=timezone.now(),
+        )
+
+
+def _library_versions() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "django": django.get_version(),
+    }
+
+
+def report_compute(*, report_id: int) -> CorrelationReport:
+    """Compute and store a report's results and provenance; failures are kept with the reason.
+
+    A report that is already done is returned unchanged (a redelivered task does nothing).
+    """
+    from scoring.analysis import compute_results, response_rows
+    from scoring.selectors import report_inputs
+
+    with transaction.atomic():
+        report = (
+            CorrelationReport.objects.select_for_update()
+            .select_related("dataset")
+            .get(pk=report_id)
+        )
+        if report.status == CorrelationReport.Status.DONE:
+            return report
+        report.status = CorrelationReport.Status.RUNNING
+        report.error = ""
+        report.save(update_fields=["status", "error"])
+    try:
+        params = report.parameters
+        inputs = report_inputs(dataset=report.dataset, config_ids=params.get("config_ids"))
+        if len(inputs.table) == 0:
+            raise ReportError(
+                "no submitted reviews to analyse on this dataset yet (reviews marked "
+                "'cannot assess' are left out)"
+            )
+        labels = {m["key"]: m["label"] for m in inputs.metrics}
+        results = compute_results(inputs.table, inputs.scores, params, labels)
+        results["responses"] = response_rows(
+            inputs.table,
+            inputs.scores,
+            clinician_pseudonym=inputs.clinician_pseudonym,
+            instruction_code=inputs.instruction_code,
+            error_tags=inputs.error_tags,
+        )
+        n_simulated = len(inputs.simulated_review_ids)
+        provenance = {
+            "dataset": {
+                "id": report.dataset.pk,
+                "name": report.dataset.name,
+                "version": report.dataset.updated_at.isoformat(),
+                "is_synthetic": report.dataset.is_synthetic,
+            },
+            "metric_configs": inputs.metrics,
+            "review_ids": inputs.review_ids,
+            "simulated_review_ids": inputs.simulated_review_ids,
+            "counts": {
+                **results["counts"],
+                "reviews_real": len(inputs.review_ids) - n_simulated,
+                "reviews_simulated": n_simulated,
+                "reviews_cannot_assess_excluded": inputs.n_cannot_assess,
+            },
+            "library_versions": _library_versions(),
+            "report_created_at": report.created_at.isoformat(),
+            "computed_at": timezone.now().isoformat(),
+            "method": "scoring.analysis.compute_results (see the Method page)",
+        }
+    except Exception as exc:
+        logger.exception("report %s failed", report_id)
+        # Type and message only: these never carry patient or response text.
+        CorrelationReport.objects.filter(pk=report_id).update(
+            status=CorrelationReport.Status.FAILED,
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+            finished_at=timezone.now(),
+        )
+        report.refresh_from_db()
+        return report
+    report.results = results
+    report.provenance = provenance
+    report.status = CorrelationReport.Status.DONE
+    report.finished_at = timezone.now()
+    report.save(update_fields=["results", "provenance", "status", "finished_at"])
+    return report
+
+
+def report_export_record(
+    *,
+    report: CorrelationReport,
+    table: str,
+    fmt: str,
+    channel: str,
+    actor: User | None,
+    rows: int,
+    request: HttpRequest | None = None,
+) -> None:
+    """Audit one export (page download, API or command line) before any row leaves."""
+    audit_record(
+        action=AuditEvent.Action.EXPORT,
+        actor=actor,
+        request=request,
+        obj=report,
+        details={
+            "report": report.pk,
+            "dataset": report.dataset.name,
+            "table": table,
+            "format": fmt,
+            "channel": channel,
+            "rows": rows,
+        },
+    )
+
+
+API_TOKEN_PREFIX = "mar_"  # noqa: S105 - a label, not a secret
+
+
+def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
+    """A new read-only API token; returns it with the key, which is never stored or shown again."""
+    key = API_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user,
+        name=(name.strip() or "API token")[:100],
+        prefix=key[:12],
+        key_hash=hashlib.sha256(key.encode()).hexdigest(),
+    )
+    return token, key
+
+
+def api_token_revoke(*, token: ApiToken) -> None:
+    if token.revoked_at is None:
+        ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+
+
+def api_token_touch(*, token: ApiToken) -> None:
+    # One write a minute at most: an API client polling in a loop should not write every call.
+    now = timezone.now()
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)

@@ -2,10 +2,12 @@
 
 from review.services.demo_accounts import demo_accounts
 from review.services.demo_assignments import demo_assignments
+from review.services.demo_reviews import demo_simulated_reviews
 
 
 def demo_accounts_and_assignments(*, dataset_name: str) -> list[str]:
     """Create (idempotently) the demo accounts and their assignments; return lines to print."""
     lines = demo_accounts()
     lines += demo_assignments(dataset_name=dataset_name)
+    lines += demo_simulated_reviews(dataset_name=dataset_name)
     return lines

@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from review.access import admin_required, user_access
+from review.csv_safety import csv_safe_cell
 from review.forms.accounts import (
     ApplicationForm,
     AuditFilterForm,
@@ -369,12 +370,8 @@ class _Echo:
         return value
 
 
-def _csv_cell(value: object) -> str:
-    text = "" if value is None else str(value)
-    # Spreadsheet formula injection: user agents and emails are attacker-controlled.
-    if text[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + text
-    return text
+# Spreadsheet formula injection: user agents and emails are attacker-controlled.
+_csv_cell = csv_safe_cell
 
 
 def _csv_rows(events: QuerySet[AuditEvent]) -> Iterator[str]:

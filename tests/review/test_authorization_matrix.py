@@ -231,10 +231,20 @@ RULES: dict[str, Rule] = {
     # --- reports, exports, tokens and the token API (scoring.views, scoring.api) ------------
     "scoring_reports": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
     "scoring_report_detail": R(
-        anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200", kwargs=_report_kwargs
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="200",
+        admin="200",
+        kwargs=_report_kwargs,
     ),
     "scoring_report_status": R(
-        anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200", kwargs=_report_kwargs
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="200",
+        admin="200",
+        kwargs=_report_kwargs,
     ),
     "scoring_report_export": R(
         anon=LOGIN,
@@ -245,7 +255,9 @@ RULES: dict[str, Rule] = {
         kwargs=lambda w: {"report_id": _report(w).pk, "table": "correlation", "fmt": "csv"},
     ),
     "scoring_method": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
-    "scoring_api_tokens": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "scoring_api_tokens": R(
+        anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"
+    ),
     "scoring_api_token_revoke": R(
         anon=LOGIN, unapproved=APP, approved="404", researcher="405", admin="405"
     ),

@@ -1,0 +1,164 @@
+"""The report's computation on arrays: every statistic of a correlation report, no database.
+
+``compute_results(table, scores, params)`` is what ``services.report_compute`` stores and what
+``manage.py bench_report`` times; the method is documented in ``templates/scoring/method.html``
+and the README. The returned dict is JSON-ready: numpy scalars become Python numbers and every
+non-finite float becomes ``None`` (PostgreSQL's jsonb rejects NaN).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from scoring import statistics as st
+
+DEFAULT_CONFIDENCE = 0.95
+
+
+def clean(value: Any) -> Any:
+    """A JSON-safe copy: numpy types to Python, nan/inf to None, tuples to lists."""
+    if isinstance(value, Mapping):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [clean(v) for v in value.tolist()]
+    if isinstance(value, np.bool_ | bool):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        v = float(value)
+        return v if math.isfinite(v) else None
+    return value
+
+
+def _counts(table: st.JudgementTable) -> dict[str, int]:
+    return {
+        "judgements": len(table),
+        "reviews": int(np.unique(table.review).shape[0]),
+        "instructions": int(np.unique(table.instruction).shape[0]),
+        "clinicians": int(np.unique(table.clinician).shape[0]),
+        "models": int(np.unique(table.model.astype(str)).shape[0]),
+        "responses": int(np.unique(table.response).shape[0]),
+    }
+
+
+def compute_results(
+    table: st.JudgementTable,
+    scores: Mapping[str, np.ndarray],
+    params: Mapping[str, Any],
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Every statistic of a report. ``params``: ``n_resamples``, ``seed``, ``confidence``.
+
+    All bootstraps share the seed, hence the same cluster draws: the intervals of different
+    metrics (and the paired tests) are computed on the same resamples of instructions.
+    """
+    started = time.perf_counter()
+    n_resamples = int(params.get("n_resamples", st.DEFAULT_RESAMPLES))
+    seed = int(params.get("seed", 0))
+    confidence = float(params.get("confidence", DEFAULT_CONFIDENCE))
+    labels = dict(labels or {})
+    boot = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence}
+
+    correlation = []
+    for key, values in scores.items():
+        corr = st.metric_correlation(table, values, **boot)
+        acc = st.pairwise_accuracy(table, values, **boot)
+        system = st.system_level_tau(table, values)
+        correlation.append(
+            {
+                "metric": key,
+                "label": labels.get(key, key),
+                "mean_tau": corr["mean_tau"],
+                "ci_low": corr["ci_low"],
+                "ci_high": corr["ci_high"],
+                "n_reviews": corr["n_reviews"],
+                "n_skipped": corr["n_skipped"],
+                "n_instructions": corr["n_instructions"],
+                "pairwise_accuracy": acc["accuracy"],
+                "pairwise_ci_low": acc["ci_low"],
+                "pairwise_ci_high": acc["ci_high"],
+                "n_pairs": acc["n_pairs"],
+                "n_metric_ties": acc["n_metric_ties"],
+                "system_tau": system["tau"],
+                "system_p_value": system["p_value"],
+                "n_models": system["n_models"],
+                "n_scored": int(np.count_nonzero(~np.isnan(np.asarray(values, dtype=float)))),
+                "system_mean_score": system["mean_score"],
+            }
+        )
+
+    paired = []
+    for a, b in itertools.combinations(scores, 2):
+        test = st.paired_bootstrap_test(table, scores[a], scores[b], **boot)
+        paired.append({"metric_a": a, "metric_b": b, **test})
+
+    models, matrix = st.win_rate_matrix(table)
+    breakdowns: dict[str, Any] = {}
+    for by in ("category", "specialty"):
+        groups = {}
+        for value, per_metric in st.breakdown(
+            table, dict(scores), by, st.metric_correlations, **boot
+        ).items():
+            mask = np.asarray(getattr(table, by)).astype(str) == value
+            groups[value] = {
+                "n_reviews": int(np.unique(table.review[mask]).shape[0]),
+                "n_instructions": int(np.unique(table.instruction[mask]).shape[0]),
+                "metrics": per_metric,
+            }
+        breakdowns[by] = groups
+
+    results = {
+        "metrics": [{"key": k, "label": labels.get(k, k)} for k in scores],
+        "counts": _counts(table),
+        "correlation": correlation,
+        "paired_tests": paired,
+        "human_ceiling": st.human_ceiling(table, **boot),
+        "leaderboard": st.leaderboard(table, **boot),
+        "win_rate": {"models": models, "matrix": matrix},
+        "position_bias": st.position_bias(table),
+        "breakdowns": breakdowns,
+        "parameters": boot,
+    }
+    results["seconds"] = time.perf_counter() - started
+    return clean(results)
+
+
+def response_rows(
+    table: st.JudgementTable,
+    scores: Mapping[str, np.ndarray],
+    *,
+    clinician_pseudonym: list[str],
+    instruction_code: list[str],
+    error_tags: list[list[str]],
+) -> list[dict[str, Any]]:
+    """The per-response table: one row per judgement, ids and numbers only (never any text)."""
+    rank = table.rank.astype(float)
+    correct = table.correct.astype(float)
+    rows = []
+    for i in range(len(table)):
+        row = {
+            "review_id": int(table.review[i]),
+            "instruction_id": instruction_code[i],
+            "category": str(table.category[i]),
+            "specialty": str(table.specialty[i]),
+            "clinician": clinician_pseudonym[i],
+            "model": str(table.model[i]),
+            "response_id": int(table.response[i]),
+            "shown_position": int(table.position[i]),
+            "rank": None if np.isnan(rank[i]) else int(rank[i]),
+            "correct": None if np.isnan(correct[i]) else bool(correct[i]),
+            "error_tags": list(error_tags[i]),
+        }
+        for key, values in scores.items():
+            row[f"score_{key}"] = values[i]
+        rows.append(row)
+    return clean(rows)

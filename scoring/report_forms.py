@@ -1,0 +1,37 @@
+"""Forms of the report pages (a separate module: scoring runs need no forms of their own)."""
+
+from typing import Any
+
+from django import forms
+from django.db.models import QuerySet
+
+from review.models import Dataset
+from scoring.services import REPORT_MAX_RESAMPLES
+
+
+class ReportForm(forms.Form):
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.none(), empty_label=None)
+    title = forms.CharField(max_length=200, required=False)
+    n_resamples = forms.IntegerField(
+        label="Bootstrap resamples",
+        initial=10_000,
+        min_value=100,
+        max_value=REPORT_MAX_RESAMPLES,
+    )
+    seed = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**32 - 1,
+        help_text="Leave empty for a random seed; it is recorded with the report either way.",
+    )
+    confidence = forms.FloatField(initial=0.95, min_value=0.5, max_value=0.999)
+
+    def __init__(self, *args: Any, datasets: QuerySet[Dataset], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["dataset"].queryset = datasets  # type: ignore[attr-defined]
+
+
+class ApiTokenForm(forms.Form):
+    name = forms.CharField(
+        max_length=100, help_text="What the token is for, e.g. “analysis notebook”."
+    )

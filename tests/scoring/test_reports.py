@@ -1,0 +1,497 @@
+"""Correlation reports: the table built from the database, report computation and provenance,
+exports (page, API, command line) without personal data or text, the token API, auditing.
+
+The data is built by hand so every rank, tie and skip is known; statistics themselves are
+tested against independent computations in test_statistics.py.
+"""
+
+import csv
+import io
+import json
+import math
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+from scipy import stats as sps
+
+from review.models import (
+    AccessApplication,
+    Assignment,
+    AuditEvent,
+    Dataset,
+    ErrorTag,
+    Instruction,
+    ModelResponse,
+    ReferenceResponse,
+    ResponseJudgement,
+    Review,
+    Role,
+)
+from review.services.accounts import application_revoke
+from scoring import exports, selectors, services
+from scoring.api import openapi_document
+from scoring.models import ApiToken, CorrelationReport, MetricConfig, MetricScore
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+QUESTION = "SECRET-QUESTION: what was the last potassium of the synthetic patient?"
+RESPONSE_TEXT = "SECRET-RESPONSE-{i}-{m}: potassium 4.1 mmol/L"
+REFERENCE_TEXT = "SECRET-REFERENCE: potassium 4.1 mmol/L"
+MODELS = ["model-a", "model-b", '=HYPERLINK("http://evil")']  # the last one tests the CSV guard
+N_RESAMPLES = 200
+
+
+@pytest.fixture(autouse=True)
+def _settings(settings, tmp_path):
+    settings.PRIVATE_STORAGE_ROOT = tmp_path / "private"
+    settings.MEDIA_ROOT = tmp_path / "private"
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def _config(backend: str) -> MetricConfig:
+    return MetricConfig.objects.create(
+        backend=backend,
+        identity={"backend": backend, "versions": {"lib": "1.0"}},
+        identity_hash=f"hash-{backend}",
+        label=f"{backend.upper()} (first reference)",
+    )
+
+
+def _review(assignment, responses, ranks, correct, *, status=Review.Status.SUBMITTED, **kw):
+    order = [r.pk for r in responses][::-1]  # shown in reverse: position != response order
+    review = Review.objects.create(assignment=assignment, status=status, shown_order=order, **kw)
+    by_id = {r.pk: (rank, ok) for r, rank, ok in zip(responses, ranks, correct, strict=True)}
+    return review, ResponseJudgement.objects.bulk_create(
+        [
+            ResponseJudgement(
+                review=review,
+                response_id=rid,
+                position=pos,
+                rank=by_id[rid][0],
+                is_correct=by_id[rid][1],
+            )
+            for pos, rid in enumerate(order)
+        ]
+    )
+
+
+@pytest.fixture
+def data():
+    """Two instructions x three responses; two clinicians; ties, a skip and exclusions.
+
+    - I1: clinician 1 ranks (1, 1, 3) [a tie]; clinician 2 ranks (1, 2, 3).
+    - I2: clinician 1 ranks (2, 2, 2) [one distinct rank: skipped]; clinician 2 (3, 1, 2).
+    - I2: a third clinician's draft and a fourth's "cannot assess": both excluded.
+    Scores: bleu for every response; rouge for all but one (nan in the table).
+    """
+    d = SimpleNamespace()
+    d.researcher = factories.make_user(
+        "researcher@example.edu", roles=[Role.RESEARCHER], full_name="Rita Researcher"
+    )
+    d.c1 = factories.make_user("c1@example.edu", roles=[Role.CLINICIAN], full_name="Carla One")
+    d.c2 = factories.make_user("c2@example.edu", roles=[Role.CLINICIAN], full_name="Colin Two")
+    d.c3 = factories.make_user("c3@example.edu", roles=[Role.CLINICIAN], full_name="Cora Three")
+    d.c4 = factories.make_user("c4@example.edu", roles=[Role.CLINICIAN], full_name="Cy Four")
+    d.dataset = Dataset.objects.create(name="reports", is_synthetic=True)
+    d.instructions, d.responses = [], []
+    for i, (category, specialty) in enumerate([("+diagnosis", "cardiology"), ("triage", "@onc")]):
+        instruction = Instruction.objects.create(
+            dataset=d.dataset,
+            instruction_id=f"INS-{i}",
+            question=QUESTION,
+            category=category,
+            specialty=specialty,
+        )
+        ReferenceResponse.objects.create(
+            instruction=instruction, annotator="Annotator_1", text=REFERENCE_TEXT
+        )
+        d.instructions.append(instruction)
+        d.responses.append(
+            [
+                ModelResponse.objects.create(
+                    instruction=instruction, model_name=m, text=RESPONSE_TEXT.format(i=i, m=m)
+                )
+                for m in MODELS
+            ]
+        )
+    a = {
+        (c, i): Assignment.objects.create(instruction=d.instructions[i], clinician=c)
+        for c in (d.c1, d.c2)
+        for i in (0, 1)
+    }
+    d.r11, d.j11 = _review(a[d.c1, 0], d.responses[0], [1, 1, 3], [True, True, False])
+    d.r21, _ = _review(a[d.c2, 0], d.responses[0], [1, 2, 3], [True, False, False])
+    d.r12, _ = _review(a[d.c1, 1], d.responses[1], [2, 2, 2], [True, True, True])
+    d.r22, _ = _review(a[d.c2, 1], d.responses[1], [3, 1, 2], [False, True, None])
+    draft = Assignment.objects.create(instruction=d.instructions[1], clinician=d.c3)
+    _review(draft, d.responses[1], [1, 2, 3], [True] * 3, status=Review.Status.DRAFT)
+    cannot = Assignment.objects.create(instruction=d.instructions[1], clinician=d.c4)
+    _review(cannot, d.responses[1], [None] * 3, [None] * 3, cannot_assess="other")
+    tag = ErrorTag.objects.get(slug="omission")
+    d.j11[0].error_tags.add(tag)  # position 0 of review r11 = the last model's response
+
+    d.bleu, d.rouge = _config("bleu"), _config("rougeL")
+    values = {0: [30.0, 20.0, -5.0], 1: [10.0, 40.0, 25.0]}
+    for i in (0, 1):
+        for k, response in enumerate(d.responses[i]):
+            MetricScore.objects.create(response=response, config=d.bleu, value=values[i][k])
+            if not (i == 1 and k == 2):
+                MetricScore.objects.create(
+                    response=response, config=d.rouge, value=values[i][k] / 100
+                )
+    return d
+
+
+def _done_report(d, **kw) -> CorrelationReport:
+    report = services.report_create(
+        dataset=d.dataset, actor=d.researcher, n_resamples=N_RESAMPLES, seed=7, enqueue=False, **kw
+    )
+    return services.report_compute(report_id=report.pk)
+
+
+# --- selector ----------------------------------------------------------------------------------
+def test_selector_builds_the_table_from_submitted_reviews(data, django_assert_max_num_queries):
+    with django_assert_max_num_queries(6):
+        inputs = selectors.report_inputs(dataset=data.dataset)
+    t = inputs.table
+    assert len(t) == 12  # 4 submitted reviews x 3; the draft and "cannot assess" are left out
+    assert inputs.review_ids == sorted([data.r11.pk, data.r21.pk, data.r12.pk, data.r22.pk])
+    assert inputs.n_cannot_assess == 1
+    rows = t.review == data.r11.pk
+    by_response = dict(zip(t.response[rows], t.rank[rows], strict=True))
+    assert by_response == {data.responses[0][0].pk: 1, data.responses[0][1].pk: 1,
+                           data.responses[0][2].pk: 3}  # fmt: skip
+    assert list(t.position[rows]) == [0, 1, 2]
+    assert list(t.model[rows]) == MODELS[::-1]  # shown in reverse order
+    assert set(t.category) == {"+diagnosis", "triage"} and set(t.specialty) == {
+        "cardiology",
+        "@onc",
+    }
+    assert set(t.clinician) == {data.c1.pk, data.c2.pk}
+    assert np.isnan(t.correct[(t.review == data.r22.pk) & (t.model == MODELS[2])]).all()
+    assert [m["key"] for m in inputs.metrics] == ["bleu", "rougeL"]
+    missing = t.response == data.responses[1][2].pk
+    assert np.isnan(inputs.scores["rougeL"][missing]).all()
+    assert not np.isnan(inputs.scores["bleu"]).any()
+    assert set(inputs.clinician_pseudonym) == {data.c1.pseudonym, data.c2.pseudonym}
+    tagged = [tags for tags in inputs.error_tags if tags]
+    assert tagged == [["omission"]]
+
+
+# --- computing ---------------------------------------------------------------------------------
+def test_report_create_queues_the_computation_and_audits(data, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        report = services.report_create(
+            dataset=data.dataset, actor=data.researcher, n_resamples=N_RESAMPLES
+        )
+    report.refresh_from_db()  # Celery runs eagerly in tests
+    assert report.status == CorrelationReport.Status.DONE, report.error
+    assert isinstance(report.parameters["seed"], int)  # random, but recorded
+    assert report.parameters["seed_given"] is False
+    event = AuditEvent.objects.get(action=AuditEvent.Action.REPORT_CREATED)
+    assert event.actor == data.researcher and event.details["n_resamples"] == N_RESAMPLES
+
+
+def test_report_compute_stores_results_and_provenance(data):
+    report = _done_report(data)
+    assert report.status == CorrelationReport.Status.DONE, report.error
+    results, provenance = report.results, report.provenance
+    bleu = next(r for r in results["correlation"] if r["metric"] == "bleu")
+    # r12 has one distinct rank: skipped, not zero. The others against scipy, one by one.
+    assert bleu["n_skipped"] == 1 and bleu["n_reviews"] == 3
+    expected = [
+        sps.kendalltau([-1, -1, -3], [30, 20, -5]).statistic,
+        sps.kendalltau([-1, -2, -3], [30, 20, -5]).statistic,
+        sps.kendalltau([-3, -1, -2], [10, 40, 25]).statistic,
+    ]
+    assert math.isclose(bleu["mean_tau"], float(np.mean(expected)))
+    assert bleu["ci_low"] <= bleu["mean_tau"] <= bleu["ci_high"]
+    for key in ("paired_tests", "human_ceiling", "leaderboard", "win_rate", "position_bias"):
+        assert results[key], key
+    assert set(results["breakdowns"]) == {"category", "specialty"}
+    assert set(results["breakdowns"]["category"]) == {"+diagnosis", "triage"}
+    assert len(results["responses"]) == 12
+    json.dumps(results, allow_nan=False)  # no NaN: PostgreSQL's jsonb would refuse it
+
+    assert provenance["dataset"]["name"] == "reports"
+    assert provenance["dataset"]["version"] == data.dataset.updated_at.isoformat()
+    assert [m["backend"] for m in provenance["metric_configs"]] == ["bleu", "rougeL"]
+    assert provenance["metric_configs"][0]["identity"]["versions"] == {"lib": "1.0"}
+    assert provenance["review_ids"] == sorted([data.r11.pk, data.r21.pk, data.r12.pk, data.r22.pk])
+    assert provenance["counts"]["reviews_simulated"] == 0
+    assert provenance["counts"]["reviews_cannot_assess_excluded"] == 1
+    assert set(provenance["library_versions"]) >= {"numpy", "scipy"}
+    assert report.parameters["seed"] == 7
+
+
+def test_same_seed_gives_the_same_intervals(data):
+    a, b = _done_report(data), _done_report(data)
+    assert a.results["correlation"] == b.results["correlation"]
+
+
+def test_a_report_without_reviews_fails_with_the_reason(data):
+    empty = Dataset.objects.create(name="empty")
+    report = services.report_create(dataset=empty, actor=data.researcher, enqueue=False)
+    report = services.report_compute(report_id=report.pk)
+    assert report.status == CorrelationReport.Status.FAILED
+    assert "no submitted reviews" in report.error
+
+
+def test_it_rejects_bad_parameters(data):
+    with pytest.raises(services.ReportError):
+        services.report_create(dataset=data.dataset, actor=None, n_resamples=0, enqueue=False)
+    with pytest.raises(services.ReportError):
+        services.report_create(dataset=data.dataset, actor=None, confidence=1.0, enqueue=False)
+
+
+# --- exports -----------------------------------------------------------------------------------
+def _all_exports(client, report, token_key, tmp_path) -> dict[str, str]:
+    bodies = {}
+    for table in exports.TABLES:
+        for fmt in exports.FORMATS:
+            url = reverse("scoring_report_export", args=[report.pk, table, fmt])
+            response = client.get(url)
+            assert response.status_code == 200
+            assert "attachment" in response["Content-Disposition"]
+            bodies[f"page {table}.{fmt}"] = response.content.decode()
+        response = client.get(
+            reverse("scoring_api_report_table", args=[report.pk, table]),
+            HTTP_AUTHORIZATION=f"Bearer {token_key}",
+        )
+        assert response.status_code == 200
+        bodies[f"api {table}"] = response.content.decode()
+        out = tmp_path / f"{table}.csv"
+        call_command("export_report", report.pk, "--table", table, "--output", str(out))
+        bodies[f"cli {table}"] = out.read_text()
+    response = client.get(
+        reverse("scoring_api_report", args=[report.pk]), HTTP_AUTHORIZATION=f"Bearer {token_key}"
+    )
+    bodies["api report"] = response.content.decode()
+    return bodies
+
+
+def test_exports_carry_no_names_emails_or_text_and_are_all_audited(data, client, tmp_path):
+    report = _done_report(data)
+    _, key = services.api_token_create(user=data.researcher, name="notebook")
+    client.force_login(data.researcher)
+    before = AuditEvent.objects.filter(action=AuditEvent.Action.EXPORT).count()
+    bodies = _all_exports(client, report, key, tmp_path)
+    forbidden = ["SECRET-", "@example.edu", "Carla", "Colin", "Rita", "potassium"]
+    for name, body in bodies.items():
+        for text in forbidden:
+            assert text not in body, f"{text!r} leaked into {name}"
+    # The pseudonyms are there instead.
+    assert data.c1.pseudonym in bodies["page responses.csv"]
+    # 6 page downloads + 3 API tables + 3 CLI = 12 exports, each audited with what it was.
+    events = AuditEvent.objects.filter(action=AuditEvent.Action.EXPORT).order_by("id")[before:]
+    assert len(events) == 12
+    channels = sorted(
+        (e.details["channel"], e.details["table"], e.details["format"]) for e in events
+    )
+    assert channels.count(("cli", "correlation", "csv")) == 1
+    assert ("api", "responses", "json") in channels and ("page", "leaderboard", "json") in channels
+    assert all(e.details["report"] == report.pk for e in events)
+
+
+def test_per_response_csv_has_the_documented_columns_and_parses(data, client):
+    report = _done_report(data)
+    client.force_login(data.researcher)
+    body = client.get(reverse("scoring_report_export", args=[report.pk, "responses", "csv"]))
+    rows = list(csv.DictReader(io.StringIO(body.content.decode())))
+    assert len(rows) == 12
+    assert list(rows[0]) == exports.RESPONSE_COLUMNS + ["score_bleu", "score_rougeL"]
+    tagged = [r for r in rows if r["error_tags"]]
+    assert [r["error_tags"] for r in tagged] == ["omission"]
+    assert {r["clinician"] for r in rows} == {data.c1.pseudonym, data.c2.pseudonym}
+
+
+def test_csv_cells_that_look_like_formulas_are_quoted(data, client):
+    report = _done_report(data)
+    client.force_login(data.researcher)
+    for table in ("leaderboard", "responses"):
+        body = client.get(reverse("scoring_report_export", args=[report.pk, table, "csv"]))
+        text = body.content.decode()
+        assert "\n=HYPERLINK" not in text and ",=HYPERLINK" not in text
+        assert "'=HYPERLINK" in text
+    rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, "responses"))))
+    assert {r["category"] for r in rows} == {"'+diagnosis", "triage"}
+    assert {r["specialty"] for r in rows} == {"cardiology", "'@onc"}
+    # Numbers stay numbers: a negative score is not a formula and is not quoted.
+    assert "-5.0" in {r["score_bleu"] for r in rows}
+
+
+def test_export_report_command(data, tmp_path, capsys):
+    report = _done_report(data)
+    call_command("export_report", report.pk, "--table", "leaderboard", "--format", "json")
+    document = json.loads(capsys.readouterr().out)
+    assert document["table"] == "leaderboard" and len(document["rows"]) == 3
+    event = AuditEvent.objects.filter(action=AuditEvent.Action.EXPORT).latest("id")
+    assert event.details["channel"] == "cli" and event.details["table"] == "leaderboard"
+    with pytest.raises(CommandError):
+        call_command("export_report", 999_999)
+
+
+def test_page_export_of_an_unfinished_report_is_404(data, client):
+    report = services.report_create(dataset=data.dataset, actor=None, enqueue=False)
+    client.force_login(data.researcher)
+    url = reverse("scoring_report_export", args=[report.pk, "correlation", "csv"])
+    assert client.get(url).status_code == 404
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.EXPORT).exists()
+
+
+# --- API ---------------------------------------------------------------------------------------
+def _api(client, name, key=None, **kwargs):
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"} if key else {}
+    return client.get(reverse(name, kwargs=kwargs or None), **headers)
+
+
+def test_api_requires_a_valid_token(data, client):
+    report = _done_report(data)
+    token, key = services.api_token_create(user=data.researcher, name="script")
+    assert token.key_hash != key and key not in token.key_hash and token.prefix == key[:12]
+    assert ApiToken.objects.filter(key_hash__contains=key).count() == 0
+    client.force_login(data.researcher)  # a session alone is not enough
+    assert _api(client, "scoring_api_reports").status_code == 401
+    assert _api(client, "scoring_api_reports", "mar_wrong").status_code == 401
+    response = _api(client, "scoring_api_reports", key)
+    assert response.status_code == 200
+    assert [r["id"] for r in response.json()["reports"]] == [report.pk]
+    detail = _api(client, "scoring_api_report", key, report_id=report.pk).json()
+    assert detail["status"] == "done" and "correlation" in detail["tables"]
+    assert _api(client, "scoring_api_report", key, report_id=999).status_code == 404
+    table = _api(client, "scoring_api_report_table", key, report_id=report.pk, table="nope")
+    assert table.status_code == 404
+    token.refresh_from_db()
+    assert token.last_used_at is not None
+    services.api_token_revoke(token=token)
+    assert _api(client, "scoring_api_reports", key).status_code == 401
+
+
+def test_api_needs_the_owners_current_researcher_access(data, client):
+    _done_report(data)
+    _, key = services.api_token_create(user=data.researcher, name="script")
+    assert _api(client, "scoring_api_reports", key).status_code == 200
+    application = AccessApplication.objects.get(user=data.researcher, status="approved")
+    application_revoke(application=application, reviewer=data.researcher, reason="Left.")
+    response = _api(client, "scoring_api_reports", key)
+    assert response.status_code == 403 and response.json()["error"] == "no_access"
+    # A clinician's token (a role that cannot read reports) is refused the same way.
+    _, clinician_key = services.api_token_create(user=data.c1, name="x")
+    assert _api(client, "scoring_api_reports", clinician_key).status_code == 403
+
+
+def test_openapi_document_is_well_formed(client):
+    response = client.get(reverse("scoring_api_openapi"))
+    assert response.status_code == 200
+    doc = response.json()
+    assert doc["openapi"].startswith("3.") and doc["info"]["title"] and doc["info"]["version"]
+    assert doc["servers"][0]["url"].endswith("/research/api/v1")
+    assert set(doc["paths"]) == {
+        "/reports/",
+        "/reports/{report_id}/",
+        "/reports/{report_id}/{table}.json",
+    }
+    assert doc["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+
+    def refs(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "$ref":
+                    yield v
+                else:
+                    yield from refs(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from refs(v)
+
+    for ref in refs(doc):
+        name = ref.removeprefix("#/components/schemas/")
+        assert name in doc["components"]["schemas"], ref
+    for path, item in doc["paths"].items():
+        for op in item.values():
+            assert op["operationId"] and "200" in op["responses"] and "401" in op["responses"]
+            templated = set(re.findall(r"\{(\w+)\}", path))
+            declared = {p["name"] for p in op.get("parameters", [])}
+            assert templated <= declared, path
+    assert openapi_document("http://x")["paths"] == doc["paths"]
+
+
+# --- pages -------------------------------------------------------------------------------------
+def test_report_page_shows_plots_and_tables(data, client):
+    report = _done_report(data)
+    client.force_login(data.researcher)
+    html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert html.count("<svg") >= 6  # correlation, accuracy, heatmap, 2 leaderboard, scatters…
+    assert 'style="' not in html  # the CSP forbids inline styles
+    assert "<script>" not in html
+    assert "simulated-banner" not in html
+    assert reverse("scoring_method") in html
+    for text in ("SECRET-", "c1@example.edu", "Carla"):  # (the signed-in user's own email shows)
+        assert text not in html
+
+
+def test_pending_report_page_polls_with_a_static_script(data, client):
+    report = services.report_create(dataset=data.dataset, actor=None, enqueue=False)
+    client.force_login(data.researcher)
+    html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert "scoring/report_status.js" in html and 'http-equiv="refresh"' in html
+    status = client.get(reverse("scoring_report_status", args=[report.pk])).json()
+    assert status["status"] == "pending"
+
+
+def test_new_report_form_creates_a_report(data, client, django_capture_on_commit_callbacks):
+    client.force_login(data.researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            reverse("scoring_reports"),
+            {"dataset": data.dataset.pk, "n_resamples": 200, "seed": 3, "confidence": 0.9},
+        )
+    report = CorrelationReport.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("scoring_report_detail", args=[report.pk])
+    report.refresh_from_db()
+    assert report.status == "done" and report.parameters["seed"] == 3
+    assert report.created_by == data.researcher
+
+
+def test_token_page_shows_the_key_once_and_revokes_only_own_tokens(data, client):
+    client.force_login(data.researcher)
+    response = client.post(reverse("scoring_api_tokens"), {"name": "notebook"})
+    key = response.context["new_key"]
+    assert key and key in response.content.decode()
+    token = ApiToken.objects.get()
+    assert key not in client.get(reverse("scoring_api_tokens")).content.decode()
+    other = factories.make_user("r2@example.edu", roles=[Role.RESEARCHER])
+    client.force_login(other)
+    assert client.post(reverse("scoring_api_token_revoke", args=[token.pk])).status_code == 404
+    client.force_login(data.researcher)
+    client.post(reverse("scoring_api_token_revoke", args=[token.pk]))
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+# --- demo --------------------------------------------------------------------------------------
+def test_simulated_reviews_are_idempotent_and_labelled(data, client):
+    from review.services.demo_reviews import demo_simulated_reviews
+
+    lines = demo_simulated_reviews(dataset_name="reports", n_clinicians=2)
+    assert "4 new" in lines[0]
+    assert "0 new" in demo_simulated_reviews(dataset_name="reports", n_clinicians=2)[0]
+    simulated = Review.objects.filter(assignment__clinician__email__startswith="simulated-")
+    assert simulated.count() == 4 and all(r.status == "submitted" for r in simulated)
+    assert {r.assignment.clinician.full_name for r in simulated} == {
+        "Simulated clinician 1",
+        "Simulated clinician 2",
+    }
+    assert not any(r.assignment.clinician.has_usable_password() for r in simulated)
+    report = _done_report(data)
+    assert report.provenance["counts"]["reviews_simulated"] == 4
+    assert report.provenance["counts"]["reviews_real"] == 4
+    client.force_login(data.researcher)
+    html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert "simulated-banner" in html and "SIMULATED" in html
