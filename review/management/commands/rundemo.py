@@ -50,6 +50,14 @@ class Command(BaseCommand):
             cwd=base,
             start_new_session=True,
         )
+
+        # Ctrl-C (SIGINT) and SIGTERM both stop the pair; set explicitly, because a process
+        # started in the background may inherit SIGINT as ignored.
+        def _stop(signum: int, frame: object) -> None:
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, _stop)
+        signal.signal(signal.SIGTERM, _stop)
         self.stdout.write(
             self.style.SUCCESS(
                 f"Serving http://{options['addr']}/ with a Celery worker; "
