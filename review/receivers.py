@@ -6,6 +6,7 @@ by the services that make them (in the same transaction), not here.
 
 from typing import Any
 
+from allauth.mfa.signals import authenticator_added, authenticator_removed, authenticator_reset
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.dispatch import receiver
 from django.http import HttpRequest
@@ -37,3 +38,29 @@ def on_logout(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any
     if user is None:
         return
     audit_record(action=AuditEvent.Action.LOGOUT, actor=user, request=request)
+
+
+def _mfa_changed(change: str):  # noqa: ANN202 - a signal receiver
+    def receive(
+        sender: Any, request: HttpRequest | None, user: Any, authenticator: Any, **kwargs: Any
+    ) -> None:
+        audit_record(
+            action=AuditEvent.Action.MFA_CHANGED,
+            actor=user,
+            request=request,
+            details={"change": change, "type": getattr(authenticator, "type", "")},
+        )
+
+    return receive
+
+
+# TOTP set up or removed, recovery codes regenerated: who changed their second factor, and when.
+authenticator_added.connect(
+    _mfa_changed("added"), dispatch_uid="review.audit_mfa_added", weak=False
+)
+authenticator_removed.connect(
+    _mfa_changed("removed"), dispatch_uid="review.audit_mfa_removed", weak=False
+)
+authenticator_reset.connect(
+    _mfa_changed("reset"), dispatch_uid="review.audit_mfa_reset", weak=False
+)

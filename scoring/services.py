@@ -561,14 +561,27 @@ def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
         prefix=key[:12],
         key_hash=hashlib.sha256(key.encode()).hexdigest(),
     )
+    audit_record(
+        action=AuditEvent.Action.API_TOKEN_CREATED,
+        actor=user,
+        obj=token,
+        details={"name": token.name, "prefix": token.prefix},
+    )
     return token, key
 
 
 def api_token_revoke(*, token: ApiToken) -> None:
     if token.revoked_at is None:
-        ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+        revoked = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
             revoked_at=timezone.now()
         )
+        if revoked:
+            audit_record(
+                action=AuditEvent.Action.API_TOKEN_REVOKED,
+                actor=token.user,
+                obj=token,
+                details={"prefix": token.prefix},
+            )
 
 
 def api_token_touch(*, token: ApiToken) -> None:

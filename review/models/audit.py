@@ -41,6 +41,9 @@ class AuditEvent(models.Model):
         SCORING_STARTED = "scoring_started", "Scoring run started"
         REPORT_CREATED = "report_created", "Report created"
         AUDIT_EXPORTED = "audit_exported", "Audit log exported"
+        MFA_CHANGED = "mfa_changed", "Two-factor authentication changed"
+        API_TOKEN_CREATED = "api_token_created", "API token created"
+        API_TOKEN_REVOKED = "api_token_revoked", "API token revoked"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

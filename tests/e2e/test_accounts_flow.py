@@ -66,6 +66,11 @@ def test_signup_to_queue_and_revocation(live_server, page, browser):
     page.fill("input[name=code]", current_code(secret))
     page.click("main button[type=submit]")
     page.wait_for_url(lambda url: "/totp/activate" not in url)
+    from review.models import AuditEvent
+
+    assert AuditEvent.objects.filter(
+        action=AuditEvent.Action.MFA_CHANGED, actor_email=EMAIL, details__change="added"
+    ).exists()
 
     # Apply, with a small PDF certificate and the DUA signature.
     today = timezone.localdate()

@@ -473,6 +473,14 @@ def test_token_page_shows_the_key_once_and_revokes_only_own_tokens(data, client)
     client.post(reverse("scoring_api_token_revoke", args=[token.pk]))
     token.refresh_from_db()
     assert token.revoked_at is not None
+    from review.models import AuditEvent
+
+    audited = AuditEvent.objects.filter(object_type="ApiToken", object_id=str(token.pk))
+    assert sorted(audited.values_list("action", flat=True)) == [
+        AuditEvent.Action.API_TOKEN_CREATED,
+        AuditEvent.Action.API_TOKEN_REVOKED,
+    ]
+    assert key not in str(list(audited.values_list("details", flat=True)))
 
 
 # --- demo --------------------------------------------------------------------------------------

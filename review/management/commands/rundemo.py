@@ -77,7 +77,7 @@ class Command(BaseCommand):
         finally:
             for proc in (server, worker):
                 if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.terminate()  # the main process: Celery then does a warm shutdown
             for proc in (server, worker):
                 try:
                     proc.wait(timeout=20)
