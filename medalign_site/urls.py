@@ -7,3 +7,6 @@ urlpatterns = [
     path("", include("review.urls")),
     path("research/", include("scoring.urls")),
 ]
+
+# A JSON 503 for the review endpoints while the database is away (medalign_site/errors.py).
+handler500 = "medalign_site.errors.server_error"

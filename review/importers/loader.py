@@ -334,7 +334,7 @@ class _Importer:
                 else:
                     self.summary.skipped["reference already imported"] += 1
                 continue
-            digits = "".join(ch for ch in annotator if ch.isdigit())
+            digits = "".join(ch for ch in annotator if ch in "0123456789")
             new.append(
                 ReferenceResponse(
                     instruction=instruction,

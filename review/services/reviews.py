@@ -210,7 +210,11 @@ def review_validate(review: Review, payload: Any) -> DraftData:
         if is_correct is not None and type(is_correct) is not bool:
             raise InvalidReview(f"{where}.is_correct must be true, false or null", field=where)
         slugs = item.get("error_tags", [])
-        if not isinstance(slugs, list) or len(set(map(str, slugs))) != len(slugs):
+        if (
+            not isinstance(slugs, list)
+            or not all(isinstance(s, str) for s in slugs)
+            or len(set(slugs)) != len(slugs)
+        ):
             raise InvalidReview(f"{where}.error_tags must be a list without repeats", field=where)
         if any(slug not in tags for slug in slugs):
             raise InvalidReview(f"{where}.error_tags holds an unknown tag", field=where)

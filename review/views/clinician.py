@@ -9,6 +9,7 @@ from datetime import date
 from typing import Any
 
 from django.contrib import messages
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -236,9 +237,15 @@ def _json_body(request: HttpRequest) -> Any:
     if request.content_type != "application/json":
         raise review_services.InvalidReview("send the review as application/json")
     try:
-        return json.loads(request.body)
+        body = request.body
+    except RequestDataTooBig:
+        raise review_services.InvalidReview("the review is too large to save") from None
+    try:
+        return json.loads(body)
     except (ValueError, UnicodeDecodeError):
         raise review_services.InvalidReview("the body is not valid JSON") from None
+    except RecursionError:  # "[[[[…" nested deeper than the parser's stack
+        raise review_services.InvalidReview("the body is nested too deeply") from None
 
 
 @require_POST

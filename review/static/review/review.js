@@ -469,7 +469,8 @@
         } else if (res.type === "opaqueredirect" || res.status === 403) {
           scheduleRetry("Your session has ended: sign in again in another tab; nothing is lost.");
         } else {
-          scheduleRetry("The server had a problem saving (" + res.status + ").");
+          // A 503 from the server (database away) carries a message saying so: show it.
+          scheduleRetry(res.body.message || "The server had a problem saving (" + res.status + ").");
         }
       })
       .catch(function () {
@@ -537,7 +538,7 @@
           setStatus("error", "Not submitted.");
           showErrors([res.body.message || "The server refused the review."]);
         } else {
-          retrySubmit("The server had a problem (" + res.status + ").");
+          retrySubmit(res.body.message || "The server had a problem (" + res.status + ").");
         }
       })
       .catch(function () { retrySubmit("Offline: can't reach the server."); });

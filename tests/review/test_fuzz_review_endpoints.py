@@ -1,0 +1,303 @@
+"""Fuzzing the autosave and submit endpoints (hypothesis) with invalid payloads.
+
+Unknown or foreign response ids, duplicate or missing judgements, negative or out-of-range ranks,
+wrong types, oversized comments, stale versions, another clinician's review, non-JSON bodies and
+wrong content types: each gets a clear 4xx (JSON with ``error`` and ``message`` where the view
+answers), nothing partial is stored, nothing 500s (the test client re-raises any exception).
+
+Short by default so it runs in `make test`; FUZZ_EXAMPLES=2000 for a long run.
+"""
+
+import copy
+import json
+import os
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from review.models import ResponseJudgement, Review, Role
+from review.services.reviews import MAX_COMMENT_CHARS, review_get_or_start
+from tests import factories
+from tests.review import review_data
+
+pytestmark = pytest.mark.django_db
+
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "30"))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=EXAMPLES <= 100,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    database=None,
+)
+ENDPOINTS = ["review_save", "review_submit"]
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@pytest.fixture
+def world(db):
+    dataset = review_data.make_dataset()
+    patient = review_data.make_record(dataset, "P-FUZZ-1", n_events=20)
+    instruction = review_data.make_instruction(dataset, patient, "I-FUZZ-1")
+    other_instruction = review_data.make_instruction(dataset, patient, "I-FUZZ-2")
+    clinician = factories.make_user("fuzz@example.edu", roles=[Role.CLINICIAN])
+    other = factories.make_user("fuzz-other@example.edu", roles=[Role.CLINICIAN])
+    review = review_get_or_start(assignment=review_data.assign(instruction, clinician))
+    foreign = review_get_or_start(assignment=review_data.assign(other_instruction, other))
+    client = Client()
+    client.force_login(clinician)
+    return {
+        "client": client,
+        "review": review,
+        "foreign": foreign,
+        "foreign_ids": [int(x) for x in foreign.shown_order],
+    }
+
+
+def snapshot(review: Review) -> tuple:
+    review.refresh_from_db()
+    judgements = tuple(
+        ResponseJudgement.objects.filter(review=review)
+        .order_by("response_id")
+        .values_list("response_id", "rank", "is_correct", "comment")
+    )
+    tags = tuple(
+        ResponseJudgement.error_tags.through.objects.filter(responsejudgement__review=review)
+        .order_by("pk")
+        .values_list("responsejudgement_id", "errortag_id")
+    )
+    return (
+        review.status,
+        review.version,
+        review.cannot_assess,
+        review.time_spent_seconds,
+        judgements,
+        tags,
+    )
+
+
+def valid(review: Review) -> dict:
+    review.refresh_from_db()
+    order = [int(x) for x in review.shown_order]
+    return {
+        "version": review.version,
+        "active_seconds": 2,
+        "cannot_assess": "",
+        "cannot_assess_note": "",
+        "judgements": [
+            {
+                "response": rid,
+                "position": i,
+                "rank": i + 1,
+                "is_correct": True,
+                "error_tags": [],
+                "comment": "",
+            }
+            for i, rid in enumerate(order)
+        ],
+    }
+
+
+def post(client: Client, name: str, review: Review, body: bytes, content_type: str):  # noqa: ANN201
+    return client.post(
+        reverse(name, args=[review.pk]),
+        data=body,
+        content_type=content_type,
+        HTTP_ACCEPT="application/json",
+    )
+
+
+def check_refused(
+    world: dict, name: str, body: bytes, content_type: str = "application/json"
+) -> int:
+    """POST; a 4xx must store nothing and say why in JSON. Returns the status."""
+    review = world["review"]
+    before = snapshot(review)
+    response = post(world["client"], name, review, body, content_type)
+    assert response.status_code < 500, response.content[:300]
+    if response.status_code == 200:
+        # A mutation that happens to be valid: fine, but put the review back to a draft.
+        Review.objects.filter(pk=review.pk).update(status=Review.Status.DRAFT, submitted_at=None)
+        return 200
+    assert 400 <= response.status_code < 500
+    assert snapshot(review) == before, "a refused request changed the review"
+    if response.status_code in (400, 409):
+        data = response.json()
+        assert data["error"] and data["message"], data
+    return response.status_code
+
+
+# --- mutations of a valid payload --------------------------------------------------------------
+def _mutations(world: dict) -> st.SearchStrategy:
+    foreign = world["foreign_ids"]
+
+    def on_judgement(field: str, values: st.SearchStrategy) -> st.SearchStrategy:
+        return st.tuples(st.just(field), st.integers(0, 3), values)
+
+    bad_ranks = st.one_of(
+        st.integers(-(2**40), 0),
+        st.integers(5, 2**40),
+        st.booleans(),
+        st.floats(),
+        st.text(max_size=3),
+        st.lists(st.integers(), max_size=2),
+    )
+    return st.one_of(
+        on_judgement("response", st.one_of(st.integers(), st.sampled_from(foreign), json_values)),
+        on_judgement("position", st.one_of(st.integers(), json_values)),
+        on_judgement("rank", bad_ranks),
+        on_judgement("is_correct", st.one_of(st.integers(), st.text(max_size=5), st.floats())),
+        on_judgement(
+            "error_tags",
+            st.one_of(
+                json_values,
+                st.lists(st.text(max_size=12), max_size=3),
+                st.just(["omission", "omission"]),
+                st.just([["omission"]]),
+                st.just([{"a": 1}]),
+            ),
+        ),
+        on_judgement(
+            "comment", st.one_of(st.just("x" * (MAX_COMMENT_CHARS + 1)), st.integers(), json_values)
+        ),
+        on_judgement("extra", json_values),
+        st.tuples(st.just("drop_judgement"), st.integers(0, 3), st.none()),
+        st.tuples(st.just("dup_judgement"), st.integers(0, 3), st.none()),
+        st.tuples(
+            st.just("top"),
+            st.sampled_from(
+                [
+                    "version",
+                    "active_seconds",
+                    "cannot_assess",
+                    "cannot_assess_note",
+                    "judgements",
+                    "unknown",
+                ]
+            ),
+            json_values,
+        ),
+        st.tuples(st.just("drop_top"), st.sampled_from(["version", "judgements"]), st.none()),
+        st.tuples(st.just("stale"), st.integers(-5, 5).filter(bool), st.none()),
+        st.tuples(st.just("whole"), st.just(0), json_values),
+    )
+
+
+def apply(body: dict, mutation: tuple) -> object:
+    kind, where, value = mutation
+    body = copy.deepcopy(body)
+    items = body["judgements"]
+    if kind == "drop_judgement":
+        del items[where % len(items)]
+    elif kind == "dup_judgement":
+        items.append(copy.deepcopy(items[where % len(items)]))
+    elif kind == "top":
+        body[where] = value
+    elif kind == "drop_top":
+        del body[where]
+    elif kind == "stale":
+        body["version"] = max(0, body["version"] + where)
+    elif kind == "whole":
+        return value
+    else:
+        items[where % len(items)][kind] = value
+    return body
+
+
+@FUZZ
+@given(data=st.data(), endpoint=st.sampled_from(ENDPOINTS))
+def test_invalid_payloads_get_a_clear_4xx_and_store_nothing(world, data, endpoint) -> None:
+    mutations = data.draw(st.lists(_mutations(world), min_size=1, max_size=3))
+    body = valid(world["review"])
+    for mutation in mutations:
+        try:
+            body = apply(body, mutation)
+        except (KeyError, TypeError, IndexError, ZeroDivisionError):
+            break  # an earlier mutation already broke the structure this one edits
+    check_refused(world, endpoint, json.dumps(body, allow_nan=True).encode())
+
+
+@FUZZ
+@given(
+    body=st.binary(max_size=500),
+    endpoint=st.sampled_from(ENDPOINTS),
+    content_type=st.sampled_from(
+        ["application/json", "text/plain", "application/x-www-form-urlencoded", ""]
+    ),
+)
+def test_non_json_bodies_get_400(world, body, endpoint, content_type) -> None:
+    status = check_refused(world, endpoint, body, content_type)
+    assert status in (200, 400)
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"a":' * 50_000,
+        b"\xff\xfe\x00",
+        b"NaN",
+        b"null",
+        b"1e999",
+    ],
+    ids=["deep-list", "deep-object", "utf16", "nan", "null", "huge-float"],
+)
+def test_pathological_json_gets_400(world, endpoint, body) -> None:
+    assert check_refused(world, endpoint, body) == 400
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_another_clinicians_review_is_404_and_untouched(world, endpoint) -> None:
+    foreign = world["foreign"]
+    before = snapshot(foreign)
+    response = post(
+        world["client"], endpoint, foreign, json.dumps(valid(foreign)).encode(), "application/json"
+    )
+    assert response.status_code == 404
+    assert snapshot(foreign) == before
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_a_stale_draft_is_409(world, endpoint) -> None:
+    review = world["review"]
+    body = valid(review)
+    assert (
+        post(
+            world["client"], "review_save", review, json.dumps(body).encode(), "application/json"
+        ).status_code
+        == 200
+    )
+    assert check_refused(world, endpoint, json.dumps(body).encode()) == 409  # old version
+
+
+def test_a_body_over_the_upload_limit_is_refused(world, settings) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    body = valid(world["review"])
+    body["judgements"][0]["comment"] = "x" * 20_000
+    assert check_refused(world, "review_save", json.dumps(body).encode()) == 400
+
+
+def test_submit_twice_makes_one_review(world) -> None:
+    review = world["review"]
+    body = json.dumps(valid(review)).encode()
+    first = post(world["client"], "review_submit", review, body, "application/json")
+    again = post(world["client"], "review_submit", review, body, "application/json")
+    assert first.status_code == again.status_code == 200
+    assert first.json() == again.json()
+    assert Review.objects.filter(assignment=review.assignment).count() == 1
+    assert ResponseJudgement.objects.filter(review=review).count() == len(review.shown_order)
