@@ -27,7 +27,7 @@ run: migrate
 	$(PY) manage.py runserver 127.0.0.1:8000
 
 worker: install
-	$(VENV)/bin/celery -A medalign_site worker -Q cpu,gpu --concurrency 2 --loglevel INFO
+	TORCH_NUM_THREADS=$${TORCH_NUM_THREADS:-1} $(VENV)/bin/celery -A medalign_site worker -Q cpu,gpu --concurrency 2 --loglevel INFO
 
 # Debian's Chromium for the browser tests (a test tool's own browser download fails offline).
 browser:

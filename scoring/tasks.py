@@ -1,6 +1,8 @@
 """Celery tasks: thin wrappers that take ids. Job state lives in ScoringRun/ScoringBatch."""
 
 import logging
+import os
+import sys
 from typing import Any
 
 from celery import Task, shared_task
@@ -53,13 +55,15 @@ def score_batch(self: Task, batch_id: int) -> int:
 
 @worker_process_init.connect
 def _configure_worker_process(**_: Any) -> None:
-    # Runs in each prefork child after fork: threads are set per process; models load lazily on
-    # the first batch and stay cached in this process (scoring.metrics.base).
-    threads = settings.TORCH_NUM_THREADS
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
+    # Runs in each prefork child after fork, before any model is loaded (models load lazily on the
+    # first batch and stay cached in this process: scoring.metrics.base). Torch is told its thread
+    # count through the environment so that lexical-only workers never import it; left to itself
+    # in a pool child it can settle on fewer threads than the cores it is given.
+    threads = str(settings.TORCH_NUM_THREADS or os.cpu_count() or 1)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(threads))
 
 
 @shared_task(acks_late=True)

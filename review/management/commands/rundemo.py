@@ -29,6 +29,10 @@ class Command(BaseCommand):
             call_command("load_demo", "--accounts-only", stdout=self.stdout, stderr=self.stderr)
         base = Path(settings.BASE_DIR)
         celery = Path(sys.executable).with_name("celery")
+        # Each pool process gets its share of the cores for torch (more would oversubscribe).
+        concurrency = int(options["concurrency"])  # type: ignore[arg-type]
+        env = {**os.environ}
+        env.setdefault("TORCH_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // concurrency)))
         worker = subprocess.Popen(  # noqa: S603 - fixed arguments
             [
                 str(celery),
@@ -43,6 +47,7 @@ class Command(BaseCommand):
                 "INFO",
             ],
             cwd=base,
+            env=env,
             start_new_session=True,
         )
         server = subprocess.Popen(  # noqa: S603
