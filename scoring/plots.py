@@ -86,7 +86,7 @@ def _document(width: float, height: float, title: str, desc: str, body: Iterable
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_n(width)} {_n(height)}" '
         f'role="img" aria-label={quoteattr(title)} '
         f"font-family={quoteattr(FONT_FAMILY)} font-size={quoteattr(_n(FONT_SIZE))} "
-        'preserveAspectRatio="xMidYMid meet" style="max-width:100%;height:auto">'
+        'preserveAspectRatio="xMidYMid meet">'
     )
     parts = [
         head,

@@ -288,6 +288,9 @@ def admin_application_certificate(request: HttpRequest, application_id: int) -> 
         filename=f"certificate-{application.pk}.{extension}",
     )
     response["Cache-Control"] = "no-store, private"
+    # An uploaded file is untrusted: if a browser ever renders it as a document (a PDF with
+    # scripts), it runs sandboxed, in no origin, with nothing of this site's.
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'; object-src 'none'"
     return response
 
 

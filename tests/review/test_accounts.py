@@ -476,6 +476,7 @@ def test_certificates_are_streamed_to_admins_and_the_view_is_audited(client, adm
     response = client.get(url)
     assert response.status_code == 200
     assert response["Content-Type"] == "application/pdf"
+    assert response["Content-Security-Policy"].startswith("sandbox")
     assert b"".join(response.streaming_content).startswith(b"%PDF-")
     event = AuditEvent.objects.get(action=AuditEvent.Action.CERTIFICATE_VIEWED)
     assert event.actor == admin and event.object_id == str(pending.pk)

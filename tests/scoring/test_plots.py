@@ -240,3 +240,8 @@ def test_bar_chart_mark_count(n):
     root = parse(P.bar_chart(rows, "t", "share"))
     assert len(marks(root)) == n
     assert_inside_view_box(root)
+
+
+def test_charts_carry_no_inline_style_the_csp_would_refuse() -> None:
+    svg = P.interval_chart([{"label": "a", "value": 0.1, "lo": 0.0, "hi": 0.2}], "t", "x")
+    assert "style=" not in svg
