@@ -24,7 +24,12 @@ def runs(request: HttpRequest) -> HttpResponse:
     datasets = Dataset.objects.order_by("name")
     statuses = services.metric_statuses()
     if request.method == "POST":
-        dataset = datasets.filter(pk=request.POST.get("dataset") or 0).first()
+        raw_dataset = request.POST.get("dataset", "")
+        dataset = (
+            datasets.filter(pk=int(raw_dataset)).first()
+            if raw_dataset.isdigit() and len(raw_dataset) < 19
+            else None
+        )
         metrics = [m for m in request.POST.getlist("metrics") if m in services.METRIC_LABELS]
         if dataset is None or not metrics:
             messages.error(request, "Choose a dataset and at least one metric.")

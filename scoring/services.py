@@ -164,7 +164,13 @@ def _scorable_responses(dataset: Dataset):  # noqa: ANN202 - a queryset
     ).distinct()
 
 
-def _plan_batches(run: ScoringRun, configs: list[MetricConfig], size: int) -> list[ScoringBatch]:
+def _plan_batches(
+    run: ScoringRun,
+    configs: list[MetricConfig],
+    size: int,
+    *,
+    covered: dict[int, set[int]] | None = None,
+) -> list[ScoringBatch]:
     """Batches of the responses that have no score yet, an instruction's responses together.
 
     Keeping an instruction's responses in one batch means its reference answers are embedded once
@@ -183,6 +189,7 @@ def _plan_batches(run: ScoringRun, configs: list[MetricConfig], size: int) -> li
                 config=config, response__instruction__dataset=run.dataset
             ).values_list("response_id", flat=True)
         )
+        done |= (covered or {}).get(config.pk, set())  # already in a pending batch
         ids = [i for i in responses if i not in done]
         for start in range(0, len(ids), size):
             batches.append(
@@ -200,16 +207,25 @@ def _enqueue(batches: Iterable[ScoringBatch]) -> None:
 
 @transaction.atomic
 def scoring_run_resume(*, run: ScoringRun, enqueue: bool = True) -> ScoringRun:
-    """Re-plan a failed or interrupted run: only what is still missing is scored."""
+    """Finish a failed or interrupted run: only what is still missing is scored.
+
+    Failed batches are planned again; pending ones are queued again as they are (a copy of a task
+    that is still queued or running finds its batch done, or its scores there, and writes
+    nothing), so resuming a run that is in fact still going costs little and breaks nothing.
+    """
     run = ScoringRun.objects.select_for_update().get(pk=run.pk)
-    run.batches.filter(
-        status__in=[ScoringBatch.Status.PENDING, ScoringBatch.Status.FAILED]
-    ).delete()
+    run.batches.filter(status=ScoringBatch.Status.FAILED).delete()
+    pending = list(run.batches.filter(status=ScoringBatch.Status.PENDING).select_related("config"))
+    covered: dict[int, set[int]] = {}
+    for batch in pending:
+        covered.setdefault(batch.config_id, set()).update(batch.response_ids)
     run.status = ScoringRun.Status.PENDING
     run.error = ""
     run.finished_at = None
     run.save(update_fields=["status", "error", "finished_at"])
-    batches = _plan_batches(run, list(run.configs.all()), settings.SCORING_BATCH_SIZE)
+    batches = pending + _plan_batches(
+        run, list(run.configs.all()), settings.SCORING_BATCH_SIZE, covered=covered
+    )
     if not batches:
         _finish(run)
     elif enqueue:
@@ -235,9 +251,9 @@ def _pairs_for(responses: list[ModelResponse], aggregate: str) -> tuple[list[Pai
 
 def scoring_batch_execute(*, batch_id: int) -> int:
     """Score one batch: what is missing only, written once. Returns the number of new scores."""
-    batch = ScoringBatch.objects.select_related("run", "config").get(pk=batch_id)
-    if batch.status == ScoringBatch.Status.DONE:
-        return 0
+    batch = ScoringBatch.objects.select_related("run", "config").filter(pk=batch_id).first()
+    if batch is None or batch.status == ScoringBatch.Status.DONE:
+        return 0  # done already, or re-planned by a resume while this task waited
     run = batch.run
     if run.status == ScoringRun.Status.PENDING:
         ScoringRun.objects.filter(pk=run.pk, status=ScoringRun.Status.PENDING).update(
@@ -309,7 +325,9 @@ def _aggregate(
 
 def scoring_batch_fail(*, batch_id: int, error: str) -> None:
     """Record a batch that failed for good (retries exhausted) and fail the run if it is over."""
-    batch = ScoringBatch.objects.get(pk=batch_id)
+    batch = ScoringBatch.objects.filter(pk=batch_id).first()
+    if batch is None:
+        return
     ScoringBatch.objects.filter(pk=batch_id).update(
         status=ScoringBatch.Status.FAILED, error=error[:2000], attempts=batch.attempts + 1
     )

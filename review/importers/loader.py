@@ -165,6 +165,10 @@ class _Importer:
             TaxonomyEntry.objects.filter(dataset=dataset).values_list("subcategory", "category")
         )
         self.changed_responses: list[int] = []
+        # Instructions whose question or reference answers changed: their scores are stale.
+        self.changed_instructions: set[int] = set()
+        # Compared at the end, not per file: the release repeats a question in several files.
+        self.original_questions = {i.pk: i.question for i in self.instructions.values()}
 
     # --- tables -------------------------------------------------------------------------------
     def load_table(self, kind: str, path: Path) -> None:
@@ -194,6 +198,7 @@ class _Importer:
 
     def _load_taxonomy(self, file: str, rows: list[Row]) -> None:
         existing = {t.subcategory: t for t in TaxonomyEntry.objects.filter(dataset=self.dataset)}
+        seen: set[str] = set()
         new = []
         for row in rows:
             category = self._require(file, row, "category")
@@ -201,6 +206,10 @@ class _Importer:
             if category is None or sub is None:
                 continue
             key = sub.lower()
+            if key in seen:
+                self.summary.skipped[f"duplicate taxonomy row in {file}"] += 1
+                continue
+            seen.add(key)
             self.taxonomy[key] = category.lower()
             if key in existing:
                 entry = existing[key]
@@ -328,12 +337,14 @@ class _Importer:
                 if current.text != text and self.replace:
                     current.text = text
                     current.save(update_fields=["text"])
+                    self.changed_instructions.add(instruction.pk)
                     self.summary.counts["references updated"] += 1
                 elif current.text != text:
                     self.summary.skipped["reference differs from stored (use --replace)"] += 1
                 else:
                     self.summary.skipped["reference already imported"] += 1
                 continue
+            self.changed_instructions.add(instruction.pk)  # a new reference changes scores
             digits = "".join(ch for ch in annotator if ch in "0123456789")
             new.append(
                 ReferenceResponse(
@@ -527,8 +538,10 @@ class _Importer:
         patients = dict(Patient.objects.filter(dataset=self.dataset).values_list("person_id", "id"))
         stale = []
         for instruction in self.instructions.values():
+            # The link always follows person_id: a changed id whose record is not loaded yet
+            # unlinks the instruction rather than leave it showing the old patient's record.
             patient_id = patients.get(instruction.person_id)
-            if patient_id and instruction.patient_id != patient_id:
+            if instruction.patient_id != patient_id:
                 instruction.patient_id = patient_id
                 stale.append(instruction)
         Instruction.objects.bulk_update(stale, ["patient"], batch_size=500)
@@ -717,10 +730,19 @@ def import_release(
             importer.load_xml(xml_file)
         importer.problems.raise_if_any()
         importer.link_patients()
-        if importer.changed_responses:
+        importer.changed_instructions.update(
+            i.pk
+            for i in importer.instructions.values()
+            if i.pk in importer.original_questions
+            and importer.original_questions[i.pk] != i.question
+        )
+        if importer.changed_responses or importer.changed_instructions:
             from scoring.models import MetricScore
 
-            MetricScore.objects.filter(response_id__in=importer.changed_responses).delete()
+            MetricScore.objects.filter(
+                models.Q(response_id__in=importer.changed_responses)
+                | models.Q(response__instruction_id__in=importer.changed_instructions)
+            ).delete()
         dataset.save(update_fields=["updated_at"])
     if connection.vendor == "postgresql" and importer.summary.counts["events"] >= 10_000:
         # Fresh statistics after a large load: without them PostgreSQL plans the record pages

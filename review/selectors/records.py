@@ -76,21 +76,27 @@ class Cursor:
             return cls(None, _non_negative(raw[1:]))
         if raw[0] == "t":
             micros, _, seq = raw[1:].partition(".")
-            timestamp = _EPOCH + timedelta(microseconds=int(micros))
+            try:
+                timestamp = _EPOCH + timedelta(microseconds=int(micros))
+            except OverflowError:
+                raise ValueError("cursor out of range") from None
             return cls(timestamp, _non_negative(seq))
         raise ValueError("unknown cursor")
 
     @classmethod
     def end_of_day(cls, day: date) -> "Cursor":
         """Start a newest-first walk at the end of ``day`` (jump to a date)."""
-        midnight = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
+        try:
+            midnight = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
+        except OverflowError:
+            raise ValueError("date out of range") from None
         return cls(midnight, 0)
 
 
 def _non_negative(raw: str) -> int:
     value = int(raw)
-    if value < 0:
-        raise ValueError("negative")
+    if not 0 <= value < 2**63:  # a database integer
+        raise ValueError("out of range")
     return value
 
 

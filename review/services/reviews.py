@@ -98,33 +98,50 @@ def shown_order_for(
 
 
 def review_get_or_start(*, assignment: Assignment) -> Review:
-    """The assignment's review, started (as a draft with a shown order) on first open."""
+    """The assignment's review, started (as a draft with a shown order) on first open.
+
+    A draft opened before the instruction's responses were imported has nothing to show; it picks
+    them up the first time it is opened after they arrive.
+    """
     review = Review.objects.filter(assignment=assignment).first()
     if review is not None:
+        if review.status == Review.Status.DRAFT and not review.shown_order:
+            with transaction.atomic():
+                review = Review.objects.select_for_update().get(pk=review.pk)
+                if not review.shown_order:
+                    _show_responses(review, assignment)
         return review
     try:
         with transaction.atomic():
-            response_ids = list(
-                ModelResponse.objects.filter(instruction_id=assignment.instruction_id).values_list(
-                    "id", flat=True
-                )
-            )
-            order = shown_order_for(
-                clinician_id=assignment.clinician_id,
-                instruction_id=assignment.instruction_id,
-                response_ids=response_ids,
-            )
-            review = Review.objects.create(assignment=assignment, shown_order=order)
-            ResponseJudgement.objects.bulk_create(
-                [
-                    ResponseJudgement(review=review, response_id=rid, position=position)
-                    for position, rid in enumerate(order)
-                ]
-            )
+            review = Review.objects.create(assignment=assignment, shown_order=[])
+            _show_responses(review, assignment)
             return review
     except IntegrityError:
         # Two tabs opened the page at once: the other request started it first.
         return Review.objects.get(assignment=assignment)
+
+
+def _show_responses(review: Review, assignment: Assignment) -> None:
+    response_ids = list(
+        ModelResponse.objects.filter(instruction_id=assignment.instruction_id).values_list(
+            "id", flat=True
+        )
+    )
+    if not response_ids:
+        return
+    order = shown_order_for(
+        clinician_id=assignment.clinician_id,
+        instruction_id=assignment.instruction_id,
+        response_ids=response_ids,
+    )
+    review.shown_order = order
+    review.save(update_fields=["shown_order"])
+    ResponseJudgement.objects.bulk_create(
+        [
+            ResponseJudgement(review=review, response_id=rid, position=position)
+            for position, rid in enumerate(order)
+        ]
+    )
 
 
 # --- validating --------------------------------------------------------------------------------
@@ -240,6 +257,8 @@ def _check_complete(data: DraftData) -> None:
         if data.cannot_assess == Review.CannotAssess.OTHER and not data.cannot_assess_note.strip():
             raise IncompleteReview("say why the review cannot be assessed", field="cannot_assess")
         return
+    if not data.judgements:
+        raise IncompleteReview("there are no responses to judge yet", field="judgements")
     unranked = [j for j in data.judgements.values() if j.rank is None]
     unmarked = [j for j in data.judgements.values() if j.is_correct is None]
     if unranked:

@@ -380,3 +380,56 @@ def test_the_command_prints_a_summary_and_fails_clearly(release: Path, capsys) -
 def test_an_unknown_path_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ImportFailed, match="no such file or folder"):
         import_release(tmp_path / "missing", dataset_name="t")
+
+
+def test_replace_drops_scores_when_a_reference_changes(release: Path) -> None:
+    from scoring.models import MetricConfig, MetricScore
+
+    import_release(release, dataset_name="t")
+    import_release(release, dataset_name="t", replace=True)  # settles the files' own differences
+    config = MetricConfig.objects.create(backend="bleu", identity={}, identity_hash="y", label="b")
+    for response in ModelResponse.objects.all():
+        MetricScore.objects.create(response=response, config=config, value=1.0)
+    write(
+        release,
+        "clinician-instruction-responses.tsv",
+        REFERENCES.replace("104 per minute", "104 beats per minute"),
+    )
+    import_release(release, dataset_name="t", replace=True)
+    # Instruction 101's reference changed: its two responses lose their scores, 102 keeps its.
+    assert set(
+        MetricScore.objects.values_list("response__instruction__instruction_id", flat=True)
+    ) == {"102"}
+
+
+def test_replace_relinks_an_instruction_whose_person_id_changed(release: Path) -> None:
+    import_release(release, dataset_name="t")
+    assert Instruction.objects.get(instruction_id="102").patient.person_id == "1000001"
+    write(
+        release,
+        "clinician-instruction-responses.tsv",
+        REFERENCES.replace("1000001\t102\t", "1000777\t102\t"),
+    )
+    write(
+        release,
+        "clinician-reviewed-model-responses.tsv",
+        RESPONSES_HEADER
+        + response_row("model-a", "101", "Heart rate was 104.")
+        + response_row("model-a", "102", "Pneumonia.").replace("1000001", "1000777"),
+    )
+    import_release(release, dataset_name="t", replace=True)
+    moved = Instruction.objects.get(instruction_id="102")
+    assert moved.person_id == "1000777"
+    assert moved.patient is None  # not the old patient's record: 1000777 is not loaded yet
+
+
+def test_a_repeated_taxonomy_row_is_skipped_not_a_crash(release: Path) -> None:
+    write(
+        release, "instruction-taxonomy.csv", TAXONOMY + "diagnosis support,retrieve vitals,Again\n"
+    )
+    import_release(release, dataset_name="t", replace=True)
+    summary = import_release(release, dataset_name="t", replace=True)
+    assert summary.skipped["duplicate taxonomy row in instruction-taxonomy.csv"] == 1
+    assert (
+        TaxonomyEntry.objects.get(subcategory="retrieve vitals").category == "information retrieval"
+    )

@@ -255,6 +255,16 @@ def test_the_timeline_filters_by_type_and_jumps_to_a_date(client, clinician, dat
     assert days and max(days) == "2019-01-08"
     assert client.get(url, {"cursor": "garbage"}).status_code == 400
     assert client.get(url, {"day": "not-a-date"}).status_code == 400
+    # Out-of-range dates and cursors are bad input too, not server errors.
+    for bad in (
+        {"day": "9999-12-31"},
+        {"cursor": "t99999999999999999999.1"},
+        {"cursor": "t-99999999999999999.1"},
+        {"cursor": "u99999999999999999999999"},
+    ):
+        assert client.get(url, bad).status_code == 400, bad
+        search = reverse("record_search", args=[instruction.pk])
+        assert client.get(search, {"q": "note", **bad}).status_code in (200, 400), bad
 
 
 def test_search_finds_a_note_and_pages_through_matches(client, clinician, dataset):

@@ -335,3 +335,22 @@ def test_opening_and_saving_are_audited_without_patient_text(signed_in, setup):
     searched = AuditEvent.objects.get(action=AuditEvent.Action.RECORD_SEARCHED)
     assert searched.details["query_length"] == len("pericardial effusion")
     assert "pericardial" not in json.dumps(searched.details)
+
+
+def test_a_review_opened_before_its_responses_exist_cannot_be_submitted_empty(signed_in, setup):
+    dataset, patient, _, clinician = setup[:4]
+    bare = review_data.make_instruction(dataset, patient, "I-FLOW-BARE", n_responses=0)
+    review_data.assign(bare, clinician)
+    review = open_review(signed_in, bare)
+    assert review.shown_order == []
+    empty = post(signed_in, "review_submit", review, payload(review))
+    assert empty.status_code == 400 and empty.json()["error"] == "incomplete"
+    # The responses are imported later: the draft shows them the next time it is opened.
+    from review.models import ModelResponse
+
+    for name in ("late-a", "late-b"):
+        ModelResponse.objects.create(instruction=bare, model_name=name, text=f"{name} answer")
+    review = open_review(signed_in, bare)
+    assert len(review.shown_order) == 2
+    assert ResponseJudgement.objects.filter(review=review).count() == 2
+    assert post(signed_in, "review_submit", review, payload(review)).status_code == 200

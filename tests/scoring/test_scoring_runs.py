@@ -111,9 +111,16 @@ def test_resume_scores_only_what_is_missing() -> None:
     services.scoring_batch_execute(batch_id=first.pk)  # then the "worker dies"
     kept = set(scored_pairs())
     assert len(kept) == 4
+    pending_before = set(
+        run.batches.filter(status=ScoringBatch.Status.PENDING).values_list("pk", flat=True)
+    )
     services.scoring_run_resume(run=run)
     run.refresh_from_db()
     assert run.status == ScoringRun.Status.DONE
+    # Pending batches were queued again, not replaced: a task still waiting for one stays valid.
+    assert pending_before <= set(run.batches.values_list("pk", flat=True))
+    assert run.batches.count() == 6
+    assert services.scoring_batch_execute(batch_id=max(pending_before) + 1000) == 0
     pairs = scored_pairs()
     assert len(pairs) == len(set(pairs)) == 24
     assert kept <= set(pairs)
@@ -157,6 +164,9 @@ def test_the_run_pages_start_a_run_and_report_progress(client) -> None:
     dataset = make_scoring_dataset()
     page = client.get("/research/runs/")
     assert page.status_code == 200 and b"unavailable" in page.content  # COMET, no checkpoint
+    for bad in ("abc", "99999999999999999999999", ""):
+        refused = client.post("/research/runs/", {"dataset": bad, "metrics": ["bleu"]})
+        assert refused.status_code == 200 and b"Choose a dataset" in refused.content
     response = client.post("/research/runs/", {"dataset": dataset.pk, "metrics": ["bleu"]})
     run = ScoringRun.objects.get()
     assert response.status_code == 302 and response.url == f"/research/runs/{run.pk}/"
