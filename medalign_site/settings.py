@@ -257,7 +257,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     # The filesystem transport has no fanout exchange, so no remote control/broadcast.
     CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
 else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    # Redis hands an unacknowledged task (its worker was killed) to another worker after this many
+    # seconds. Longer than the slowest batch, or a batch would run twice (harmless, but wasted).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60)
+    }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True  # job state lives in models (ScoringRun, Report), not results
 CELERY_TASK_ACKS_LATE = True  # a killed worker's batch is redelivered, not lost
