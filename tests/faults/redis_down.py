@@ -3,7 +3,7 @@
     /tmp/venv1/bin/python -m tests.faults.redis_down            # ~1 min
     /tmp/venv1/bin/python -m tests.faults.redis_down --short    # CI form (the same drill)
 
-Starts its own redis-server on 127.0.0.1:6390 (the shared one on 6379 is never touched), the app
+Starts its own redis-server on a free 127.0.0.1 port (the shared 6379 is never touched), the app
 under gunicorn (DEBUG off) and a Celery worker on it, then stops that Redis and checks:
 - reviewing keeps working: queue, review page, record, autosave and submit all answer 200,
   quickly (sessions are in the database; no review view touches the broker);
@@ -16,6 +16,7 @@ Exits 1 if any of that does not hold.
 
 import argparse
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -26,7 +27,16 @@ from tests.faults.common import prepare, scoring_dataset
 from tests.load import harness
 from tests.load.harness import log
 
-REDIS_PORT = 6390
+
+def _free_port() -> int:
+    # A port nobody listens on, so a leftover server from an interrupted run can't stand in for
+    # ours and make "Redis is down" untrue (the shared 6379 is never touched).
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+REDIS_PORT = _free_port()
 METRICS = "rougeL,bleu,chrf"
 
 
@@ -59,7 +69,7 @@ def start_redis(procs: harness.Processes, env: dict) -> None:
         timeout=20,
     )
     if not ok:
-        raise RuntimeError("redis-server on 6390 did not start")
+        raise RuntimeError(f"redis-server on {REDIS_PORT} did not start")
 
 
 def main(argv: list[str] | None = None) -> int:
