@@ -61,8 +61,10 @@ def _skill(model_name: str) -> float:
     return MODEL_SKILL.get(model_name, 0.5)
 
 
-def _latent_quality(responses: list[ModelResponse], instruction_pk: int) -> np.ndarray:
-    rng = _rng("instruction", instruction_pk)
+# Every draw is keyed by names (dataset, instruction id, model, clinician number), never by
+# database ids, so the same data gives the same simulated reviews in any database.
+def _latent_quality(responses: list[ModelResponse], key: str) -> np.ndarray:
+    rng = _rng("instruction", key)
     quality = []
     for r in responses:
         if r.release_rank is not None:
@@ -82,9 +84,12 @@ def _payload(
     clinician_n: int,
     tags: list[str],
 ) -> dict:
-    rng = _rng("review", clinician_n, review.assignment.instruction_id)
+    instruction = review.assignment.instruction
+    rng = _rng("review", clinician_n, instruction.instruction_id)
     order = [int(rid) for rid in review.shown_order]
-    perceived = np.asarray([quality[rid] for rid in order]) + rng.normal(0.0, 0.35, len(order))
+    by_name = sorted(order, key=lambda rid: responses[rid].model_name)
+    noise = dict(zip(by_name, rng.normal(0.0, 0.35, len(by_name)).tolist(), strict=True))
+    perceived = np.asarray([quality[rid] + noise[rid] for rid in order])
     # Rounding to half points makes close responses tie, as clinicians' ranks do.
     ranks = rankdata(-np.round(perceived * 2.0) / 2.0, method="min").astype(int)
     items = []
@@ -92,9 +97,10 @@ def _payload(
         response = responses[rid]
         truth = response.release_binary_correct
         correct = bool(truth) if truth is not None else bool(quality[rid] > 1.6)
-        if rng.random() < CORRECT_FLIP:
+        draw = _rng("judgement", clinician_n, instruction.instruction_id, response.model_name)
+        if draw.random() < CORRECT_FLIP:
             correct = not correct
-        error_tags = [tags[int(rng.integers(len(tags)))]] if (not correct and tags) else []
+        error_tags = [tags[int(draw.integers(len(tags)))]] if (not correct and tags) else []
         items.append(
             {
                 "response": rid,
@@ -114,7 +120,8 @@ def demo_simulated_reviews(*, dataset_name: str, n_clinicians: int = 3) -> list[
     if dataset is None:
         return [f"Simulated reviews skipped: no dataset {dataset_name!r}."]
     clinicians = [_simulated_clinician(n) for n in range(1, n_clinicians + 1)]
-    instructions = list(dataset.instructions.order_by("id").values_list("id", flat=True))
+    external_ids = dict(dataset.instructions.values_list("id", "instruction_id"))
+    instructions = sorted(external_ids)
     Assignment.objects.bulk_create(
         [Assignment(instruction_id=i, clinician=c) for c in clinicians for i in instructions],
         ignore_conflicts=True,
@@ -124,8 +131,9 @@ def demo_simulated_reviews(*, dataset_name: str, n_clinicians: int = 3) -> list[
         responses_by_instruction.setdefault(response.instruction_id, {})[response.pk] = response
     quality: dict[int, float] = {}
     for instruction_pk, responses in responses_by_instruction.items():
-        values = _latent_quality(list(responses.values()), instruction_pk)
-        quality.update(zip(responses, values.tolist(), strict=True))
+        ordered = sorted(responses.values(), key=lambda r: r.model_name)
+        values = _latent_quality(ordered, f"{dataset.name}:{external_ids[instruction_pk]}")
+        quality.update(zip((r.pk for r in ordered), values.tolist(), strict=True))
     tags = list(ErrorTag.objects.filter(is_active=True).values_list("slug", flat=True))
     submitted = 0
     for n, clinician in enumerate(clinicians, start=1):
