@@ -1,10 +1,22 @@
 """Reads the scoring pages and commands need."""
 
+import hashlib
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 from django.db.models import Count, QuerySet
 
-from scoring.models import MetricScore, ScoringBatch, ScoringRun
+from review.models import Dataset, ResponseJudgement, Review
+from scoring.models import (
+    ApiToken,
+    CorrelationReport,
+    MetricConfig,
+    MetricScore,
+    ScoringBatch,
+    ScoringRun,
+)
+from scoring.statistics import JudgementTable
 
 
 @dataclass(frozen=True)
@@ -75,15 +87,6 @@ def runs_recent(limit: int = 50) -> QuerySet[ScoringRun]:
 
 # --- correlation reports ---------------------------------------------------------------------
 # (Reads for the metric–clinician analysis: the judgement table, scores, reports and tokens.)
-# This file is shared and only appended to, so this section brings its own imports.
-import hashlib  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from review.models import Dataset, ResponseJudgement, Review  # noqa: E402
-from scoring.models import ApiToken, CorrelationReport, MetricConfig  # noqa: E402
-from scoring.statistics import JudgementTable  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -6,21 +6,36 @@ already have a score, and inserts with ``ignore_conflicts``, so a re-run compute
 and a batch redelivered after a killed worker cannot duplicate anything.
 """
 
+import hashlib
+import json
 import logging
+import platform
+import secrets
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import django
+import numpy
+import scipy
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q
+from django.http import HttpRequest
 from django.utils import timezone
 
 from review.models import AuditEvent, Dataset, ModelResponse, User
 from review.services.audit import audit_record
 from scoring.metrics import MetricBackend, MetricUnavailable, Pair, backend_class, get_backend
-from scoring.models import MetricConfig, MetricScore, ScoringBatch, ScoringRun
+from scoring.models import (
+    ApiToken,
+    CorrelationReport,
+    MetricConfig,
+    MetricScore,
+    ScoringBatch,
+    ScoringRun,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,9 +94,6 @@ def metric_statuses(names: Iterable[str] = DEFAULT_METRICS) -> list[MetricStatus
 
 def metric_config_get_or_create(*, backend: MetricBackend, aggregate: str) -> MetricConfig:
     """The stored identity of a backend's configuration plus the reference aggregation."""
-    import hashlib
-    import json
-
     identity = {**backend.identity(), "reference_aggregate": aggregate}
     identity_hash = hashlib.sha256(
         json.dumps({"backend": backend.identity_hash(), "aggregate": aggregate}).encode()
@@ -150,11 +162,16 @@ def scoring_run_create(
         obj=run,
         details={"dataset": dataset.name, "metrics": names, "unavailable": sorted(unavailable)},
     )
+    _start(run, batches, enqueue=enqueue)
+    return run
+
+
+def _start(run: ScoringRun, batches: list[ScoringBatch], *, enqueue: bool) -> None:
+    """Queue the batches once the run is committed; a run with nothing to do is done at once."""
     if not batches:
         _finish(run)
     elif enqueue:
         transaction.on_commit(lambda: _enqueue(batches))
-    return run
 
 
 def _scorable_responses(dataset: Dataset):  # noqa: ANN202 - a queryset
@@ -226,10 +243,7 @@ def scoring_run_resume(*, run: ScoringRun, enqueue: bool = True) -> ScoringRun:
     batches = pending + _plan_batches(
         run, list(run.configs.all()), settings.SCORING_BATCH_SIZE, covered=covered
     )
-    if not batches:
-        _finish(run)
-    elif enqueue:
-        transaction.on_commit(lambda: _enqueue(batches))
+    _start(run, batches, enqueue=enqueue)
     return run
 
 
@@ -368,17 +382,7 @@ def _finish(run: ScoringRun) -> None:
 
 
 # --- correlation reports -----------------------------------------------------------------------
-# This file is shared and only appended to, so this section brings its own imports.
-import hashlib  # noqa: E402
-import platform  # noqa: E402
-import secrets  # noqa: E402
 
-import django  # noqa: E402
-import numpy  # noqa: E402
-import scipy  # noqa: E402
-from django.http import HttpRequest  # noqa: E402
-
-from scoring.models import ApiToken, CorrelationReport  # noqa: E402
 
 REPORT_MAX_RESAMPLES = 100_000
 REPORT_TABLES = ("correlation", "leaderboard", "responses")

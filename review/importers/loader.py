@@ -699,7 +699,7 @@ def import_release(
     """Import every release file under ``path`` into dataset ``dataset_name``, all or nothing."""
     path = Path(path)
     tables, xml_files, ignored = discover(path)
-    for name in (f for f in [*xml_files, *(p for ps in tables.values() for p in ps)]):
+    for name in [*xml_files, *(p for ps in tables.values() for p in ps)]:
         if name.stat().st_size > settings.IMPORT_MAX_FILE_BYTES:
             raise ImportFailed(
                 [

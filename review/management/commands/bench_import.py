@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 from lxml import etree
 
+from medalign_site.procinfo import peak_rss_mb
 from review.demo import make_patient, write_eventstream
 from review.importers import import_release
 from review.models import Dataset
@@ -88,7 +89,7 @@ class Command(BaseCommand):
             Dataset.objects.filter(name=DATASET).delete()
 
     def _child(self, path: Path) -> None:
-        rss_before = _vm_hwm_mb()
+        rss_before = peak_rss_mb() or 0.0
         start = time.perf_counter()
         summary = import_release(path, dataset_name=DATASET, replace=True)
         seconds = time.perf_counter() - start
@@ -96,19 +97,9 @@ class Command(BaseCommand):
             "events": summary.counts["events"],
             "seconds": seconds,
             "rss_before_mb": rss_before,
-            "peak_mb": _vm_hwm_mb(),
+            "peak_mb": (peak_rss_mb() or 0.0),
         }
         self.stdout.write(json.dumps(result))
-
-
-def _vm_hwm_mb() -> float:
-    """This process's own peak RSS (ru_maxrss would include the parent's pages at fork time)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _lxml_baseline(path: Path) -> float:

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from medalign_site.procinfo import peak_rss_mb
 from review.models import Dataset, Instruction, ModelResponse, ReferenceResponse
 from scoring import services
 from scoring.metrics import Pair
@@ -89,11 +90,11 @@ def _text(rng: random.Random, n_words: int) -> str:
     return " ".join(words).capitalize() + "."
 
 
-def _make_dataset(n_pairs: int, seed: int = 7) -> Dataset:
-    Dataset.objects.filter(name=DATASET).delete()
+def _make_dataset(n_pairs: int, name: str = DATASET, seed: int = 7) -> Dataset:
+    Dataset.objects.filter(name=name).delete()
     rng = random.Random(seed)
     with transaction.atomic():
-        dataset = Dataset.objects.create(name=DATASET, is_synthetic=True)
+        dataset = Dataset.objects.create(name=name, is_synthetic=True)
         n_instructions = (n_pairs + 5) // 6
         made = 0
         for i in range(n_instructions):
@@ -165,7 +166,9 @@ class Command(BaseCommand):
             lib_seconds = self._library(dataset)
             memory = ""
             if not options["skip_comet"]:
-                self._run(dataset, ["comet"], int(options["batch_size"]), limit_instructions=4)  # type: ignore[arg-type]
+                # A few pairs are enough to have COMET loaded beside BERTScore in the worker.
+                small = _make_dataset(24, name=f"{DATASET}-small")
+                self._run(small, ["comet"], int(options["batch_size"]))  # type: ignore[arg-type]
             if worker is not None:
                 memory = _worker_memory(worker.pid)
         finally:
@@ -175,7 +178,7 @@ class Command(BaseCommand):
                     worker.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     os.killpg(worker.pid, signal.SIGKILL)
-            Dataset.objects.filter(name=DATASET).delete()
+            Dataset.objects.filter(name__in=[DATASET, f"{DATASET}-small"]).delete()
             tmp.cleanup()
         app_rate, lib_rate = n_pairs / app_seconds, n_pairs / lib_seconds
         self.stdout.write(
@@ -230,27 +233,7 @@ class Command(BaseCommand):
         self.stdout.write(f"started a Celery worker (pid {proc.pid}) on queue {queue}")
         return proc
 
-    def _run(
-        self, dataset: Dataset, metrics: list[str], batch_size: int, limit_instructions: int = 0
-    ) -> float:
-        if limit_instructions:
-            # A small dataset view: score a few instructions only (COMET memory check).
-            small, _ = Dataset.objects.get_or_create(name=f"{DATASET}-small", is_synthetic=True)
-            for instruction in dataset.instructions.all()[:limit_instructions]:
-                refs = list(instruction.references.all())
-                responses = list(instruction.responses.all())
-                instruction.pk = None
-                instruction.dataset = small
-                instruction.save()
-                ReferenceResponse.objects.bulk_create(
-                    ReferenceResponse(instruction=instruction, annotator=r.annotator, text=r.text)
-                    for r in refs
-                )
-                ModelResponse.objects.bulk_create(
-                    ModelResponse(instruction=instruction, model_name=r.model_name, text=r.text)
-                    for r in responses
-                )
-            dataset = small
+    def _run(self, dataset: Dataset, metrics: list[str], batch_size: int) -> float:
         start = time.perf_counter()
         run = services.scoring_run_create(dataset=dataset, metrics=metrics, batch_size=batch_size)
         if run.unavailable:
@@ -265,10 +248,7 @@ class Command(BaseCommand):
             if time.monotonic() > deadline:
                 raise CommandError("the run did not finish within an hour")
             time.sleep(0.2)
-        seconds = time.perf_counter() - start
-        if limit_instructions:
-            dataset.delete()
-        return seconds
+        return time.perf_counter() - start
 
     def _library(self, dataset: Dataset) -> float:
         from bert_score import BERTScorer
@@ -307,12 +287,7 @@ def _worker_memory(pid: int) -> str:
     except FileNotFoundError:
         children = []
     for p in [str(pid), *children]:
-        try:
-            status = Path(f"/proc/{p}/status").read_text()
-        except OSError:
-            continue
-        hwm = next(
-            (line.split()[1] for line in status.splitlines() if line.startswith("VmHWM")), "0"
-        )
-        out.append(f"pid {p} peak {int(hwm) / 1024:.0f} MB")
+        peak = peak_rss_mb(p)
+        if peak is not None:
+            out.append(f"pid {p} peak {peak:.0f} MB")
     return "; ".join(out)

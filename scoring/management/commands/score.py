@@ -1,6 +1,7 @@
 import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from kombu.exceptions import OperationalError as BrokerError
 from tqdm import tqdm
 
 from review.models import Dataset
@@ -55,12 +56,10 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         except ScoringRun.DoesNotExist:
             raise CommandError(f"no run {options['resume']} for this dataset") from None
-        except Exception as exc:  # the broker is down: say so plainly
-            if "connect" in str(exc).lower() or "broker" in str(exc).lower():
-                raise CommandError(
-                    f"could not queue the scoring tasks: the Celery broker is unreachable ({exc})"
-                ) from None
-            raise
+        except BrokerError as exc:  # the run is kept: `score --resume` queues it later
+            raise CommandError(
+                f"could not queue the scoring tasks: the Celery broker is unreachable ({exc})"
+            ) from None
         for name, reason in run.unavailable.items():
             self.stderr.write(self.style.WARNING(f"{name}: unavailable: {reason}"))
         self.stdout.write(
