@@ -99,6 +99,10 @@ class MetricScore(models.Model):
     values = models.JSONField(default=dict)  # every value the backend returns, aggregated
     per_reference = models.JSONField(default=list)  # [{annotator, values}] before aggregation
     aggregate = models.CharField(max_length=10, default="first")
+    # True when the metric's model cut the candidate, the source or a reference to fit its
+    # maximum input length: the score then judged only part of the text. Reports count these
+    # and can leave them out.
+    truncated = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
