@@ -8,9 +8,13 @@ while it retries, instead of an HTML 500. Nothing here renders the exception or 
 """
 
 import sys
+from collections.abc import Callable
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
+from django.views.csrf import csrf_failure as django_csrf_failure
 from django.views.defaults import server_error as django_server_error
 
 DB_UNAVAILABLE_MESSAGE = (
@@ -55,3 +59,65 @@ def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpR
         response["Retry-After"] = "5"
         return response
     return django_server_error(request, template_name=template_name)
+
+
+SIGNED_OUT_MESSAGE = (
+    "Your session has ended. Sign in again to save: your changes are kept on this page "
+    "until the server has them."
+)
+NO_ACCESS_MESSAGE = (
+    "Your access to the records needs attention (approval, training certificate, data use "
+    "agreement or second factor). Open the app in a new tab to see what is missing; your "
+    "changes are kept on this page until the server has them."
+)
+
+
+class JsonAuthMiddleware:
+    """JSON requests get JSON answers when they cannot go through.
+
+    The access decorators answer a page request with a redirect (to sign-in, to the application
+    page, to the second-factor step) and a missing object with Django's HTML 404. A script that
+    follows such a redirect gets the sign-in page as HTML, which the review page once drew into
+    its record panel ("Showing the NaN events"). For a JSON request: 401 when not signed in,
+    403 when signed in without access, and JSON for 404/405.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not _wants_json(request) or "application/json" in response.get("Content-Type", ""):
+            return response
+        if response.status_code in (301, 302, 303, 307, 308):
+            if not request.user.is_authenticated:
+                return JsonResponse(
+                    {
+                        "error": "signed_out",
+                        "message": SIGNED_OUT_MESSAGE,
+                        "login_url": reverse(settings.LOGIN_URL),
+                    },
+                    status=401,
+                )
+            return JsonResponse({"error": "forbidden", "message": NO_ACCESS_MESSAGE}, status=403)
+        if response.status_code == 404:
+            return JsonResponse({"error": "not_found", "message": "Not found."}, status=404)
+        if response.status_code == 405:
+            return JsonResponse(
+                {"error": "method_not_allowed", "message": "Method not allowed."}, status=405
+            )
+        return response
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """A JSON 403 the page can act on (fetch the fresh token and resend) for JSON requests."""
+    if _wants_json(request):
+        return JsonResponse(
+            {
+                "error": "csrf",
+                "message": "The page's security token changed (you signed in again). "
+                "Sending your changes again.",
+            },
+            status=403,
+        )
+    return django_csrf_failure(request, reason=reason)

@@ -99,7 +99,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "medalign_site.middleware.SecurityHeadersMiddleware",
+    "medalign_site.errors.JsonAuthMiddleware",
 ]
+CSRF_FAILURE_VIEW = "medalign_site.errors.csrf_failure"
 
 ROOT_URLCONF = "medalign_site.urls"
 WSGI_APPLICATION = "medalign_site.wsgi.application"

@@ -67,6 +67,7 @@ urlpatterns += [
         name="record_search",
     ),
     path("reviews/<int:review_id>/draft/", clinician.review_save, name="review_save"),
+    path("session/resumed/", clinician.session_resumed, name="session_resumed"),
     path("reviews/<int:review_id>/submit/", clinician.review_submit, name="review_submit"),
     path("manage/assignments/", clinician.admin_assign, name="admin_assign"),
 ]

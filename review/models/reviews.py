@@ -1,5 +1,6 @@
 """Assignments and clinicians' judgements of model responses."""
 
+import secrets
 import uuid
 
 from django.conf import settings
@@ -7,6 +8,11 @@ from django.db import models
 from django.utils import timezone
 
 from .records import Instruction, ModelResponse
+
+
+def new_handle() -> str:
+    """A response handle: 64 random bits, URL-safe (11 characters)."""
+    return secrets.token_urlsafe(8)
 
 
 class ErrorTag(models.Model):
@@ -81,6 +87,10 @@ class Review(models.Model):
     )
     # Response ids in the order shown (labels A, B, … follow it); stored for position-bias analysis.
     shown_order = models.JSONField(default=list)
+    # What the browser calls each response, parallel to shown_order: random per review, so a
+    # handle carries neither the database id nor the import order (either would let a
+    # clinician tell the models apart across instructions).
+    handles = models.JSONField(default=list)
     cannot_assess = models.CharField(
         max_length=40, choices=CannotAssess.choices, blank=True, default=""
     )
@@ -94,6 +104,14 @@ class Review(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     submission_token = models.UUIDField(default=uuid.uuid4, editable=False)
+    # Edits not yet submitted, merged per response and field (review.services.reviews):
+    # {"fields": {"<handle>.<field>" | "<field>": [value, edited_at_ms]}, "tabs": {tab: seq}}.
+    # Judgement rows hold the last submitted values; the page shows rows overlaid with this.
+    draft = models.JSONField(default=dict, blank=True)
+    # The first edit: until then the queue shows the review as new, whatever was opened.
+    edited_at = models.DateTimeField(null=True, blank=True)
+    # Autosave writes one audit row per review per minute at most; the last one's time.
+    save_audited_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-updated_at"]

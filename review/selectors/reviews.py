@@ -1,14 +1,18 @@
-"""Reads for the clinician queue and the review page. Model names are never selected here."""
+"""Reads for the clinician queue and the review page.
+
+Model names never leave this module: they are read only to mask a response that names its own
+model, and the page addresses responses by per-review handles, never by database ids.
+"""
 
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from review.blinding import mask_model_names
 from review.models import (
     Assignment,
     ErrorTag,
     ModelResponse,
     ReferenceResponse,
-    ResponseJudgement,
     Review,
     User,
     response_label,
@@ -44,7 +48,8 @@ class Queue:
 
 
 def _queue_status(review: Review | None) -> str:
-    if review is None:
+    # Opening a review starts it but is not work: only the first edit makes it "in progress".
+    if review is None or (review.status == Review.Status.DRAFT and review.edited_at is None):
         return "new"
     return "submitted" if review.status == Review.Status.SUBMITTED else "draft"
 
@@ -69,6 +74,7 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
             "review__id",
             "review__status",
             "review__updated_at",
+            "review__edited_at",
         )
         .order_by("id")
     )
@@ -123,9 +129,9 @@ def clinician_next_instruction(user: User, *, after_assignment: int | None = Non
 
 @dataclass
 class ResponseView:
-    """One response as a clinician sees it: position, neutral label, text. No model name."""
+    """One response as a clinician sees it: handle, neutral label, text. No model name, no id."""
 
-    id: int
+    handle: str
     position: int
     label: str
     text: str
@@ -133,6 +139,7 @@ class ResponseView:
     is_correct: bool | None
     tag_slugs: list[str]
     comment: str
+    masked: bool  # the text named a model, and those words are masked
 
 
 @dataclass
@@ -140,36 +147,49 @@ class ReviewPage:
     responses: list[ResponseView]
     tags: list[ErrorTag]
     references: list[ReferenceResponse]
+    cannot_assess: str
+    cannot_assess_note: str
 
 
 def review_page_data(review: Review, *, show_references: bool) -> ReviewPage:
-    """Responses in the order shown with their judgements, the active tags, references if shown.
+    """Responses in the order shown with their current judgements (submitted values overlaid
+    with the draft), the active tags, and references if shown.
 
     A fixed number of queries (responses, judgements, their tags, tags, references), whatever
     the instruction or the record.
     """
+    from review.services.reviews import review_values  # the merge rule lives with the writes
+
     order = [int(rid) for rid in review.shown_order]
-    texts = dict(ModelResponse.objects.filter(pk__in=order).order_by().values_list("id", "text"))
-    tags = list(ErrorTag.objects.filter(is_active=True))
-    active = {t.pk for t in tags}
-    judgements = {
-        j.response_id: j
-        for j in ResponseJudgement.objects.filter(review=review).prefetch_related("error_tags")
+    responses_by_id = {
+        r["id"]: r
+        for r in ModelResponse.objects.filter(pk__in=order)
+        .order_by()
+        .values("id", "text", "model_name", "names_own_model")
     }
+    tags = list(ErrorTag.objects.filter(is_active=True))
+    active = {t.slug for t in tags}
+    values, reason, note = review_values(review)
     responses = []
-    for position, rid in enumerate(order):
-        j = judgements.get(rid)
+    for position, (rid, handle) in enumerate(zip(order, review.handles, strict=True)):
+        row = responses_by_id.get(rid, {})
+        text = row.get("text", "")
+        masked = bool(row.get("names_own_model"))
+        if masked:
+            text = mask_model_names(text, row["model_name"])
+        judged = values[handle]
         responses.append(
             ResponseView(
-                id=rid,
+                handle=handle,
                 position=position,
                 label=response_label(position),
-                text=texts.get(rid, ""),
-                rank=j.rank if j else None,
-                is_correct=j.is_correct if j else None,
+                text=text,
+                rank=judged.rank,
+                is_correct=judged.is_correct,
                 # Tags an admin has since retired are dropped: the next save would refuse them.
-                tag_slugs=[t.slug for t in j.error_tags.all() if t.pk in active] if j else [],
-                comment=j.comment if j else "",
+                tag_slugs=[slug for slug in judged.tags if slug in active],
+                comment=judged.comment,
+                masked=masked,
             )
         )
     references = (
@@ -177,4 +197,10 @@ def review_page_data(review: Review, *, show_references: bool) -> ReviewPage:
         if show_references
         else []
     )
-    return ReviewPage(responses=responses, tags=tags, references=references)
+    return ReviewPage(
+        responses=responses,
+        tags=tags,
+        references=references,
+        cannot_assess=reason,
+        cannot_assess_note=note,
+    )

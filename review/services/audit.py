@@ -38,3 +38,31 @@ def audit_record(
         user_agent=(request.META.get("HTTP_USER_AGENT", "")[:300] if request else ""),
         details=details or {},
     )
+
+
+def audit_record_many(
+    *,
+    actions: list[str],
+    request: HttpRequest,
+    obj: Any = None,
+    person_id: str = "",
+    instruction_id: str = "",
+) -> None:
+    """Several events of one request (e.g. instruction and record viewed) in one INSERT."""
+    actor = request.user if request.user.is_authenticated else None
+    AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(
+                action=action,
+                actor=actor,
+                actor_email=actor.email if actor is not None else "",
+                object_type=type(obj).__name__ if obj is not None else "",
+                object_id=str(getattr(obj, "pk", "") or "") if obj is not None else "",
+                person_id=person_id,
+                instruction_id=instruction_id,
+                ip_address=client_ip(request),
+                user_agent=request.META.get("HTTP_USER_AGENT", "")[:300],
+            )
+            for action in actions
+        ]
+    )

@@ -1,14 +1,28 @@
 """Starting, autosaving, submitting and reopening reviews.
 
 Every state change of a Review happens here (see the transitions in ``Review``'s docstring).
-Drafts carry the version the client last saw: a save from an older version (another tab, a
-reopened review) is refused with ``StaleReview`` so nobody silently overwrites newer work.
-Payloads are validated completely before anything is written, and each call runs in one
-transaction, so an invalid payload stores nothing.
+
+The save protocol (one design for the review page, blinding and load):
+- The browser addresses responses by per-review random handles (``Review.handles``), never by
+  database ids.
+- It sends *edits*, not whole forms: ``{"handle", "field", "value", "at"}`` where ``at`` is when
+  the clinician made the edit (ms since the epoch; clamped to the server's clock). Edits merge
+  into ``Review.draft`` per response and field, and the later edit wins. Applying an edit twice
+  changes nothing, so the browser may resend anything it is not sure arrived (a reload, a lost
+  answer, a second tab) without a version check to refuse it.
+- Time spent is not idempotent, so each request carries its tab id and a sequence number; the
+  seconds of a sequence number already counted are not counted again.
+- A draft save is one read (the access check) and one conditional UPDATE; judgement rows are
+  written only at submit, which carries the final edits itself.
+- A submitted review takes no edits: they are answered ``read_only`` with the edits that were
+  not applied, so the page can say exactly what happened to them.
+Payloads are validated completely before anything is written.
 """
 
 import hashlib
 import random
+import secrets
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -31,17 +45,21 @@ from .audit import audit_record
 
 MAX_COMMENT_CHARS = 5000
 MAX_NOTE_CHARS = 2000
-# Time spent: the client reports active seconds since its last save. One save may add at most
-# this much, and never more than the wall-clock time since the previous save (plus slack), so a
-# buggy or hostile client cannot inflate the figure.
+MAX_EDITS = 500  # per request; a page sends a few dozen at most
+MAX_TABS = 20  # sequence numbers kept per review, newest tabs first
+# Time spent: the client reports active seconds since its last acknowledged save. One save may
+# add at most this much, and never more than the wall-clock time since the previous save (plus
+# slack), so a buggy or hostile client cannot inflate the figure.
 MAX_SECONDS_PER_SAVE = 300
 SECONDS_SLACK = 5
 # The audit trail gets one REVIEW_SAVED per review per minute at most: autosave fires every few
 # seconds while someone types, and a row per keystroke pause would bury the events that matter.
 SAVE_AUDIT_INTERVAL = timedelta(minutes=1)
 
-PAYLOAD_KEYS = {"version", "active_seconds", "cannot_assess", "cannot_assess_note", "judgements"}
-JUDGEMENT_KEYS = {"response", "position", "rank", "is_correct", "error_tags", "comment"}
+PAYLOAD_KEYS = {"edits", "tab", "seq", "active_seconds"}
+EDIT_KEYS = {"handle", "field", "value", "at"}
+JUDGEMENT_FIELDS = ("rank", "is_correct", "tags", "comment")
+REVIEW_FIELDS = ("cannot_assess", "cannot_assess_note")
 
 
 class ReviewError(Exception):
@@ -50,16 +68,17 @@ class ReviewError(Exception):
     status = 400
     code = "invalid"
 
-    def __init__(self, message: str, *, field: str = "") -> None:
+    def __init__(self, message: str, *, field: str = "", extra: dict[str, Any] | None = None):
         super().__init__(message)
         self.message = message
         self.field = field
+        self.extra = extra or {}
 
-    def as_dict(self) -> dict[str, str]:
-        data = {"error": self.code, "message": self.message}
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"error": self.code, "message": self.message}
         if self.field:
             data["field"] = self.field
-        return data
+        return data | self.extra
 
 
 class InvalidReview(ReviewError):
@@ -70,11 +89,6 @@ class InvalidReview(ReviewError):
 class IncompleteReview(ReviewError):
     status = 400
     code = "incomplete"
-
-
-class StaleReview(ReviewError):
-    status = 409
-    code = "stale"
 
 
 class ReviewReadOnly(ReviewError):
@@ -135,7 +149,8 @@ def _show_responses(review: Review, assignment: Assignment) -> None:
         response_ids=response_ids,
     )
     review.shown_order = order
-    review.save(update_fields=["shown_order"])
+    review.handles = [secrets.token_urlsafe(8) for _ in order]
+    review.save(update_fields=["shown_order", "handles"])
     ResponseJudgement.objects.bulk_create(
         [
             ResponseJudgement(review=review, response_id=rid, position=position)
@@ -146,21 +161,38 @@ def _show_responses(review: Review, assignment: Assignment) -> None:
 
 # --- validating --------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class JudgementData:
-    response_id: int
-    rank: int | None
-    is_correct: bool | None
-    tag_ids: tuple[int, ...]
-    comment: str
+class Edit:
+    key: str  # "<handle>.<field>" for a response, "<field>" for the review
+    value: Any
+    at: int  # ms since the epoch, when the clinician made the edit
 
 
 @dataclass(frozen=True)
-class DraftData:
-    version: int
+class EditBatch:
+    edits: list[Edit]
+    tab: str
+    seq: int
     active_seconds: int
-    cannot_assess: str
-    cannot_assess_note: str
-    judgements: dict[int, JudgementData]  # by response id
+
+
+_tag_cache: tuple[float, frozenset[str]] = (0.0, frozenset())
+TAG_CACHE_SECONDS = 30.0
+
+
+def _active_tag_slugs() -> frozenset[str]:
+    # Error tags change a few times a year; reading them on every autosave was a query per
+    # save. Half a minute of staleness only delays a new tag's first use.
+    global _tag_cache
+    loaded_at, slugs = _tag_cache
+    if time.monotonic() - loaded_at > TAG_CACHE_SECONDS:
+        slugs = frozenset(ErrorTag.objects.filter(is_active=True).values_list("slug", flat=True))
+        _tag_cache = (time.monotonic(), slugs)
+    return slugs
+
+
+def clear_tag_cache() -> None:
+    global _tag_cache
+    _tag_cache = (0.0, frozenset())
 
 
 def _int(value: Any, field: str, *, minimum: int = 0, maximum: int | None = None) -> int:
@@ -179,88 +211,149 @@ def _str(value: Any, field: str, *, max_chars: int) -> str:
     return value
 
 
-def review_validate(review: Review, payload: Any) -> DraftData:
-    """Check a draft payload against the review; InvalidReview naming the first problem."""
+def _value(field: str, value: Any, where: str, *, n: int) -> Any:
+    """The edit's value checked for its field; InvalidReview naming it otherwise."""
+    if field == "rank":
+        return None if value is None else _int(value, where, minimum=1, maximum=n)
+    if field == "is_correct":
+        if value is not None and type(value) is not bool:
+            raise InvalidReview(f"{where} must be true, false or null", field=where)
+        return value
+    if field == "tags":
+        if (
+            not isinstance(value, list)
+            or not all(isinstance(s, str) for s in value)
+            or len(set(value)) != len(value)
+        ):
+            raise InvalidReview(f"{where} must be a list of tags without repeats", field=where)
+        if any(slug not in _active_tag_slugs() for slug in value):
+            raise InvalidReview(f"{where} holds an unknown tag", field=where)
+        return sorted(value)
+    if field == "comment":
+        return _str(value, where, max_chars=MAX_COMMENT_CHARS)
+    if field == "cannot_assess":
+        if value not in Review.CannotAssess.values:
+            raise InvalidReview(f"{where} is not a known reason", field=where)
+        return value
+    return _str(value, where, max_chars=MAX_NOTE_CHARS)  # cannot_assess_note
+
+
+def review_validate(review: Review, payload: Any) -> EditBatch:
+    """Check an edit batch against the review; InvalidReview naming the first problem."""
     if not isinstance(payload, dict):
         raise InvalidReview("the body must be a JSON object")
     unknown = set(payload) - PAYLOAD_KEYS
     if unknown:
         raise InvalidReview(f"unknown field(s): {', '.join(sorted(unknown))}")
-    if "version" not in payload or "judgements" not in payload:
-        raise InvalidReview("version and judgements are required")
-    version = _int(payload["version"], "version")
+    items = payload.get("edits", [])
+    if not isinstance(items, list) or len(items) > MAX_EDITS:
+        raise InvalidReview(f"edits must be a list of at most {MAX_EDITS}", field="edits")
+    tab = _str(payload.get("tab", ""), "tab", max_chars=40)
+    seq = _int(payload.get("seq", 0), "seq", maximum=2**53)
     active = _int(payload.get("active_seconds", 0), "active_seconds", maximum=86_400)
-    cannot_assess = payload.get("cannot_assess", "")
-    if cannot_assess not in Review.CannotAssess.values:
-        raise InvalidReview("cannot_assess is not a known reason", field="cannot_assess")
-    note = _str(
-        payload.get("cannot_assess_note", ""), "cannot_assess_note", max_chars=MAX_NOTE_CHARS
-    )
-
-    items = payload["judgements"]
-    shown = [int(rid) for rid in review.shown_order]
-    n = len(shown)
-    if not isinstance(items, list) or len(items) != n:
-        raise InvalidReview(f"judgements must list all {n} responses", field="judgements")
-    tags = dict(ErrorTag.objects.filter(is_active=True).values_list("slug", "id"))
-    judgements: dict[int, JudgementData] = {}
-    positions: set[int] = set()
+    handles = set(review.handles)
+    n = len(review.handles)
+    now_ms = int(time.time() * 1000)
+    edits = []
     for i, item in enumerate(items):
-        where = f"judgements[{i}]"
-        if not isinstance(item, dict) or set(item) - JUDGEMENT_KEYS:
+        where = f"edits[{i}]"
+        if not isinstance(item, dict) or set(item) - EDIT_KEYS:
             raise InvalidReview(f"{where} has unknown fields", field=where)
-        response_id = _int(item.get("response"), f"{where}.response", minimum=1)
-        if response_id not in shown:
-            raise InvalidReview(f"{where}.response is not a response of this review", field=where)
-        if response_id in judgements:
-            raise InvalidReview(f"{where}.response appears twice", field=where)
-        position = _int(item.get("position"), f"{where}.position", maximum=n - 1)
-        if position in positions:
-            raise InvalidReview(f"{where}.position appears twice", field=where)
-        if shown[position] != response_id:
-            raise InvalidReview(f"{where}.position does not match the order shown", field=where)
-        positions.add(position)
-        rank = item.get("rank")
-        if rank is not None:
-            rank = _int(rank, f"{where}.rank", minimum=1, maximum=n)
-        is_correct = item.get("is_correct")
-        if is_correct is not None and type(is_correct) is not bool:
-            raise InvalidReview(f"{where}.is_correct must be true, false or null", field=where)
-        slugs = item.get("error_tags", [])
-        if (
-            not isinstance(slugs, list)
-            or not all(isinstance(s, str) for s in slugs)
-            or len(set(slugs)) != len(slugs)
-        ):
-            raise InvalidReview(f"{where}.error_tags must be a list without repeats", field=where)
-        if any(slug not in tags for slug in slugs):
-            raise InvalidReview(f"{where}.error_tags holds an unknown tag", field=where)
-        comment = _str(item.get("comment", ""), f"{where}.comment", max_chars=MAX_COMMENT_CHARS)
-        judgements[response_id] = JudgementData(
-            response_id=response_id,
-            rank=rank,
-            is_correct=is_correct,
-            tag_ids=tuple(sorted(tags[s] for s in slugs)),
-            comment=comment,
+        field = item.get("field")
+        handle = item.get("handle")
+        if field in JUDGEMENT_FIELDS:
+            if handle not in handles:
+                raise InvalidReview(f"{where}.handle is not a response of this review", field=where)
+            key = f"{handle}.{field}"
+        elif field in REVIEW_FIELDS and handle is None:
+            key = str(field)
+        else:
+            raise InvalidReview(f"{where}.field is not something a review has", field=where)
+        if "value" not in item:
+            raise InvalidReview(f"{where}.value is missing", field=where)
+        value = _value(str(field), item["value"], f"{where}.value", n=n)
+        # A clock ahead of the server's would make an edit win over every later one.
+        at = min(_int(item.get("at"), f"{where}.at"), now_ms)
+        edits.append(Edit(key=key, value=value, at=at))
+    return EditBatch(edits=edits, tab=tab, seq=seq, active_seconds=active)
+
+
+# --- merging ----------------------------------------------------------------------------------
+def draft_merge(draft: dict[str, Any], batch: EditBatch) -> tuple[dict[str, Any], bool, bool]:
+    """The draft with the batch's edits applied; (draft, anything changed, count its time).
+
+    Per response and field the later edit wins; on equal times, the one that arrived later.
+    """
+    fields: dict[str, list[Any]] = dict(draft.get("fields", {}))
+    changed = False
+    for edit in batch.edits:
+        current = fields.get(edit.key)
+        if current is None or edit.at >= current[1]:
+            if current is None or current != [edit.value, edit.at]:
+                changed = True
+            fields[edit.key] = [edit.value, edit.at]
+    tabs: dict[str, int] = dict(draft.get("tabs", {}))
+    count_time = bool(batch.tab) and batch.seq > tabs.get(batch.tab, -1)
+    if count_time:
+        tabs.pop(batch.tab, None)
+        tabs[batch.tab] = batch.seq  # re-inserted: newest last
+        while len(tabs) > MAX_TABS:
+            tabs.pop(next(iter(tabs)))
+    return {"fields": fields, "tabs": tabs}, changed, count_time
+
+
+def draft_values(review: Review) -> dict[str, Any]:
+    """The draft's current values by key, without their times: what the page overlays."""
+    return {key: pair[0] for key, pair in review.draft.get("fields", {}).items()}
+
+
+@dataclass
+class Judged:
+    rank: int | None
+    is_correct: bool | None
+    tags: list[str]
+    comment: str
+
+
+def review_values(
+    review: Review, judgements: list[ResponseJudgement] | None = None
+) -> tuple[dict[str, Judged], str, str]:
+    """Each handle's current judgement (submitted rows overlaid with the draft), and the
+    review's cannot-assess reason and note."""
+    if judgements is None:
+        judgements = list(
+            ResponseJudgement.objects.filter(review=review).prefetch_related("error_tags")
         )
-    return DraftData(
-        version=version,
-        active_seconds=active,
-        cannot_assess=cannot_assess,
-        cannot_assess_note=note,
-        judgements=judgements,
-    )
+    by_response = {j.response_id: j for j in judgements}
+    overlay = draft_values(review)
+    out: dict[str, Judged] = {}
+    for handle, rid in zip(review.handles, review.shown_order, strict=True):
+        row = by_response.get(int(rid))
+        judged = Judged(
+            rank=row.rank if row else None,
+            is_correct=row.is_correct if row else None,
+            tags=sorted(t.slug for t in row.error_tags.all()) if row else [],
+            comment=row.comment if row else "",
+        )
+        for field in JUDGEMENT_FIELDS:
+            key = f"{handle}.{field}"
+            if key in overlay:
+                setattr(judged, field, overlay[key])
+        out[handle] = judged
+    reason = overlay.get("cannot_assess", review.cannot_assess)
+    note = overlay.get("cannot_assess_note", review.cannot_assess_note)
+    return out, reason, note
 
 
-def _check_complete(data: DraftData) -> None:
-    if data.cannot_assess:
-        if data.cannot_assess == Review.CannotAssess.OTHER and not data.cannot_assess_note.strip():
+def _check_complete(values: dict[str, Judged], reason: str, note: str) -> None:
+    if reason:
+        if reason == Review.CannotAssess.OTHER and not note.strip():
             raise IncompleteReview("say why the review cannot be assessed", field="cannot_assess")
         return
-    if not data.judgements:
-        raise IncompleteReview("there are no responses to judge yet", field="judgements")
-    unranked = [j for j in data.judgements.values() if j.rank is None]
-    unmarked = [j for j in data.judgements.values() if j.is_correct is None]
+    if not values:
+        raise IncompleteReview("there are no responses to judge yet", field="edits")
+    unranked = [j for j in values.values() if j.rank is None]
+    unmarked = [j for j in values.values() if j.is_correct is None]
     if unranked:
         raise IncompleteReview(f"{len(unranked)} response(s) not ranked yet", field="rank")
     if unmarked:
@@ -269,103 +362,150 @@ def _check_complete(data: DraftData) -> None:
         )
 
 
-# --- writing ----------------------------------------------------------------------------------
-def _locked(review_id: int, clinician: User) -> Review:
-    # The caller already reached the review through access.review_get_for_clinician; the lock
-    # serialises concurrent saves and submits of one review (two tabs, a double click).
-    return (
-        Review.objects.select_for_update(of=("self",))
-        .select_related("assignment__instruction")
-        .get(pk=review_id, assignment__clinician=clinician)
-    )
-
-
-def _apply(review: Review, data: DraftData) -> None:
-    now = timezone.now()
-    judgements = list(ResponseJudgement.objects.filter(review=review))
-    for judgement in judgements:
-        new = data.judgements[judgement.response_id]
-        judgement.rank = new.rank
-        judgement.is_correct = new.is_correct
-        judgement.comment = new.comment
-    ResponseJudgement.objects.bulk_update(judgements, ["rank", "is_correct", "comment"])
-    through = ResponseJudgement.error_tags.through
-    through.objects.filter(responsejudgement__review=review).delete()
-    through.objects.bulk_create(
-        [
-            through(responsejudgement_id=j.pk, errortag_id=tag_id)
-            for j in judgements
-            for tag_id in data.judgements[j.response_id].tag_ids
-        ]
-    )
-    elapsed = (now - review.updated_at).total_seconds() + SECONDS_SLACK
-    increment = max(0, min(data.active_seconds, MAX_SECONDS_PER_SAVE, int(elapsed)))
-    review.time_spent_seconds += increment
-    review.cannot_assess = data.cannot_assess
-    review.cannot_assess_note = data.cannot_assess_note
-    review.version += 1
-    review.updated_at = now
-
-
 def review_state(review: Review) -> dict[str, Any]:
-    """What save and submit answer with: identical for a repeated submit."""
+    """What save and submit answer with: the status and the draft's current values."""
     return {
         "review": review.pk,
         "status": review.status,
         "version": review.version,
         "submitted_at": review.submitted_at.isoformat() if review.submitted_at else None,
         "time_spent_seconds": review.time_spent_seconds,
+        "draft": draft_values(review),
     }
 
 
-@transaction.atomic
-def review_save_draft(
-    *, review_id: int, clinician: User, payload: Any, request: HttpRequest | None = None
-) -> dict[str, Any]:
-    review = _locked(review_id, clinician)
-    if not review.is_editable:
-        raise ReviewReadOnly("this review is submitted; an admin can reopen it")
-    data = review_validate(review, payload)
-    if data.version != review.version:
-        raise StaleReview("this review changed in another window; reload to continue")
-    _apply(review, data)
-    review.save()
+def _time_increment(review: Review, batch: EditBatch, now: Any) -> int:
+    elapsed = (now - review.updated_at).total_seconds() + SECONDS_SLACK
+    return max(0, min(batch.active_seconds, MAX_SECONDS_PER_SAVE, int(elapsed)))
+
+
+def _read_only(review: Review, batch: EditBatch) -> ReviewReadOnly:
+    """The refusal for edits to a submitted review, naming the edits it did not take."""
+    values, reason, note = review_values(review)
+    current: dict[str, Any] = {"cannot_assess": reason, "cannot_assess_note": note}
+    for handle, judged in values.items():
+        for field in JUDGEMENT_FIELDS:
+            current[f"{handle}.{field}"] = getattr(judged, field)
+    unapplied = sorted({e.key for e in batch.edits if current.get(e.key) != e.value})
+    when = timezone.localtime(review.submitted_at).strftime("%-d %b %Y, %H:%M")
+    return ReviewReadOnly(
+        f"This review was submitted on {when}, so it takes no more changes",
+        extra={"unapplied": unapplied, "state": review_state(review)},
+    )
+
+
+# --- writing ----------------------------------------------------------------------------------
+def _audit_save(review: Review, clinician: User, request: HttpRequest | None) -> None:
     instruction = review.assignment.instruction
-    recent = AuditEvent.objects.filter(
-        actor=clinician,
+    audit_record(
         action=AuditEvent.Action.REVIEW_SAVED,
-        object_type="Review",
-        object_id=str(review.pk),
-        created_at__gte=review.updated_at - SAVE_AUDIT_INTERVAL,
-    ).exists()
-    if not recent:
-        audit_record(
-            action=AuditEvent.Action.REVIEW_SAVED,
-            actor=clinician,
-            request=request,
-            obj=review,
-            person_id=instruction.person_id,
-            instruction_id=instruction.instruction_id,
-            details={"version": review.version},
+        actor=clinician,
+        request=request,
+        obj=review,
+        person_id=instruction.person_id,
+        instruction_id=instruction.instruction_id,
+        details={"version": review.version},
+    )
+
+
+def review_save_draft(
+    *, review: Review, clinician: User, payload: Any, request: HttpRequest | None = None
+) -> dict[str, Any]:
+    """Merge an edit batch into the review's draft: one conditional UPDATE, retried if another
+    request changed the review in between (optimistic, so saves never wait on a lock)."""
+    for _attempt in range(20):
+        if not review.is_editable:
+            raise _read_only(review, review_validate(review, payload))
+        batch = review_validate(review, payload)
+        if not batch.edits and not batch.active_seconds:
+            return review_state(review)  # a tab catching up with the others: nothing to write
+        draft, changed, count_time = draft_merge(review.draft, batch)
+        now = timezone.now()
+        increment = _time_increment(review, batch, now) if count_time else 0
+        audit = changed and (
+            review.save_audited_at is None or now - review.save_audited_at >= SAVE_AUDIT_INTERVAL
         )
-    return review_state(review)
+        updates: dict[str, Any] = {
+            "draft": draft,
+            "version": review.version + 1,
+            "updated_at": now,
+            "time_spent_seconds": review.time_spent_seconds + increment,
+        }
+        if changed and review.edited_at is None:
+            updates["edited_at"] = now
+        if audit:
+            updates["save_audited_at"] = now
+        with transaction.atomic():
+            won = Review.objects.filter(
+                pk=review.pk, version=review.version, status=review.status
+            ).update(**updates)
+            if won:
+                for name, value in updates.items():
+                    setattr(review, name, value)
+                if audit:
+                    _audit_save(review, clinician, request)
+                return review_state(review)
+        review = (
+            Review.objects.select_related("assignment__instruction")
+            .filter(pk=review.pk, assignment__clinician=clinician)
+            .get()
+        )
+    raise ReviewError("the review is too busy to save; try again")  # pragma: no cover
 
 
 @transaction.atomic
 def review_submit(
     *, review_id: int, clinician: User, payload: Any, request: HttpRequest | None = None
 ) -> dict[str, Any]:
-    """Save the final state and submit. Submitting a submitted review returns it unchanged."""
-    review = _locked(review_id, clinician)
+    """Apply the final edits and submit: the judgement rows get the merged values.
+
+    Submitting again (a double click, a retry after a lost answer) returns the submitted review
+    when the edits it carries are already in it, and ``read_only`` naming them otherwise.
+    """
+    review = (
+        Review.objects.select_for_update(of=("self",))
+        .select_related("assignment__instruction")
+        .get(pk=review_id, assignment__clinician=clinician)
+    )
+    batch = review_validate(review, payload)
     if review.status == Review.Status.SUBMITTED:
+        refusal = _read_only(review, batch)
+        if refusal.extra["unapplied"]:
+            raise refusal
         return review_state(review)
-    data = review_validate(review, payload)
-    if data.version != review.version:
-        raise StaleReview("this review changed in another window; reload to continue")
-    _check_complete(data)
-    _apply(review, data)
+    draft, changed, count_time = draft_merge(review.draft, batch)
+    review.draft = draft
+    judgements = list(
+        ResponseJudgement.objects.filter(review=review).prefetch_related("error_tags")
+    )
+    values, reason, note = review_values(review, judgements)
+    _check_complete(values, reason, note)
+    now = timezone.now()
+    if count_time:
+        review.time_spent_seconds += _time_increment(review, batch, now)
+    by_response = {j.response_id: j for j in judgements}
+    tag_ids = dict(ErrorTag.objects.values_list("slug", "id"))
+    through = ResponseJudgement.error_tags.through
+    links = []
+    for handle, rid in zip(review.handles, review.shown_order, strict=True):
+        judged = values[handle]
+        row = by_response[int(rid)]
+        row.rank, row.is_correct, row.comment = judged.rank, judged.is_correct, judged.comment
+        links += [
+            through(responsejudgement_id=row.pk, errortag_id=tag_ids[slug])
+            for slug in judged.tags
+            if slug in tag_ids
+        ]
+    ResponseJudgement.objects.bulk_update(judgements, ["rank", "is_correct", "comment"])
+    through.objects.filter(responsejudgement__review=review).delete()
+    through.objects.bulk_create(links)
+    review.cannot_assess, review.cannot_assess_note = reason, note
+    review.draft = {}
+    review.edited_at = review.edited_at or now
+    review.version += 1
+    review.updated_at = now
     review.status = Review.Status.SUBMITTED
-    review.submitted_at = review.updated_at
+    review.submitted_at = now
     review.save()
     instruction = review.assignment.instruction
     audit_record(

@@ -1,7 +1,10 @@
 """Clinician views: queue, review page, record endpoints, autosave and submit; bulk assignment.
 
-Model names never reach the browser: responses are addressed by id and shown position only, and
-the selectors these views use never read ``ModelResponse.model_name``.
+Blinding: responses reach the browser as per-review random handles and neutral labels, never as
+database ids or model names (review.selectors.reviews masks text that names a model). Every
+read of record or response text is audited. The JSON endpoints answer JSON whatever happens
+(401 when the session ended, 403 when access lapsed: medalign_site.errors), so the page can
+keep its unsaved edits and say what to do.
 """
 
 import json
@@ -30,7 +33,7 @@ from review.selectors.reviews import (
 )
 from review.services import reviews as review_services
 from review.services.assignments import assignments_create, assignments_plan
-from review.services.audit import audit_record
+from review.services.audit import audit_record, audit_record_many
 
 
 # --- queue ------------------------------------------------------------------------------------
@@ -72,31 +75,34 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
     page = review_page_data(
         review, show_references=instruction.dataset.show_references_to_clinicians
     )
-    for action in (AuditEvent.Action.INSTRUCTION_VIEWED, AuditEvent.Action.RECORD_VIEWED):
-        audit_record(
-            action=action,
-            request=request,
-            obj=review,
-            person_id=instruction.person_id,
-            instruction_id=instruction.instruction_id,
-        )
-    # Data for review.js. Ids and positions only: nothing here names a model.
+    patient = instruction.patient
+    excerpt = record_selectors.record_excerpt(instruction, patient) if patient else None
+    audit_record_many(
+        actions=[AuditEvent.Action.INSTRUCTION_VIEWED, AuditEvent.Action.RECORD_VIEWED],
+        request=request,
+        obj=review,
+        person_id=instruction.person_id,
+        instruction_id=instruction.instruction_id,
+    )
+    # Data for review.js: handles, labels and the current values. Nothing here names a model
+    # or carries a database id of a response.
     data = {
         "review": review.pk,
-        "version": review.version,
+        "user": request.user.pk,
         "status": review.status,
         "editable": review.is_editable,
-        "cannot_assess": review.cannot_assess,
-        "cannot_assess_note": review.cannot_assess_note,
+        "cannot_assess": page.cannot_assess,
+        "cannot_assess_note": page.cannot_assess_note,
         "responses": [
             {
-                "id": r.id,
+                "handle": r.handle,
                 "position": r.position,
                 "label": r.label,
                 "rank": r.rank,
                 "is_correct": r.is_correct,
-                "error_tags": r.tag_slugs,
+                "tags": r.tag_slugs,
                 "comment": r.comment,
+                "preview": " ".join(r.text.split()[:8]),
             }
             for r in page.responses
         ],
@@ -105,21 +111,32 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
             "save": reverse("review_save", args=[review.pk]),
             "submit": reverse("review_submit", args=[review.pk]),
             "next": reverse("clinician_next") + f"?after={assignment.pk}",
+            "login": reverse("account_login") + "?next=" + reverse("session_resumed"),
         },
     }
-    return render(
+    response = render(
         request,
         "review/clinician/review.html",
         {
             "assignment": assignment,
             "instruction": instruction,
-            "patient": instruction.patient,
+            "patient": patient,
             "review": review,
             "page": page,
+            "excerpt": excerpt,
             "data": data,
             "cannot_assess_choices": [c for c in Review.CannotAssess.choices if c[0]],
         },
     )
+    return response
+
+
+@require_GET
+@access.clinician_required
+def session_resumed(request: HttpRequest) -> HttpResponse:
+    """Where the sign-in opened from a review page lands: it tells that page to send its edits
+    (BroadcastChannel) and closes itself."""
+    return render(request, "review/clinician/session_resumed.html")
 
 
 def _record_urls(instruction: Instruction) -> dict[str, str]:
@@ -140,6 +157,19 @@ def _record_for(request: HttpRequest, instruction_id: int) -> tuple[Instruction,
     return instruction, instruction.patient
 
 
+def _audit_record_read(
+    request: HttpRequest, instruction: Instruction, patient: Patient, details: dict[str, Any]
+) -> None:
+    audit_record(
+        action=AuditEvent.Action.RECORD_VIEWED,
+        request=request,
+        obj=patient,
+        person_id=patient.person_id,
+        instruction_id=instruction.instruction_id,
+        details=details,
+    )
+
+
 def _bad_request(message: str) -> JsonResponse:
     return JsonResponse({"error": "invalid", "message": message}, status=400)
 
@@ -157,6 +187,7 @@ def _cursor(request: HttpRequest) -> Cursor | None:
 def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
     instruction, patient = _record_for(request, instruction_id)
     excerpt = record_selectors.record_excerpt(instruction, patient)
+    _audit_record_read(request, instruction, patient, {"view": "excerpt"})
     html = render_to_string(
         "review/clinician/_excerpt.html",
         {"excerpt": excerpt, "instruction": instruction},
@@ -175,6 +206,9 @@ def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
         return _bad_request("the cursor or date is not valid")
     event_type = request.GET.get("type", "")[:40]
     page = record_selectors.record_timeline_page(patient, cursor=cursor, event_type=event_type)
+    if cursor is None or request.GET.get("day"):
+        # One audit row per timeline opened (or jumped to), not per page scrolled.
+        _audit_record_read(request, instruction, patient, {"view": "timeline"})
     data: dict[str, Any] = {
         "html": render_to_string(
             "review/clinician/_events.html",
@@ -197,17 +231,25 @@ def record_event(request: HttpRequest, instruction_id: int, event_id: int) -> Js
     event = record_selectors.record_event_get(patient, event_id=event_id)
     if event is None:
         raise Http404
+    _audit_record_read(request, instruction, patient, {"view": "event", "event": event_id})
     html = render_to_string("review/clinician/_event.html", {"event": event}, request=request)
     return JsonResponse({"html": html})
 
 
-@require_GET
+@require_POST
 @access.clinician_required
 def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
+    # A POST: search terms can quote the record, and URLs end up in proxy and server logs.
     instruction, patient = _record_for(request, instruction_id)
-    query = request.GET.get("q", "")
     try:
-        cursor = Cursor.decode(request.GET.get("cursor", ""))
+        body = _json_body(request)
+    except review_services.ReviewError as exc:
+        return _bad_request(exc.message)
+    if not isinstance(body, dict) or not isinstance(body.get("q", ""), str):
+        return _bad_request("send {\"q\": text, \"cursor\": text}")
+    query = body.get("q", "")[:200]
+    try:
+        cursor = Cursor.decode(str(body.get("cursor") or ""))
     except ValueError:
         return _bad_request("the cursor is not valid")
     terms, page = record_selectors.record_search_page(patient, query=query, cursor=cursor)
@@ -254,7 +296,7 @@ def review_save(request: HttpRequest, review_id: int) -> JsonResponse:
     review = access.review_get_for_clinician(request.user, review_id=review_id)
     try:
         state = review_services.review_save_draft(
-            review_id=review.pk,
+            review=review,
             clinician=request.user,
             payload=_json_body(request),
             request=request,

@@ -1,7 +1,9 @@
 """The review flow: starting, autosave, submit (idempotent), stale drafts, read-only, reopen,
 strict validation, scoping (404 for not-yours), blinding and the audit trail."""
 
+import itertools
 import json
+import time
 from datetime import timedelta
 
 import pytest
@@ -44,28 +46,51 @@ def open_review(client, instruction) -> Review:
     return Review.objects.get(assignment__instruction=instruction)
 
 
-def payload(review: Review, *, version=None, ranks=None, correct=True, **extra) -> dict:
-    order = [int(x) for x in review.shown_order]
-    ranks = ranks if ranks is not None else list(range(1, len(order) + 1))
-    body = {
-        "version": review.version if version is None else version,
-        "active_seconds": 3,
-        "cannot_assess": "",
-        "cannot_assess_note": "",
-        "judgements": [
+_seq = itertools.count(1)
+
+
+def edits_for(
+    review: Review,
+    *,
+    ranks=None,
+    correct=True,
+    tags=None,
+    comments=None,
+    at: int | None = None,
+) -> list[dict]:
+    """Edits setting every response's rank, verdict, tags and comment, in the order shown."""
+    handles = list(review.handles)
+    ranks = ranks if ranks is not None else list(range(1, len(handles) + 1))
+    at = at if at is not None else int(time.time() * 1000)
+    out = []
+    for i, handle in enumerate(handles):
+        out += [
+            {"handle": handle, "field": "rank", "value": ranks[i], "at": at},
+            {"handle": handle, "field": "is_correct", "value": correct, "at": at},
             {
-                "response": rid,
-                "position": position,
-                "rank": ranks[position],
-                "is_correct": correct,
-                "error_tags": [] if correct else ["omission"],
-                "comment": "",
-            }
-            for position, rid in enumerate(order)
-        ],
+                "handle": handle,
+                "field": "tags",
+                "value": tags if tags is not None else ([] if correct else ["omission"]),
+                "at": at,
+            },
+        ]
+        if comments and comments[i] is not None:
+            out.append({"handle": handle, "field": "comment", "value": comments[i], "at": at})
+    return out
+
+
+def payload(review: Review, *, tab="tab-1", seq=None, active_seconds=3, extra=None, **kw) -> dict:
+    """A save or submit body: the edits above, plus review-level fields given in ``extra``."""
+    at = kw.get("at") or int(time.time() * 1000)
+    edits = edits_for(review, **kw)
+    for field, value in (extra or {}).items():
+        edits.append({"field": field, "value": value, "at": at})
+    return {
+        "edits": edits,
+        "tab": tab,
+        "seq": next(_seq) if seq is None else seq,
+        "active_seconds": active_seconds,
     }
-    body.update(extra)
-    return body
 
 
 def post(client, name, review, body):
@@ -97,18 +122,21 @@ def test_it_starts_a_review_with_a_stable_per_clinician_order(signed_in, setup):
 def test_it_saves_a_draft_and_shows_it_after_a_reload(signed_in, setup):
     instruction = setup[2]
     review = open_review(signed_in, instruction)
-    body = payload(review, ranks=[1, 1, 3, None], correct=False)
-    body["judgements"][2]["comment"] = "Misses the trend."
+    body = payload(
+        review, ranks=[1, 1, 3, None], correct=False, comments=[None, None, "Misses the trend.", None]
+    )
     response = post(signed_in, "review_save", review, body)
     assert response.status_code == 200, response.content
     assert response.json()["version"] == 1
+    assert response.json()["draft"][f"{review.handles[2]}.comment"] == "Misses the trend."
     page = signed_in.get(reverse("clinician_review", args=[instruction.pk]))
     data = page.context["data"]
     assert [r["rank"] for r in data["responses"]] == [1, 1, 3, None]
-    assert data["responses"][0]["error_tags"] == ["omission"]
-    assert data["version"] == 1
+    assert data["responses"][0]["tags"] == ["omission"]
+    assert [r["is_correct"] for r in data["responses"]] == [False] * 4
     assert b"Misses the trend." in page.content
-    assert b'value="false" checked' in page.content
+    # A draft lives in the review's draft column: judgement rows are written at submit.
+    assert not ResponseJudgement.objects.filter(review=review, rank__isnull=False).exists()
 
 
 def test_submit_is_idempotent(signed_in, setup):
@@ -124,13 +152,68 @@ def test_submit_is_idempotent(signed_in, setup):
     assert AuditEvent.objects.filter(action=AuditEvent.Action.REVIEW_SUBMITTED).count() == 1
 
 
-def test_it_rejects_a_stale_draft_with_409(signed_in, setup):
+def test_a_late_resend_of_older_edits_does_not_overwrite_newer_ones(signed_in, setup):
+    # The reload race: the old page's save (edits made at t) reaches the server after the new
+    # page saved edits made at t + 5 s. The newer edit wins whatever the arrival order, and
+    # nothing is refused.
     review = open_review(signed_in, setup[2])
+    now = int(time.time() * 1000)
+    newer = post(signed_in, "review_save", review, payload(review, correct=True, at=now))
+    older = post(signed_in, "review_save", review, payload(review, correct=False, at=now - 5000))
+    assert newer.status_code == older.status_code == 200
+    review.refresh_from_db()
+    assert all(v is True for k, v in older.json()["draft"].items() if k.endswith(".is_correct"))
+
+
+def test_two_tabs_editing_different_fields_merge(client, setup):
+    instruction, clinician = setup[2], setup[3]
+    client.force_login(clinician)
+    review = open_review(client, instruction)
+    h = review.handles
+    now = int(time.time() * 1000)
+    tab_a = {"edits": [{"handle": h[0], "field": "rank", "value": 2, "at": now}], "tab": "A"}
+    tab_b = {"edits": [{"handle": h[0], "field": "comment", "value": "B's note", "at": now}]}
+    tab_b["tab"] = "B"
+    assert post(client, "review_save", review, tab_a).status_code == 200
+    both = post(client, "review_save", review, tab_b)
+    assert both.status_code == 200
+    assert both.json()["draft"] == {f"{h[0]}.rank": 2, f"{h[0]}.comment": "B's note"}
+
+
+def test_resending_a_batch_changes_nothing_and_counts_its_time_once(signed_in, setup):
+    review = open_review(signed_in, setup[2])
+    Review.objects.filter(pk=review.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+    review.refresh_from_db()
+    body = payload(review, seq=7, active_seconds=40)
+    first = post(signed_in, "review_save", review, body).json()
+    again = post(signed_in, "review_save", review, body).json()  # the answer was lost: resent
+    assert again["draft"] == first["draft"]
+    assert again["time_spent_seconds"] == first["time_spent_seconds"] == 40
+
+
+def test_an_edit_dated_in_the_future_cannot_win_forever(signed_in, setup):
+    review = open_review(signed_in, setup[2])
+    h = review.handles[0]
+    future = int(time.time() * 1000) + 10 * 60 * 1000  # a tab whose clock runs 10 min fast
+    ahead = {"edits": [{"handle": h, "field": "rank", "value": 1, "at": future}], "tab": "x"}
+    assert post(signed_in, "review_save", review, ahead).status_code == 200
+    time.sleep(0.01)
+    later = {"edits": [{"handle": h, "field": "rank", "value": 3, "at": int(time.time() * 1000)}]}
+    later["tab"] = "y"
+    assert post(signed_in, "review_save", review, later).json()["draft"][f"{h}.rank"] == 3
+
+
+def test_opening_a_review_leaves_it_new_until_the_first_edit(signed_in, setup):
+    from review.selectors.reviews import clinician_queue
+
+    instruction, clinician = setup[2], setup[3]
+    review = open_review(signed_in, instruction)
+    assert [i.status for i in clinician_queue(clinician).items] == ["new"]
+    sync = {"edits": [], "tab": "t", "seq": 1, "active_seconds": 2}
+    assert post(signed_in, "review_save", review, sync).status_code == 200
+    assert [i.status for i in clinician_queue(clinician).items] == ["new"]
     assert post(signed_in, "review_save", review, payload(review)).status_code == 200
-    stale = post(signed_in, "review_save", review, payload(review, version=0, correct=False))
-    assert stale.status_code == 409
-    assert stale.json()["error"] == "stale"
-    assert not ResponseJudgement.objects.filter(review=review, is_correct=False).exists()
+    assert [i.status for i in clinician_queue(clinician).items] == ["draft"]
 
 
 def test_a_submitted_review_is_read_only_until_an_admin_reopens_it(signed_in, setup):
@@ -140,6 +223,10 @@ def test_a_submitted_review_is_read_only_until_an_admin_reopens_it(signed_in, se
     review.refresh_from_db()
     late = post(signed_in, "review_save", review, payload(review, correct=False))
     assert late.status_code == 409 and late.json()["error"] == "read_only"
+    # The refusal names each edit that was not applied, so the page can say so.
+    assert sorted(late.json()["unapplied"]) == sorted(
+        f"{h}.{f}" for h in review.handles for f in ("is_correct", "tags")
+    )
     page = signed_in.get(reverse("clinician_review", args=[instruction.pk]))
     assert b'data-testid="read-only"' in page.content
     assert page.context["data"]["editable"] is False
@@ -149,14 +236,15 @@ def test_a_submitted_review_is_read_only_until_an_admin_reopens_it(signed_in, se
     review.refresh_from_db()
     assert review.status == Review.Status.REOPENED
     assert AuditEvent.objects.filter(action=AuditEvent.Action.REVIEW_REOPENED).count() == 1
+    # The reopened page shows the submitted values, then takes edits on top of them.
+    page = signed_in.get(reverse("clinician_review", args=[instruction.pk]))
+    assert [r["rank"] for r in page.context["data"]["responses"]] == [1, 2, 3, 4]
     again = post(signed_in, "review_save", review, payload(review, correct=False))
     assert again.status_code == 200
-    assert (
-        post(
-            signed_in, "review_submit", review, payload(review, version=again.json()["version"])
-        ).json()["status"]
-        == "submitted"
-    )
+    assert post(signed_in, "review_submit", review, {"edits": []}).json()["status"] == "submitted"
+    assert set(
+        ResponseJudgement.objects.filter(review=review).values_list("is_correct", flat=True)
+    ) == {False}
 
 
 def test_the_admin_reopen_action_reopens_submitted_reviews(client, setup):
@@ -175,9 +263,9 @@ def test_the_admin_reopen_action_reopens_submitted_reviews(client, setup):
     assert review.status == Review.Status.REOPENED and review.reopened_by == admin
 
 
-def _bad_payloads(review: Review, foreign_id: int) -> dict[str, dict]:
+def _bad_payloads(review: Review, foreign_handle: str) -> dict[str, dict]:
     good = payload(review)
-    n = len(review.shown_order)
+    n = len(review.handles)
     cases = {}
 
     def variant(name, mutate):
@@ -185,29 +273,45 @@ def _bad_payloads(review: Review, foreign_id: int) -> dict[str, dict]:
         mutate(body)
         cases[name] = body
 
-    variant("unknown response", lambda b: b["judgements"][0].update(response=999_999))
-    variant("foreign response", lambda b: b["judgements"][0].update(response=foreign_id))
+    def first_of(field):
+        def mutate_with(body, **changes):
+            for e in body["edits"]:
+                if e.get("field") == field:
+                    e.update(changes)
+                    return
+
+        return mutate_with
+
+    rank, correct, tags = first_of("rank"), first_of("is_correct"), first_of("tags")
+    variant("unknown handle", lambda b: rank(b, handle="nope"))
+    variant("another review's handle", lambda b: rank(b, handle=foreign_handle))
+    variant("no handle on a response field", lambda b: b["edits"][0].pop("handle"))
+    variant("unknown field", lambda b: rank(b, field="model_name"))
+    variant("rank zero", lambda b: rank(b, value=0))
+    variant("rank above n", lambda b: rank(b, value=n + 1))
+    variant("rank as text", lambda b: rank(b, value="1"))
+    variant("rank as boolean", lambda b: rank(b, value=True))
+    variant("correct as number", lambda b: correct(b, value=1))
+    variant("no value", lambda b: b["edits"][0].pop("value"))
+    variant("no time", lambda b: b["edits"][0].pop("at"))
+    variant("time as text", lambda b: rank(b, at="now"))
     variant(
-        "duplicate response",
-        lambda b: b["judgements"][1].update(response=b["judgements"][0]["response"]),
+        "oversized comment",
+        lambda b: b["edits"].append(
+            {"handle": review.handles[0], "field": "comment", "value": "x" * 5001, "at": 1}
+        ),
     )
-    variant("missing response", lambda b: b["judgements"].pop())
-    variant("duplicate position", lambda b: b["judgements"][1].update(position=0))
-    variant("position out of range", lambda b: b["judgements"][0].update(position=n))
-    variant("rank zero", lambda b: b["judgements"][0].update(rank=0))
-    variant("rank above n", lambda b: b["judgements"][0].update(rank=n + 1))
-    variant("rank as text", lambda b: b["judgements"][0].update(rank="1"))
-    variant("rank as boolean", lambda b: b["judgements"][0].update(rank=True))
-    variant("correct as number", lambda b: b["judgements"][0].update(is_correct=1))
-    variant("oversized comment", lambda b: b["judgements"][0].update(comment="x" * 5001))
-    variant("unknown tag", lambda b: b["judgements"][0].update(error_tags=["made-up"]))
-    variant("repeated tag", lambda b: b["judgements"][0].update(error_tags=["omission"] * 2))
-    variant("unknown field", lambda b: b.update(model_name="x"))
-    variant("unknown judgement field", lambda b: b["judgements"][0].update(model="x"))
-    variant("unknown reason", lambda b: b.update(cannot_assess="bored"))
+    variant("unknown tag", lambda b: tags(b, value=["made-up"]))
+    variant("repeated tag", lambda b: tags(b, value=["omission"] * 2))
+    variant("unknown top-level field", lambda b: b.update(model_name="x"))
+    variant("unknown edit field", lambda b: b["edits"][0].update(model="x"))
+    variant(
+        "unknown reason",
+        lambda b: b["edits"].append({"field": "cannot_assess", "value": "bored", "at": 1}),
+    )
     variant("negative seconds", lambda b: b.update(active_seconds=-5))
-    variant("no version", lambda b: b.pop("version"))
-    variant("judgements not a list", lambda b: b.update(judgements={}))
+    variant("edits not a list", lambda b: b.update(edits={}))
+    variant("too many edits", lambda b: b.update(edits=b["edits"] * 100))
     return cases
 
 
@@ -215,9 +319,11 @@ def _bad_payloads(review: Review, foreign_id: int) -> dict[str, dict]:
 def test_invalid_payloads_get_400_and_store_nothing(signed_in, setup, endpoint):
     dataset, patient, instruction, *_ = setup
     other_instruction = review_data.make_instruction(dataset, patient, "I-FLOW-2")
-    foreign_id = other_instruction.responses.first().pk
+    other_review = review_get_or_start(
+        assignment=review_data.assign(other_instruction, setup[3])
+    )
     review = open_review(signed_in, instruction)
-    for name, body in _bad_payloads(review, foreign_id).items():
+    for name, body in _bad_payloads(review, other_review.handles[0]).items():
         response = post(signed_in, endpoint, review, body)
         assert response.status_code == 400, name
         assert response.json()["error"] == "invalid", name
@@ -228,6 +334,7 @@ def test_invalid_payloads_get_400_and_store_nothing(signed_in, setup, endpoint):
     assert not_json.status_code == 400
     review.refresh_from_db()
     assert review.version == 0 and review.status == Review.Status.DRAFT
+    assert review.draft == {}
     assert not ResponseJudgement.objects.filter(review=review, rank__isnull=False).exists()
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.REVIEW_SAVED).exists()
 
@@ -248,7 +355,7 @@ def test_cannot_assess_with_a_reason_submits_without_ranks(signed_in, setup):
         review,
         ranks=[None] * 4,
         correct=None,
-        cannot_assess=Review.CannotAssess.RECORD_LACKS_INFORMATION,
+        extra={"cannot_assess": Review.CannotAssess.RECORD_LACKS_INFORMATION},
     )
     response = post(signed_in, "review_submit", review, body)
     assert response.status_code == 200, response.content
@@ -258,9 +365,10 @@ def test_cannot_assess_with_a_reason_submits_without_ranks(signed_in, setup):
 
 def test_cannot_assess_other_needs_a_note(signed_in, setup):
     review = open_review(signed_in, setup[2])
-    body = payload(review, ranks=[None] * 4, correct=None, cannot_assess="other")
+    body = payload(review, ranks=[None] * 4, correct=None, extra={"cannot_assess": "other"})
     assert post(signed_in, "review_submit", review, body).status_code == 400
-    body["cannot_assess_note"] = "The instruction refers to another patient."
+    note = "The instruction refers to another patient."
+    body["edits"].append({"field": "cannot_assess_note", "value": note, "at": 1})
     assert post(signed_in, "review_submit", review, body).status_code == 200
 
 
@@ -280,8 +388,12 @@ def test_time_spent_accumulates_in_bounded_increments(signed_in, setup):
 def test_unassigned_instruction_is_404(signed_in, setup):
     dataset, patient, *_ = setup
     unassigned = review_data.make_instruction(dataset, patient, "I-NOT-MINE")
-    for name in ("clinician_review", "record_excerpt", "record_events", "record_search"):
+    for name in ("clinician_review", "record_excerpt", "record_events"):
         assert signed_in.get(reverse(name, args=[unassigned.pk])).status_code == 404, name
+    search = signed_in.post(
+        reverse("record_search", args=[unassigned.pk]), {"q": "x"}, content_type="application/json"
+    )
+    assert search.status_code == 404 and search.json()["error"] == "not_found"
     assert signed_in.get(reverse("clinician_review", args=[987654])).status_code == 404
 
 
@@ -320,16 +432,18 @@ def test_opening_and_saving_are_audited_without_patient_text(signed_in, setup):
         (AuditEvent.Action.INSTRUCTION_VIEWED, patient.person_id, instruction.instruction_id),
         (AuditEvent.Action.RECORD_VIEWED, patient.person_id, instruction.instruction_id),
     }
-    for _ in range(3):
-        body = payload(review)
+    for ranks in ([1, 2, 3, 4], [2, 1, 3, 4], [3, 1, 2, 4]):
+        body = payload(review, ranks=ranks)
         assert post(signed_in, "review_save", review, body).status_code == 200
         review.refresh_from_db()
     # Autosave fires often: the trail keeps one REVIEW_SAVED per review per minute.
     saved = AuditEvent.objects.filter(action=AuditEvent.Action.REVIEW_SAVED)
     assert saved.count() == 1
     assert saved.get().person_id == patient.person_id
-    search = signed_in.get(
-        reverse("record_search", args=[instruction.pk]), {"q": "pericardial effusion"}
+    search = signed_in.post(
+        reverse("record_search", args=[instruction.pk]),
+        {"q": "pericardial effusion"},
+        content_type="application/json",
     )
     assert search.status_code == 200
     searched = AuditEvent.objects.get(action=AuditEvent.Action.RECORD_SEARCHED)

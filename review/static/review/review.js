@@ -1,9 +1,18 @@
 /* MedAlign Review: the review page.
  *
  * Loaded as a file (the CSP forbids inline script); its data comes from the JSON block
- * #review-data, which holds response ids, positions and neutral labels only, never model names.
- * Sections: ranking (drag-and-drop with the vendored SortableJS, and keyboard), autosave with
- * retry, submit, time spent, and the record panel (excerpt, timeline, search, notes).
+ * #review-data: per-review response handles, neutral labels and current values, never model
+ * names or database ids.
+ *
+ * Saving (review/services/reviews.py has the server's half):
+ * - every change is an edit {handle, field, value, at}; edits wait in `pending`, mirrored in
+ *   sessionStorage (this tab only, cleared as soon as the server acknowledges them, and on
+ *   submit), so a reload, a crash or a sign-out cannot lose them;
+ * - the server merges edits per response and field (the later edit wins), so resending is
+ *   always safe and two tabs never refuse each other;
+ * - the status says "saved" only when nothing is pending and the server said so;
+ * - a 401 opens a sign-in window without leaving the page, and the edits go once it is done.
+ * Sections: state and saving, the cards and ranking, keyboard, submit, the record panel.
  */
 (function () {
   "use strict";
@@ -12,22 +21,70 @@
   var form = document.getElementById("review-form");
   if (!dataEl || !form) return;
   var data = JSON.parse(dataEl.textContent);
-  var csrfInput = form.querySelector("input[name=csrfmiddlewaretoken]");
-  var csrf = csrfInput ? csrfInput.value : "";
   var editable = Boolean(data.editable);
-  var version = data.version;
-  var labels = {};
-  data.responses.forEach(function (r) { labels[r.id] = r.label; });
+  var N = data.responses.length;
 
   var statusEl = document.getElementById("save-status");
-  var announcer = document.getElementById("rank-announcer");
-  var rankedEl = document.getElementById("ranked");
-  var unrankedEl = document.getElementById("unranked");
+  var announcer = document.getElementById("announcer");
   var submitBtn = document.getElementById("submit-review");
   var errorsEl = document.getElementById("submit-errors");
+  var noticeBar = document.getElementById("notice-bar");
+  var noticeText = document.getElementById("notice-text");
+  var noticeActions = document.getElementById("notice-actions");
+  var signinDialog = document.getElementById("signin-dialog");
 
-  var SAVE_DEBOUNCE_MS = 800;
-  var MAX_RETRY_MS = 30000;
+  var SAVE_DEBOUNCE_MS = 600;
+  var MAX_RETRY_MS = 10000;
+  var SYNC_EVERY_MS = 20000;
+
+  /* ================================================================ state */
+  // values[handle] = {rank, is_correct, tags, comment}; review-level fields under "".
+  var values = {};
+  var labels = {};
+  var previews = {};
+  data.responses.forEach(function (r) {
+    values[r.handle] = { rank: r.rank, is_correct: r.is_correct, tags: r.tags.slice(), comment: r.comment };
+    labels[r.handle] = r.label;
+    previews[r.handle] = r.preview;
+  });
+  values[""] = { cannot_assess: data.cannot_assess, cannot_assess_note: data.cannot_assess_note };
+
+  function keyOf(handle, field) { return handle ? handle + "." + field : field; }
+
+  var storageKey = "medalign-review:" + data.user + ":" + data.review;
+  var store = (function () {
+    try { return window.sessionStorage; } catch (e) { return null; }
+  })();
+  var saved = null;
+  try { saved = store && JSON.parse(store.getItem(storageKey) || "null"); } catch (e) { saved = null; }
+  var tab = saved && saved.tab ? saved.tab : Math.random().toString(36).slice(2) + Date.now().toString(36);
+  var seq = saved && saved.seq ? saved.seq : 0;
+  // Edits the server has not acknowledged, oldest first, at most one per key (the newest).
+  var pending = editable && saved && Array.isArray(saved.edits) ? saved.edits : [];
+
+  function persist() {
+    if (!store) return;
+    try {
+      if (pending.length || seq) store.setItem(storageKey, JSON.stringify({ tab: tab, seq: seq, edits: pending }));
+      if (!pending.length && !editable) store.removeItem(storageKey);
+    } catch (e) { /* storage full or off: the edits are still in memory */ }
+  }
+
+  function forget() {
+    pending = [];
+    if (store) try { store.removeItem(storageKey); } catch (e) { /* ignore */ }
+  }
+
+  function applyValue(key, value) {
+    var dot = key.indexOf(".");
+    var handle = dot < 0 ? "" : key.slice(0, dot);
+    var field = dot < 0 ? key : key.slice(dot + 1);
+    if (!values[handle]) return;
+    values[handle][field] = value;
+  }
+
+  // Edits this tab kept from before a reload go on top of what the server rendered.
+  pending.forEach(function (e) { applyValue(keyOf(e.handle, e.field), e.value); });
 
   function setStatus(state, text) {
     statusEl.dataset.state = state;
@@ -35,527 +92,610 @@
   }
 
   function announce(text) {
-    // Clear first so the same sentence twice is still read out.
     announcer.textContent = "";
     window.setTimeout(function () { announcer.textContent = text; }, 30);
   }
 
-  /* ---------------------------------------------------------------- ranking state */
-  // ranked: [{id, tied}] best first; "tied" = shares the rank of the item above.
-  var ranked = [];
-  var unranked = [];
-
-  (function initRanking() {
-    var withRank = data.responses
-      .filter(function (r) { return r.rank !== null; })
-      .sort(function (a, b) { return a.rank - b.rank || a.position - b.position; });
-    var previous = null;
-    withRank.forEach(function (r) {
-      ranked.push({ id: r.id, tied: previous !== null && previous.rank === r.rank });
-      previous = r;
+  function notice(text, actions) {
+    noticeText.textContent = text;
+    noticeActions.replaceChildren();
+    (actions || []).forEach(function (a) {
+      var b = document.createElement("button");
+      b.type = "button";
+      b.className = "button" + (a.primary ? " primary" : "");
+      b.textContent = a.label;
+      b.addEventListener("click", a.run);
+      noticeActions.append(b);
     });
-    unranked = data.responses
-      .filter(function (r) { return r.rank === null; })
-      .map(function (r) { return r.id; });
-  })();
-
-  function ranks() {
-    // Competition ranking: ties share a rank, and the next rank skips (1, 1, 3).
-    var out = {};
-    var rank = 0;
-    ranked.forEach(function (item, i) {
-      if (i === 0 || !item.tied) rank = i + 1;
-      out[item.id] = rank;
-    });
-    return out;
+    noticeBar.hidden = !text;
   }
 
-  function sharedRanks(r) {
-    var seen = {};
-    var shared = {};
-    Object.keys(r).forEach(function (id) {
-      if (seen[r[id]]) shared[r[id]] = true;
-      seen[r[id]] = true;
-    });
-    return shared;
+  function edit(handle, field, value) {
+    if (!editable) return;
+    var key = keyOf(handle, field);
+    applyValue(key, value);
+    pending = pending.filter(function (e) { return keyOf(e.handle, e.field) !== key; });
+    var item = { field: field, value: value, at: Date.now() };
+    if (handle) item.handle = handle;
+    pending.push(item);
+    persist();
+    schedule(SAVE_DEBOUNCE_MS);
   }
 
-  function indexOfRanked(id) {
-    for (var i = 0; i < ranked.length; i++) if (ranked[i].id === id) return i;
-    return -1;
+  /* ================================================================ talking to the server */
+  function csrfToken() {
+    // Read at every request: signing in again (in any tab) rotates it.
+    var m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    if (m) return decodeURIComponent(m[1]);
+    var input = form.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
   }
 
-  function normalise() {
-    if (ranked.length) ranked[0].tied = false;
-  }
-
-  function detach(i) {
-    // Removing a group's first item: the next one, tied to it, heads the group now.
-    var item = ranked[i];
-    if (!item.tied && ranked[i + 1] && ranked[i + 1].tied) ranked[i + 1].tied = false;
-    ranked.splice(i, 1);
-    return item;
-  }
-
-  function describe(id) {
-    var r = ranks();
-    var shared = sharedRanks(r);
-    return "Response " + labels[id] + (r[id] ? " is at rank " + r[id] + (shared[r[id]] ? ", tied" : "") : " is not ranked");
-  }
-
-  function addToRanking(id) {
-    var at = unranked.indexOf(id);
-    if (at < 0) return;
-    unranked.splice(at, 1);
-    ranked.push({ id: id, tied: false });
-    rankingChanged(id, describe(id) + ".");
-  }
-
-  function removeFromRanking(id) {
-    var i = indexOfRanked(id);
-    if (i < 0) return;
-    detach(i);
-    normalise();
-    unranked.push(id);
-    unranked.sort(function (a, b) { return positionOf(a) - positionOf(b); });
-    rankingChanged(id, "Response " + labels[id] + " removed from the ranking.");
-  }
-
-  function move(id, delta) {
-    var i = indexOfRanked(id);
-    var j = i + delta;
-    if (i < 0 || j < 0 || j >= ranked.length) {
-      announce("Response " + labels[id] + " cannot move further.");
-      return;
-    }
-    var item = detach(i);
-    item.tied = false;
-    ranked.splice(j, 0, item);
-    normalise();
-    rankingChanged(id, describe(id) + ".");
-  }
-
-  function toggleTie(id) {
-    var i = indexOfRanked(id);
-    if (i <= 0) {
-      announce("The first response has nothing above it to tie with.");
-      return;
-    }
-    ranked[i].tied = !ranked[i].tied;
-    var above = labels[ranked[i - 1].id];
-    var text = ranked[i].tied
-      ? "Response " + labels[id] + " tied with Response " + above + " at rank " + ranks()[id] + "."
-      : "Response " + labels[id] + " no longer tied: " + describe(id) + ".";
-    rankingChanged(id, text);
-  }
-
-  function positionOf(id) {
-    for (var i = 0; i < data.responses.length; i++) if (data.responses[i].id === id) return data.responses[i].position;
-    return 0;
-  }
-
-  function syncFromDom() {
-    // After a drag: read both lists back; a response keeps its tie only if it kept its neighbour.
-    var before = {};
-    ranked.forEach(function (item, i) { before[item.id] = { tied: item.tied, above: i ? ranked[i - 1].id : null }; });
-    var ids = function (list) {
-      return Array.prototype.map.call(list.querySelectorAll(".rank-item"), function (li) { return Number(li.dataset.id); });
+  function request(method, url, payload, keepalive) {
+    var init = {
+      method: method,
+      credentials: "same-origin",
+      redirect: "manual",
+      keepalive: Boolean(keepalive),
+      headers: { Accept: "application/json" },
     };
-    var newRanked = ids(rankedEl);
-    ranked = newRanked.map(function (id, i) {
-      var was = before[id];
-      var above = i ? newRanked[i - 1] : null;
-      return { id: id, tied: Boolean(was && was.tied && was.above === above) };
-    });
-    normalise();
-    unranked = ids(unrankedEl).sort(function (a, b) { return positionOf(a) - positionOf(b); });
-  }
-
-  function rankingChanged(focusId, message) {
-    renderRanking(focusId);
-    if (message) announce(message);
-    changed();
-  }
-
-  function button(action, text, label) {
-    var b = document.createElement("button");
-    b.type = "button";
-    b.className = "icon-button";
-    b.dataset.action = action;
-    b.tabIndex = -1; // the item itself takes keyboard focus and shortcuts; buttons are for pointers
-    b.textContent = text;
-    b.setAttribute("aria-label", label);
-    b.title = label;
-    return b;
-  }
-
-  function makeItem(id, isRanked, rank, tied, shared) {
-    var li = document.createElement("li");
-    li.className = "rank-item" + (tied ? " tied" : "") + (shared ? " shared" : "");
-    li.dataset.id = String(id);
-    li.tabIndex = editable ? 0 : -1;
-    var name = "Response " + labels[id];
-    li.setAttribute(
-      "aria-label",
-      name + (isRanked ? ", rank " + rank + (shared ? ", tied" : "") : ", not ranked")
-    );
-    var handle = document.createElement("span");
-    handle.className = "drag-handle";
-    handle.setAttribute("aria-hidden", "true");
-    handle.textContent = "⠿";
-    var badge = document.createElement("span");
-    badge.className = "rank-badge";
-    badge.setAttribute("aria-hidden", "true");
-    badge.textContent = isRanked ? String(rank) : "–";
-    var text = document.createElement("span");
-    text.className = "rank-name";
-    text.textContent = name;
-    li.append(handle, badge, text);
-    if (tied) {
-      var mark = document.createElement("span");
-      mark.className = "tie-mark";
-      mark.textContent = "tied";
-      li.append(mark);
+    if (payload !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.headers["X-CSRFToken"] = csrfToken();
+      init.body = JSON.stringify(payload);
     }
-    if (editable) {
-      var tools = document.createElement("span");
-      tools.className = "rank-tools";
-      if (isRanked) {
-        tools.append(
-          button("up", "↑", "Move " + name + " up"),
-          button("down", "↓", "Move " + name + " down"),
-          button("tie", tied ? "Untie" : "Tie", (tied ? "Untie " : "Tie ") + name + " with the response above"),
-          button("remove", "✕", "Return " + name + " to not ranked")
-        );
-      } else {
-        tools.append(button("add", "Rank", "Add " + name + " to the ranking"));
+    return fetch(url, init).then(function (response) {
+      var type = response.headers.get("Content-Type") || "";
+      var body = type.indexOf("application/json") >= 0 ? response.json().catch(function () { return {}; }) : Promise.resolve({});
+      return body.then(function (json) {
+        // A redirect or an HTML page is never drawn: it means the session is gone.
+        var status = response.type === "opaqueredirect" ? 401 : response.status;
+        if (status === 200 && type.indexOf("application/json") < 0) status = 401;
+        return { status: status, body: json };
+      });
+    });
+  }
+
+  var inFlight = null;
+  var timer = null;
+  var retryMs = 0;
+  var signedOut = false;
+  var stopped = false; // submitted (here or elsewhere): nothing more to send
+  var submitting = false;
+  var activeSeconds = 0;
+  var lastAck = null;
+
+  function schedule(ms) {
+    if (stopped) return;
+    window.clearTimeout(timer);
+    timer = window.setTimeout(flush, ms);
+    if (pending.length && !signedOut) setStatus("pending", "Saving soon: " + pending.length + " change" + (pending.length === 1 ? "" : "s") + " not saved yet.");
+  }
+
+  function batch() {
+    seq += 1;
+    persist();
+    return { edits: pending.slice(), tab: tab, seq: seq, active_seconds: Math.min(activeSeconds, 86400) };
+  }
+
+  function acknowledge(sent, body) {
+    // Drop the edits the server now has, unless the clinician changed them again meanwhile.
+    pending = pending.filter(function (e) { return sent.edits.indexOf(e) < 0; });
+    activeSeconds = Math.max(0, activeSeconds - sent.active_seconds);
+    persist();
+    if (body && body.draft) mergeServer(body.draft);
+    retryMs = 0;
+    lastAck = new Date();
+  }
+
+  function mergeServer(draft) {
+    // Another tab's edits: take every field this tab has nothing pending for.
+    var mine = {};
+    pending.forEach(function (e) { mine[keyOf(e.handle, e.field)] = true; });
+    var touched = {};
+    Object.keys(draft).forEach(function (key) {
+      if (mine[key]) return;
+      var dot = key.indexOf(".");
+      var handle = dot < 0 ? "" : key.slice(0, dot);
+      var field = dot < 0 ? key : key.slice(dot + 1);
+      if (!values[handle]) return;
+      if (JSON.stringify(values[handle][field]) === JSON.stringify(draft[key])) return;
+      values[handle][field] = draft[key];
+      touched[handle] = true;
+    });
+    Object.keys(touched).forEach(function (h) { if (h) renderCard(h); else renderReviewFields(); });
+    if (Object.keys(touched).length) renderSummary();
+  }
+
+  function savedText() {
+    return "All changes saved" + (lastAck ? " at " + lastAck.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : "") + ".";
+  }
+
+  function flush() {
+    timer = null;
+    if (inFlight || stopped || submitting || !editable) return inFlight;
+    if (!pending.length && activeSeconds < 1 && !syncDue) return null;
+    syncDue = false;
+    var sent = batch();
+    if (pending.length) setStatus("saving", "Saving…");
+    inFlight = request("POST", data.urls.save, sent)
+      .then(function (res) { handleSave(res, sent); })
+      .catch(function () { trouble("You are offline or the server cannot be reached."); })
+      .finally(function () { inFlight = null; });
+    return inFlight;
+  }
+
+  function handleSave(res, sent) {
+    if (res.status === 200) {
+      if (signedOut) signedIn();
+      acknowledge(sent, res.body);
+      if (pending.length) schedule(SAVE_DEBOUNCE_MS);
+      else {
+        setStatus("saved", savedText());
+        notice("");
       }
-      li.append(tools);
+      return;
     }
-    return li;
-  }
-
-  function renderRanking(focusId) {
-    var r = ranks();
-    var shared = sharedRanks(r);
-    rankedEl.replaceChildren.apply(
-      rankedEl,
-      ranked.map(function (item) { return makeItem(item.id, true, r[item.id], item.tied, shared[r[item.id]]); })
-    );
-    unrankedEl.replaceChildren.apply(
-      unrankedEl,
-      unranked.map(function (id) { return makeItem(id, false); })
-    );
-    if (!unranked.length) unrankedEl.dataset.empty = "All responses are ranked.";
-    else delete unrankedEl.dataset.empty;
-    document.querySelectorAll("[data-rank-chip]").forEach(function (chip) {
-      var id = Number(chip.dataset.rankChip);
-      chip.textContent = r[id] ? "Rank " + r[id] + (shared[r[id]] ? " (tie)" : "") : "Not ranked";
-      chip.classList.toggle("unranked", !r[id]);
-    });
-    if (focusId !== undefined && focusId !== null) {
-      var el = document.querySelector('.rank-item[data-id="' + focusId + '"]');
-      if (el) el.focus();
+    if (res.status === 401) return sessionEnded();
+    if (res.status === 403 && res.body.error === "csrf") {
+      // The token changed (signed in again elsewhere): the next try reads the new cookie.
+      return trouble(res.body.message || "Sending your changes again.", 500);
     }
+    if (res.status === 403) return trouble(res.body.message || "Your access needs attention.");
+    if (res.status === 409 && res.body.error === "read_only") return submittedElsewhere(res.body);
+    if (res.status === 400) return refused(res.body, sent);
+    trouble(res.body.message || "The server had a problem saving (" + res.status + ").");
   }
 
-  function onRankClick(event) {
-    var b = event.target.closest("button[data-action]");
-    if (!b || !editable) return;
-    var id = Number(b.closest(".rank-item").dataset.id);
-    var action = b.dataset.action;
-    if (action === "add") addToRanking(id);
-    else if (action === "remove") removeFromRanking(id);
-    else if (action === "up") move(id, -1);
-    else if (action === "down") move(id, 1);
-    else if (action === "tie") toggleTie(id);
+  function trouble(message, waitMs) {
+    retryMs = waitMs || (retryMs ? Math.min(retryMs * 2, MAX_RETRY_MS) : 1000);
+    var n = pending.length;
+    setStatus("offline", (n ? "Not saved yet: " + n + " change" + (n === 1 ? "" : "s") + " waiting. " : "") + message + " Trying again in " + Math.max(1, Math.round(retryMs / 1000)) + " s.");
+    if (n) notice("Not saved yet. " + message + " Your changes are kept in this tab and sent as soon as the server answers.", [{ label: "Try now", run: function () { schedule(0); } }]);
+    window.clearTimeout(timer);
+    timer = window.setTimeout(submitting ? submitNow : flush, retryMs);
   }
 
-  function onRankKey(event) {
-    var li = event.target.closest(".rank-item");
-    if (!li || event.target !== li || !editable) return;
-    var id = Number(li.dataset.id);
-    var inRanking = indexOfRanked(id) >= 0;
-    var key = event.key;
-    var handled = true;
-    if ((key === "ArrowUp" || key === "ArrowDown") && event.altKey) {
-      if (inRanking) move(id, key === "ArrowUp" ? -1 : 1);
-      else addToRanking(id);
-    } else if (key === "ArrowUp" || key === "ArrowDown") {
-      var sibling = key === "ArrowUp" ? li.previousElementSibling : li.nextElementSibling;
-      if (sibling) sibling.focus();
-    } else if ((key === "Enter" || key === " ") && !inRanking) {
-      addToRanking(id);
-    } else if ((key === "t" || key === "T") && inRanking) {
-      toggleTie(id);
-    } else if ((key === "Delete" || key === "Backspace") && inRanking) {
-      removeFromRanking(id);
+  function refused(body, sent) {
+    // A malformed edit (a bug, or a tag an admin just retired): drop it so the rest can go.
+    var m = /^edits\[(\d+)\]/.exec(body.field || "");
+    if (m && sent.edits[Number(m[1])]) {
+      var bad = sent.edits[Number(m[1])];
+      pending = pending.filter(function (e) { return e !== bad; });
+      persist();
     } else {
-      handled = false;
+      pending = [];
+      persist();
     }
-    if (handled) event.preventDefault();
+    setStatus("error", "One change was refused: " + (body.message || "the server refused it") + ".");
+    notice("One change was refused: " + (body.message || "the server refused it") + ". Everything else is kept.");
+    if (pending.length) schedule(SAVE_DEBOUNCE_MS);
   }
 
-  var sortables = [];
+  function sessionEnded() {
+    signedOut = true;
+    window.clearTimeout(timer);
+    var n = pending.length;
+    setStatus("signed-out", "Signed out: " + n + " change" + (n === 1 ? "" : "s") + " kept on this page, not saved yet.");
+    notice("Your session has ended. Sign in again to save; your changes stay on this page.", [
+      { label: "Sign in again", primary: true, run: openSignin },
+    ]);
+    if (signinDialog && !signinDialog.open && typeof signinDialog.showModal === "function") signinDialog.showModal();
+    // Also try now and then: the clinician may sign in in another tab without coming back here.
+    timer = window.setTimeout(submitting ? submitNow : flush, 15000);
+  }
+
+  function openSignin(event) {
+    if (event) event.preventDefault();
+    window.open(data.urls.login, "medalign-signin", "width=520,height=720");
+  }
+
+  function signedIn() {
+    signedOut = false;
+    if (signinDialog && signinDialog.open) signinDialog.close();
+    notice("");
+    announce("Signed in again. Saving your changes.");
+  }
+
+  function resume() {
+    if (stopped) return;
+    if (signedOut) signedIn();
+    window.clearTimeout(timer);
+    syncDue = true;
+    if (submitting) submitNow();
+    else flush();
+  }
+
+  if ("BroadcastChannel" in window) {
+    new BroadcastChannel("medalign-session").addEventListener("message", resume);
+  }
+  window.addEventListener("message", function (event) {
+    if (event.origin === window.location.origin && event.data === "medalign-signed-in") resume();
+  });
+  if (signinDialog) {
+    document.getElementById("signin-open").addEventListener("click", openSignin);
+    document.getElementById("signin-retry").addEventListener("click", function () { signinDialog.close(); resume(); });
+  }
+  window.addEventListener("online", function () { if (pending.length) schedule(0); });
+
+  function submittedElsewhere(body) {
+    var unapplied = body.unapplied || [];
+    stopped = true;
+    window.clearTimeout(timer);
+    forget();
+    editable = false;
+    lockPage();
+    var list = unapplied.map(describeKey).join("; ");
+    var text = (body.message || "This review was submitted elsewhere") + ". " +
+      (unapplied.length
+        ? "These changes made here were not applied: " + list + ". Ask an admin to reopen the review if they matter."
+        : "Everything you changed here is in the submitted review.");
+    setStatus("conflict", "Submitted elsewhere: read-only.");
+    notice(text, [{ label: "Show the submitted review", primary: true, run: function () { window.location.reload(); } }]);
+    showErrors([text], "");
+  }
+
+  function describeKey(key) {
+    var dot = key.indexOf(".");
+    if (dot < 0) return key === "cannot_assess" ? "the cannot-assess reason" : "the cannot-assess details";
+    return "Response " + labels[key.slice(0, dot)] + " " + key.slice(dot + 1).replace("is_correct", "correct/incorrect");
+  }
+
+  /* time spent, and keeping two tabs in step */
+  var lastActivity = Date.now();
+  var syncDue = false;
+  ["keydown", "pointerdown", "wheel", "scroll", "input"].forEach(function (name) {
+    document.addEventListener(name, function () { lastActivity = Date.now(); }, { passive: true, capture: true });
+  });
+  window.setInterval(function () {
+    if (editable && document.visibilityState === "visible" && Date.now() - lastActivity < 60000) activeSeconds += 1;
+  }, 1000);
+  window.setInterval(function () {
+    if (document.visibilityState === "visible" && !signedOut && !inFlight && !timer) {
+      syncDue = true;
+      flush();
+    }
+  }, SYNC_EVERY_MS);
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "hidden") flushOnLeave();
+    else if (!signedOut) { syncDue = true; if (!timer) flush(); }
+  });
+  window.addEventListener("pagehide", flushOnLeave);
+
+  function flushOnLeave() {
+    // The tab is hidden or closing: send now. The edits stay pending (and in this tab's
+    // storage) until acknowledged, so a reload resends them; resending is harmless.
+    if (!editable || stopped || submitting || !pending.length) return;
+    request("POST", data.urls.save, batch(), true).catch(function () {});
+  }
+
+  /* ================================================================ cards and ranking */
+  var cards = {};
+  Array.prototype.forEach.call(document.querySelectorAll(".response[data-handle]"), function (card) {
+    cards[card.dataset.handle] = card;
+  });
+  var handles = data.responses.map(function (r) { return r.handle; });
+
+  function renderCard(handle) {
+    var v = values[handle];
+    var card = cards[handle];
+    if (!card) return;
+    card.querySelector("select[data-field=rank]").value = v.rank ? String(v.rank) : "";
+    card.querySelectorAll("button[data-field=is_correct]").forEach(function (b) {
+      b.setAttribute("aria-pressed", String(v.is_correct !== null && String(v.is_correct) === b.dataset.value));
+    });
+    card.querySelectorAll("input[data-field=tags]").forEach(function (box) { box.checked = v.tags.indexOf(box.value) >= 0; });
+    card.querySelector("[data-tag-count]").textContent = v.tags.length ? "(" + v.tags.length + ")" : "";
+    var area = card.querySelector("textarea[data-field=comment]");
+    if (document.activeElement !== area) area.value = v.comment;
+    card.dataset.rank = v.rank || "";
+    card.dataset.correct = v.is_correct === null ? "" : String(v.is_correct);
+  }
+
+  function renderReviewFields() {
+    var v = values[""];
+    document.getElementById("cannot-assess").value = v.cannot_assess || "";
+    var note = document.getElementById("cannot-assess-note");
+    if (document.activeElement !== note) note.value = v.cannot_assess_note || "";
+  }
+
+  function groups() {
+    // Ranked responses grouped by rank, best first; within a rank in the order shown.
+    var byRank = {};
+    handles.forEach(function (h) {
+      var r = values[h].rank;
+      if (r) (byRank[r] = byRank[r] || []).push(h);
+    });
+    return Object.keys(byRank).map(Number).sort(function (a, b) { return a - b; }).map(function (r) {
+      return { rank: r, handles: byRank[r] };
+    });
+  }
+
+  var rankOrder = document.getElementById("rank-order");
+  var rankUnranked = document.getElementById("rank-unranked");
+
+  function renderSummary() {
+    var items = groups().map(function (g) {
+      var li = document.createElement("li");
+      li.className = "rank-group" + (g.handles.length > 1 ? " tied" : "");
+      li.dataset.rank = String(g.rank);
+      var badge = document.createElement("span");
+      badge.className = "rank-badge";
+      badge.textContent = String(g.rank);
+      li.append(badge);
+      g.handles.forEach(function (h) {
+        var a = document.createElement("a");
+        a.href = "#label-" + h;
+        a.className = "rank-entry";
+        a.dataset.handle = h;
+        var strong = document.createElement("strong");
+        strong.textContent = labels[h];
+        var words = document.createElement("span");
+        words.className = "rank-words";
+        words.textContent = previews[h];
+        a.append(strong, " ", words);
+        a.setAttribute("aria-label", "Response " + labels[h] + ", rank " + g.rank + (g.handles.length > 1 ? ", tied" : "") + ": " + previews[h]);
+        li.append(a);
+      });
+      return li;
+    });
+    rankOrder.replaceChildren.apply(rankOrder, items);
+    var unranked = handles.filter(function (h) { return !values[h].rank; });
+    rankUnranked.textContent = unranked.length
+      ? "Not ranked yet: " + unranked.map(function (h) { return labels[h]; }).join(", ") + "."
+      : "Every response is ranked.";
+    rankUnranked.classList.toggle("done", !unranked.length);
+  }
+
+  function setRank(handle, rank) {
+    if (!editable) return;
+    rank = rank ? Math.max(1, Math.min(N, rank)) : null;
+    if (values[handle].rank === rank) return;
+    edit(handle, "rank", rank);
+    renderCard(handle);
+    renderSummary();
+    var tied = rank && handles.filter(function (h) { return values[h].rank === rank; }).length > 1;
+    announce("Response " + labels[handle] + (rank ? " ranked " + rank + (tied ? ", tied" : "") : " not ranked") + ".");
+  }
+
+  function setCorrect(handle, value) {
+    if (!editable) return;
+    if (values[handle].is_correct === value) value = null; // pressing again clears
+    edit(handle, "is_correct", value);
+    renderCard(handle);
+    announce("Response " + labels[handle] + (value === null ? " not marked" : value ? " marked correct" : " marked incorrect") + ".");
+  }
+
+  // Drag the summary's rank groups to reorder: ranks become 1…k in the new order.
+  var sortable = null;
   function initSortable() {
     if (!editable || typeof window.Sortable === "undefined") return;
-    [unrankedEl, rankedEl].forEach(function (list) {
-      sortables.push(
-        window.Sortable.create(list, {
-          group: "ranking",
-          animation: 120,
-          draggable: ".rank-item",
-          filter: ".icon-button",
-          preventOnFilter: false,
-          // Mouse and touch events rather than native drag-and-drop: consistent on tablets.
-          forceFallback: true,
-          fallbackTolerance: 3,
-          ghostClass: "dragging",
-          onEnd: function (evt) {
-            syncFromDom();
-            var id = Number(evt.item.dataset.id);
-            rankingChanged(id, describe(id) + ".");
-          },
-        })
-      );
+    sortable = window.Sortable.create(rankOrder, {
+      animation: 120,
+      draggable: ".rank-group",
+      forceFallback: true,
+      fallbackTolerance: 3,
+      ghostClass: "dragging",
+      onEnd: function () {
+        Array.prototype.forEach.call(rankOrder.querySelectorAll(".rank-group"), function (li, i) {
+          Array.prototype.forEach.call(li.querySelectorAll(".rank-entry"), function (a) {
+            var h = a.dataset.handle;
+            if (values[h].rank !== i + 1) { edit(h, "rank", i + 1); renderCard(h); }
+          });
+        });
+        renderSummary();
+        announce("Ranking reordered.");
+      },
     });
   }
 
-  rankedEl.addEventListener("click", onRankClick);
-  unrankedEl.addEventListener("click", onRankClick);
-  rankedEl.addEventListener("keydown", onRankKey);
-  unrankedEl.addEventListener("keydown", onRankKey);
+  form.addEventListener("change", function (event) {
+    var el = event.target;
+    var card = el.closest(".response");
+    var field = el.dataset.field;
+    if (!field) return;
+    if (!card) {
+      edit("", field, el.value);
+      return;
+    }
+    var h = card.dataset.handle;
+    if (field === "rank") setRank(h, el.value ? Number(el.value) : null);
+    else if (field === "tags") {
+      var tags = Array.prototype.filter.call(card.querySelectorAll("input[data-field=tags]"), function (b) { return b.checked; })
+        .map(function (b) { return b.value; });
+      edit(h, "tags", tags);
+      renderCard(h);
+    }
+  });
+  form.addEventListener("input", function (event) {
+    var el = event.target;
+    if (el.tagName !== "TEXTAREA" || !el.dataset.field) return;
+    var card = el.closest(".response");
+    edit(card ? card.dataset.handle : "", el.dataset.field, el.value);
+  });
+  form.addEventListener("click", function (event) {
+    var b = event.target.closest("button[data-field=is_correct]");
+    if (!b) return;
+    setCorrect(b.closest(".response").dataset.handle, b.dataset.value === "true");
+  });
 
-  /* ---------------------------------------------------------------- collecting the form */
-  function collect() {
-    var r = ranks();
-    return {
-      version: version,
-      active_seconds: Math.min(activeSeconds, 86400),
-      cannot_assess: document.getElementById("cannot-assess").value,
-      cannot_assess_note: document.getElementById("cannot-assess-note").value,
-      judgements: data.responses.map(function (resp) {
-        var checked = form.querySelector('input[name="correct-' + resp.id + '"]:checked');
-        var tags = form.querySelectorAll('input[name="tags-' + resp.id + '"]:checked');
-        return {
-          response: resp.id,
-          position: resp.position,
-          rank: r[resp.id] || null,
-          is_correct: checked ? checked.value === "true" : null,
-          error_tags: Array.prototype.map.call(tags, function (t) { return t.value; }),
-          comment: document.getElementById("comment-" + resp.id).value,
-        };
-      }),
-    };
+  /* compare any two */
+  var compareDialog = document.getElementById("compare-dialog");
+  form.addEventListener("change", function (event) {
+    if (!event.target.matches("[data-compare]")) return;
+    var chosen = Array.prototype.filter.call(form.querySelectorAll("[data-compare]"), function (b) { return b.checked; });
+    if (chosen.length < 2) return;
+    var cols = document.getElementById("compare-columns");
+    cols.replaceChildren.apply(cols, chosen.slice(0, 2).map(function (box) {
+      var card = box.closest(".response");
+      var col = document.createElement("section");
+      var h = document.createElement("h3");
+      h.textContent = "Response " + labels[card.dataset.handle];
+      var text = card.querySelector(".response-text").cloneNode(true);
+      col.append(h, text);
+      return col;
+    }));
+    chosen.forEach(function (b) { b.checked = false; });
+    compareDialog.showModal();
+  });
+  document.querySelectorAll("dialog [data-close]").forEach(function (b) {
+    b.addEventListener("click", function () { b.closest("dialog").close(); });
+  });
+
+  /* ================================================================ keyboard */
+  var helpDialog = document.getElementById("help-dialog");
+  document.getElementById("show-help").addEventListener("click", function () { helpDialog.showModal(); });
+
+  function focusCard(i) {
+    var h = handles[Math.max(0, Math.min(handles.length - 1, i))];
+    if (!h) return;
+    cards[h].focus();
+    cards[h].scrollIntoView({ block: "nearest" });
   }
 
-  function problems(state) {
-    var out = [];
-    if (state.cannot_assess) {
-      if (state.cannot_assess === "other" && !state.cannot_assess_note.trim()) {
-        out.push("Say why the responses cannot be assessed.");
+  document.getElementById("skip-to-responses").addEventListener("click", function (event) {
+    event.preventDefault();
+    focusCard(0);
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    var target = event.target;
+    if (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" && target.type !== "checkbox") || target.tagName === "SELECT") {
+      if (event.key === "Escape" && target.closest(".response")) {
+        target.closest(".response").focus();
+        event.preventDefault();
       }
+      return;
+    }
+    if (event.key === "?") {
+      helpDialog.showModal();
+      event.preventDefault();
+      return;
+    }
+    if (event.key === "S" && event.shiftKey) {
+      submitBtn.focus();
+      event.preventDefault();
+      return;
+    }
+    var card = target.closest && target.closest(".response");
+    if (!card || target !== card) return;
+    var h = card.dataset.handle;
+    var i = handles.indexOf(h);
+    var key = event.key;
+    var handled = true;
+    if (/^[1-9]$/.test(key) && Number(key) <= N) setRank(h, Number(key));
+    else if (key === "0" || key === "Backspace" || key === "Delete") setRank(h, null);
+    else if (key === "=" || key === "t" || key === "T") {
+      if (i === 0) announce("Nothing above Response " + labels[h] + " to tie with.");
+      else if (!values[handles[i - 1]].rank) announce("Rank Response " + labels[handles[i - 1]] + " first.");
+      else setRank(h, values[handles[i - 1]].rank);
+    } else if (key === "c" || key === "C") setCorrect(h, true);
+    else if (key === "x" || key === "X") setCorrect(h, false);
+    else if (key === "j" || key === "ArrowDown") focusCard(i + 1);
+    else if (key === "k" || key === "ArrowUp") focusCard(i - 1);
+    else if (key === "m" || key === "M") {
+      var box = card.querySelector(".comment-box");
+      box.open = true;
+      box.querySelector("textarea").focus();
+    } else if (key === "e" || key === "E") {
+      var tags = card.querySelector(".tags-box");
+      tags.open = true;
+      var first = tags.querySelector("input");
+      if (first) first.focus();
+    } else handled = false;
+    if (handled) event.preventDefault();
+  });
+
+  /* ================================================================ submit */
+  function lockPage() {
+    if (sortable) sortable.destroy();
+    sortable = null;
+    form.querySelectorAll("input, textarea, select, button").forEach(function (el) {
+      if (el.name !== "csrfmiddlewaretoken" && !el.matches("[data-compare]")) el.disabled = true;
+    });
+  }
+
+  function problems() {
+    var out = [];
+    var r = values[""];
+    if (r.cannot_assess) {
+      if (r.cannot_assess === "other" && !(r.cannot_assess_note || "").trim()) out.push("Say why the responses cannot be assessed.");
       return out;
     }
-    if (unranked.length) {
-      out.push("Rank every response: " + unranked.map(function (id) { return "Response " + labels[id]; }).join(", ") + " not ranked yet.");
-    }
-    state.judgements.forEach(function (j) {
-      if (j.is_correct === null) out.push("Mark Response " + labels[j.response] + " correct or incorrect.");
+    var unranked = handles.filter(function (h) { return !values[h].rank; });
+    if (unranked.length) out.push("Rank every response: " + unranked.map(function (h) { return "Response " + labels[h]; }).join(", ") + " not ranked yet.");
+    handles.forEach(function (h) {
+      if (values[h].is_correct === null) out.push("Mark Response " + labels[h] + " correct or incorrect.");
     });
     return out;
   }
 
-  function showErrors(list) {
+  function showErrors(list, heading) {
     errorsEl.replaceChildren();
     if (!list.length) {
       errorsEl.hidden = true;
       return;
     }
-    var p = document.createElement("p");
-    p.textContent = "Before submitting:";
+    if (heading !== "") {
+      var p = document.createElement("p");
+      p.textContent = heading || "Before submitting:";
+      errorsEl.append(p);
+    }
     var ul = document.createElement("ul");
     list.forEach(function (text) {
       var li = document.createElement("li");
       li.textContent = text;
       ul.append(li);
     });
-    errorsEl.append(p, ul);
+    errorsEl.append(ul);
     errorsEl.hidden = false;
     errorsEl.focus();
   }
 
-  /* ---------------------------------------------------------------- time spent */
-  // Seconds with the page visible and someone active in the last minute; sent with each save
-  // and subtracted once the server has counted them.
-  var activeSeconds = 0;
-  var lastActivity = Date.now();
-  ["keydown", "pointerdown", "wheel", "scroll", "input"].forEach(function (name) {
-    document.addEventListener(name, function () { lastActivity = Date.now(); }, { passive: true, capture: true });
-  });
-  window.setInterval(function () {
-    if (editable && document.visibilityState === "visible" && Date.now() - lastActivity < 60000) {
-      activeSeconds += 1;
-      // Reading without editing still counts: flush the time now and then.
-      if (activeSeconds >= 60 && !dirty && !inFlight && !blocked) changed(true);
-    }
-  }, 1000);
-
-  /* ---------------------------------------------------------------- autosave */
-  var dirty = false;
-  var inFlight = null;
-  var timer = null;
-  var retryMs = 0;
-  var blocked = false; // stale version or read-only: saving stops until a reload
-  var submitting = false;
-
-  function post(url, payload, keepalive) {
-    return fetch(url, {
-      method: "POST",
-      credentials: "same-origin",
-      redirect: "manual", // an expired session redirects to sign-in: treat it as an error
-      keepalive: Boolean(keepalive),
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf, Accept: "application/json" },
-      body: JSON.stringify(payload),
-    }).then(function (response) {
-      var type = response.headers.get("Content-Type") || "";
-      var body = type.indexOf("application/json") >= 0 ? response.json() : Promise.resolve({});
-      return body.then(function (json) { return { status: response.status, type: response.type, body: json }; });
-    });
-  }
-
-  function changed(timeOnly) {
-    if (!editable || blocked || submitting) return;
-    dirty = true;
-    if (!timeOnly) setStatus("pending", "Unsaved changes…");
-    window.clearTimeout(timer);
-    timer = window.setTimeout(save, timeOnly ? 0 : SAVE_DEBOUNCE_MS);
-  }
-
-  function scheduleRetry(message) {
-    dirty = true;
-    retryMs = retryMs ? Math.min(retryMs * 2, MAX_RETRY_MS) : 1000;
-    setStatus("offline", message + " Retrying in " + Math.round(retryMs / 1000) + " s; keep this page open.");
-    window.clearTimeout(timer);
-    timer = window.setTimeout(save, retryMs);
-  }
-
-  function stop(state, message) {
-    blocked = true;
-    dirty = false;
-    window.clearTimeout(timer);
-    setStatus(state, message);
-  }
-
-  function save() {
-    timer = null;
-    if (inFlight || !dirty || blocked || !editable || submitting) return;
-    dirty = false;
-    var payload = collect();
-    var sent = payload.active_seconds;
-    setStatus("saving", "Saving…");
-    inFlight = post(data.urls.save, payload)
-      .then(function (res) {
-        if (res.status === 200) {
-          version = res.body.version;
-          activeSeconds = Math.max(0, activeSeconds - sent);
-          retryMs = 0;
-          if (dirty) timer = window.setTimeout(save, SAVE_DEBOUNCE_MS);
-          else setStatus("saved", "All changes saved at " + new Date().toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) + ".");
-        } else if (res.status === 409) {
-          stop("conflict", (res.body.message || "This review changed elsewhere.") + " Reload the page to continue.");
-        } else if (res.status === 400) {
-          setStatus("error", "Could not save: " + (res.body.message || "the server refused the change") + ".");
-        } else if (res.type === "opaqueredirect" || res.status === 403) {
-          scheduleRetry("Your session has ended: sign in again in another tab; nothing is lost.");
-        } else {
-          // A 503 from the server (database away) carries a message saying so: show it.
-          scheduleRetry(res.body.message || "The server had a problem saving (" + res.status + ").");
-        }
-      })
-      .catch(function () {
-        scheduleRetry("Offline: can't reach the server.");
-      })
-      .finally(function () {
-        inFlight = null;
-      });
-    return inFlight;
-  }
-
-  function flushOnLeave() {
-    // The tab is being hidden or closed: send what is pending without waiting for the timer.
-    if (!editable || blocked || submitting || inFlight) return;
-    if (!dirty && activeSeconds < 5) return;
-    window.clearTimeout(timer);
-    dirty = false;
-    post(data.urls.save, collect(), true).catch(function () {});
-  }
-  document.addEventListener("visibilitychange", function () {
-    if (document.visibilityState === "hidden") flushOnLeave();
-  });
-  window.addEventListener("pagehide", flushOnLeave);
-
-  form.addEventListener("input", function (event) {
-    if (event.target.closest(".rank-list")) return;
-    changed();
-  });
-  form.addEventListener("change", function (event) {
-    if (event.target.closest(".rank-list")) return;
-    changed();
-  });
-
-  /* ---------------------------------------------------------------- submit */
-  function lockPage() {
-    editable = false;
-    sortables.forEach(function (s) { s.destroy(); });
-    sortables = [];
-    form.querySelectorAll("input, textarea, select, button[type=submit]").forEach(function (el) {
-      if (el.name !== "csrfmiddlewaretoken") el.disabled = true;
-    });
-    renderRanking();
-  }
-
   function submitNow() {
+    window.clearTimeout(timer);
+    timer = null;
     setStatus("saving", "Submitting…");
-    var payload = collect();
-    var sent = payload.active_seconds;
-    post(data.urls.submit, payload)
+    var sent = batch();
+    request("POST", data.urls.submit, sent)
       .then(function (res) {
         if (res.status === 200 && res.body.status === "submitted") {
-          version = res.body.version;
-          activeSeconds = Math.max(0, activeSeconds - sent);
+          if (signedOut) signedIn();
+          stopped = true;
+          forget();
+          editable = false;
           lockPage();
           setStatus("submitted", "Submitted. Thank you. The review is now read-only.");
+          notice("");
           showErrors([]);
           var next = document.getElementById("next-review");
           next.classList.add("primary");
           next.focus();
-        } else if (res.status === 409) {
-          stop("conflict", (res.body.message || "This review changed elsewhere.") + " Reload the page to continue.");
+          announce("Review submitted.");
+        } else if (res.status === 401) {
+          sessionEnded();
+        } else if (res.status === 409 && res.body.error === "read_only") {
+          submitting = false;
+          submittedElsewhere(res.body);
         } else if (res.status === 400) {
           submitting = false;
           submitBtn.disabled = false;
-          setStatus("error", "Not submitted.");
+          setStatus("error", "Not submitted: " + (res.body.message || "the server refused the review") + ".");
           showErrors([res.body.message || "The server refused the review."]);
+        } else if (res.status === 403 && res.body.error === "csrf") {
+          trouble(res.body.message || "Sending again.", 500);
         } else {
-          retrySubmit(res.body.message || "The server had a problem (" + res.status + ").");
+          trouble(res.body.message || "The server had a problem (" + res.status + ").");
         }
       })
-      .catch(function () { retrySubmit("Offline: can't reach the server."); });
-  }
-
-  function retrySubmit(message) {
-    // Submitting is idempotent on the server, so retrying can never make two reviews.
-    retryMs = retryMs ? Math.min(retryMs * 2, MAX_RETRY_MS) : 1000;
-    setStatus("offline", message + " Retrying the submission in " + Math.round(retryMs / 1000) + " s.");
-    window.setTimeout(submitNow, retryMs);
+      .catch(function () { trouble("You are offline or the server cannot be reached."); });
   }
 
   form.addEventListener("submit", function (event) {
     event.preventDefault();
-    if (!editable || submitting || blocked) return;
-    var state = collect();
-    var found = problems(state);
+    if (!editable || submitting || stopped) return;
+    var found = problems();
     showErrors(found);
     if (found.length) return;
     submitting = true;
@@ -564,7 +704,7 @@
     Promise.resolve(inFlight).catch(function () {}).then(submitNow);
   });
 
-  /* ---------------------------------------------------------------- the record panel */
+  /* ================================================================ the record panel */
   var urls = data.urls;
   var tabExcerpt = document.getElementById("tab-excerpt");
   var tabFull = document.getElementById("tab-full");
@@ -578,10 +718,14 @@
   var searchClear = document.getElementById("record-search-clear");
   var record = { mode: "timeline", next: "", loaded: false, loading: false, count: 0, query: "" };
 
-  function getJSON(url) {
-    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(function (r) {
-      if (!r.ok) throw new Error("HTTP " + r.status);
-      return r.json();
+  function getRecord(url, payload) {
+    return request(payload === undefined ? "GET" : "POST", url, payload).then(function (res) {
+      if (res.status === 401) {
+        sessionEnded();
+        throw new Error("signed out");
+      }
+      if (res.status !== 200 || typeof res.body.html !== "string") throw new Error("HTTP " + res.status);
+      return res.body;
     });
   }
 
@@ -594,8 +738,8 @@
   function appendRows(html, reset) {
     var content = fragment(html);
     if (reset) list.replaceChildren();
-    var groups = list.querySelectorAll(".tl-group");
-    var last = groups[groups.length - 1];
+    var groupsEls = list.querySelectorAll(".tl-group");
+    var last = groupsEls[groupsEls.length - 1];
     var first = content.firstElementChild;
     // A page that continues the previous page's day and encounter doesn't repeat its header.
     if (!reset && last && first && first.classList.contains("tl-group") && first.dataset.key === last.dataset.key) first.remove();
@@ -607,21 +751,22 @@
     record.loading = true;
     more.disabled = true;
     list.setAttribute("aria-busy", "true");
-    var params = new URLSearchParams();
-    var base = urls.events;
+    var cursor = !reset && record.next ? record.next : "";
+    var call;
     if (record.mode === "search") {
-      base = urls.search;
-      params.set("q", record.query);
+      call = getRecord(urls.search, { q: record.query, cursor: cursor });
     } else {
+      var params = new URLSearchParams();
       if (typeSelect.value) params.set("type", typeSelect.value);
       if (reset && dayInput.value) params.set("day", dayInput.value);
+      if (cursor) params.set("cursor", cursor);
+      call = getRecord(urls.events + "?" + params.toString());
     }
-    if (!reset && record.next) params.set("cursor", record.next);
-    getJSON(base + "?" + params.toString())
+    call
       .then(function (page) {
         appendRows(page.html, reset);
-        record.count = (reset ? 0 : record.count) + page.count;
-        record.next = page.next;
+        record.count = (reset ? 0 : record.count) + (Number(page.count) || 0);
+        record.next = page.next || "";
         more.hidden = !page.next;
         if (page.types) fillTypes(page.types);
         if (record.mode === "search") {
@@ -632,7 +777,7 @@
         }
       })
       .catch(function () {
-        summary.textContent = "Could not load the record. Check your connection and try again.";
+        summary.textContent = signedOut ? "Sign in again to load the record." : "Could not load the record. Check your connection and try again.";
         more.hidden = false;
       })
       .finally(function () {
@@ -652,25 +797,25 @@
     });
   }
 
-  function selectTab(tab) {
+  function selectTab(tabEl) {
     [tabExcerpt, tabFull].forEach(function (t) {
-      var on = t === tab;
+      var on = t === tabEl;
       t.setAttribute("aria-selected", on ? "true" : "false");
       t.tabIndex = on ? 0 : -1;
       document.getElementById(t.getAttribute("aria-controls")).hidden = !on;
     });
-    if (tab === tabFull && !record.loaded) {
+    if (tabEl === tabFull && !record.loaded) {
       record.loaded = true;
       loadRecord(true);
     }
   }
 
   if (tabExcerpt && tabFull) {
-    [tabExcerpt, tabFull].forEach(function (tab) {
-      tab.addEventListener("click", function () { selectTab(tab); });
-      tab.addEventListener("keydown", function (event) {
+    [tabExcerpt, tabFull].forEach(function (t) {
+      t.addEventListener("click", function () { selectTab(t); });
+      t.addEventListener("keydown", function (event) {
         if (event.key === "ArrowRight" || event.key === "ArrowLeft") {
-          var other = tab === tabExcerpt ? tabFull : tabExcerpt;
+          var other = t === tabExcerpt ? tabFull : tabExcerpt;
           selectTab(other);
           other.focus();
           event.preventDefault();
@@ -697,41 +842,48 @@
       loadRecord(true);
       searchInput.focus();
     });
-
-    var excerptBody = document.getElementById("excerpt-body");
-    getJSON(urls.excerpt)
-      .then(function (page) { excerptBody.replaceChildren(fragment(page.html)); })
-      .catch(function () { excerptBody.textContent = "Could not load the excerpt. Open the full record instead."; })
-      .finally(function () { excerptBody.removeAttribute("aria-busy"); });
   }
 
-  // Notes expand in place; the whole text is fetched only when asked for.
+  // Notes expand in place, replacing their preview; the whole text is fetched when asked for.
   document.addEventListener("click", function (event) {
     var b = event.target.closest(".note-expand");
     if (!b) return;
     var full = b.nextElementSibling;
+    var preview = b.parentElement.querySelector(".note-preview");
     var open = b.getAttribute("aria-expanded") === "true";
     if (open) {
       full.hidden = true;
+      if (preview) preview.hidden = false;
       b.setAttribute("aria-expanded", "false");
       b.textContent = "Show the whole note";
       return;
     }
     var show = function () {
       full.hidden = false;
+      if (preview) preview.hidden = true;
       b.setAttribute("aria-expanded", "true");
-      b.textContent = "Hide the whole note";
+      b.textContent = "Show the preview only";
     };
     if (full.childElementCount) return show();
     b.disabled = true;
-    getJSON(b.dataset.url)
+    getRecord(b.dataset.url)
       .then(function (page) { full.replaceChildren(fragment(page.html)); show(); })
       .catch(function () { full.textContent = "Could not load the note."; full.hidden = false; })
       .finally(function () { b.disabled = false; });
   });
 
-  /* ---------------------------------------------------------------- start */
-  renderRanking();
-  initSortable();
-  if (!editable) lockPage();
+  /* ================================================================ start */
+  handles.forEach(renderCard);
+  renderReviewFields();
+  renderSummary();
+  if (editable) {
+    initSortable();
+    if (pending.length) {
+      setStatus("pending", "Sending " + pending.length + " change" + (pending.length === 1 ? "" : "s") + " kept from before the reload…");
+      schedule(0);
+    }
+  } else {
+    forget();
+    lockPage();
+  }
 })();
