@@ -92,8 +92,9 @@ def _payload(
     perceived = np.asarray([quality[rid] + noise[rid] for rid in order])
     # Rounding to half points makes close responses tie, as clinicians' ranks do.
     ranks = rankdata(-np.round(perceived * 2.0) / 2.0, method="min").astype(int)
-    items = []
-    for position, (rid, rank) in enumerate(zip(order, ranks, strict=True)):
+    edits = []
+    at = 0  # simulated: the edits carry no real time
+    for handle, rid, rank in zip(review.handles, order, ranks, strict=True):
         response = responses[rid]
         truth = response.release_binary_correct
         correct = bool(truth) if truth is not None else bool(quality[rid] > 1.6)
@@ -101,17 +102,12 @@ def _payload(
         if draw.random() < CORRECT_FLIP:
             correct = not correct
         error_tags = [tags[int(draw.integers(len(tags)))]] if (not correct and tags) else []
-        items.append(
-            {
-                "response": rid,
-                "position": position,
-                "rank": int(rank),
-                "is_correct": correct,
-                "error_tags": error_tags,
-                "comment": "",
-            }
-        )
-    return {"version": review.version, "active_seconds": 0, "judgements": items}
+        edits += [
+            {"handle": handle, "field": "rank", "value": int(rank), "at": at},
+            {"handle": handle, "field": "is_correct", "value": correct, "at": at},
+            {"handle": handle, "field": "tags", "value": error_tags, "at": at},
+        ]
+    return {"edits": edits, "tab": "simulated", "seq": 1, "active_seconds": 0}
 
 
 def demo_simulated_reviews(*, dataset_name: str, n_clinicians: int = 3) -> list[str]:

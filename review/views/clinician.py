@@ -246,7 +246,7 @@ def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
     except review_services.ReviewError as exc:
         return _bad_request(exc.message)
     if not isinstance(body, dict) or not isinstance(body.get("q", ""), str):
-        return _bad_request("send {\"q\": text, \"cursor\": text}")
+        return _bad_request('send {"q": text, "cursor": text}')
     query = body.get("q", "")[:200]
     try:
         cursor = Cursor.decode(str(body.get("cursor") or ""))

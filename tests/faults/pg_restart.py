@@ -180,8 +180,8 @@ def _drill(env: dict, procs: harness.Processes) -> int:
             log("PostgreSQL stopped")
             for page in pages:  # while it is away: rank the rest and mark every answer
                 _rank(page, 99)
-                for radio in page.locator('input[type=radio][value="true"]').all():
-                    radio.check()
+                for button in page.locator('button[data-field=is_correct][data-value="true"]').all():
+                    button.click()
             for page in pages:
                 _wait_state(page, "offline", 20)
                 text = page.locator("#save-status").inner_text()
@@ -198,6 +198,7 @@ def _drill(env: dict, procs: harness.Processes) -> int:
         # A restart in the middle of a save: type a comment, restart at once.
         try:
             for page in pages:
+                page.locator(".comment-box summary").first.click()
                 page.locator("textarea[id^=comment-]").first.fill("after the restart")
             pg_ctl("restart")
             log("pg_ctlcluster restart during the save of a comment")
@@ -227,11 +228,17 @@ def _drill(env: dict, procs: harness.Processes) -> int:
 
 
 def _rank(page, how_many: int) -> None:  # noqa: ANN001 - a Playwright page
-    for _ in range(how_many):
-        buttons = page.locator('#unranked button[data-action="add"]')
-        if buttons.count() == 0:
+    """Give the next ``how_many`` unranked responses the next free ranks (the cards' pickers)."""
+    cards = page.locator("[data-testid=response]")
+    ranked = [c for c in cards.all() if c.get_attribute("data-rank")]
+    for card in cards.all():
+        if how_many <= 0:
             return
-        buttons.first.click()
+        if card.get_attribute("data-rank"):
+            continue
+        ranked.append(card)
+        card.locator("select[data-field=rank]").select_option(str(len(ranked)))
+        how_many -= 1
 
 
 def _wait_state(page, state: str, seconds: float) -> None:  # noqa: ANN001

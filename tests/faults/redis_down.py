@@ -219,28 +219,25 @@ def _drill(env: dict, procs: harness.Processes) -> int:
     )
     data = jsonlib.loads(match.group(1)) if match else None
     timed("record events", lambda: clin.get(f"{base}/record/events/"))
-    timed("record search", lambda: clin.get(f"{base}/record/search/", params={"q": "creatinine"}))
+    timed(
+        "record search",
+        lambda: clin.post(f"{base}/record/search/", json_body={"q": "creatinine"}),
+    )
     if data:
+        at = int(time.time() * 1000)
         body = {
-            "version": data["version"],
+            "tab": "redis-down",
             "active_seconds": 5,
-            "cannot_assess": "",
-            "cannot_assess_note": "",
-            "judgements": [
-                {
-                    "response": r["id"],
-                    "position": r["position"],
-                    "rank": i + 1,
-                    "is_correct": True,
-                    "error_tags": [],
-                    "comment": "",
-                }
+            "edits": [
+                e
                 for i, r in enumerate(data["responses"])
+                for e in (
+                    {"handle": r["handle"], "field": "rank", "value": i + 1, "at": at},
+                    {"handle": r["handle"], "field": "is_correct", "value": True, "at": at},
+                )
             ],
         }
-        saved = timed("autosave", lambda: clin.post(data["urls"]["save"], json_body=body))
-        if saved.status_code == 200:
-            body["version"] = saved.json()["version"]
+        timed("autosave", lambda: clin.post(data["urls"]["save"], json_body=body))
         timed("submit", lambda: clin.post(data["urls"]["submit"], json_body=body))
     else:
         problems.append("the review page did not render its data")

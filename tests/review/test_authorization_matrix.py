@@ -8,7 +8,7 @@ e.g.
     "clinician_queue": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
     "review_page": R(..., kwargs=lambda w: {"assignment_id": w.assignment.pk}),
 
-Outcomes: "200", "302", "403", "404", "405" (exact status); "200|302" (any of those); LOGIN (302
+Outcomes: "200", "302", "401", "403", "404", "405" (exact status); "200|302" (any of those); LOGIN (302
 to sign-in), APP (302 to the application page), MFA (302 to TOTP set-up), ADMIN_LOGIN (302 to
 the admin's login, which sends on to allauth), HOME (302 to the home page), LT500 (anything but a server error). Kinds:
 anonymous, applicant, rejected, expired, revoked (the "unapproved" group), clinician_other,
@@ -147,8 +147,8 @@ RULES: dict[str, Rule] = {
         kwargs=lambda w: {"instruction_id": w.instruction.pk},
     ),
     "record_excerpt": R(
-        anon=LOGIN,
-        unapproved=APP,
+        anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
+        unapproved="403",
         approved="404",
         clinician="200",
         clinician_other="404",
@@ -156,8 +156,8 @@ RULES: dict[str, Rule] = {
         kwargs=lambda w: {"instruction_id": w.instruction.pk},
     ),
     "record_events": R(
-        anon=LOGIN,
-        unapproved=APP,
+        anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
+        unapproved="403",
         approved="404",
         clinician="200",
         clinician_other="404",
@@ -165,8 +165,8 @@ RULES: dict[str, Rule] = {
         kwargs=lambda w: {"instruction_id": w.instruction.pk},
     ),
     "record_event": R(
-        anon=LOGIN,
-        unapproved=APP,
+        anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
+        unapproved="403",
         approved="404",
         clinician="200",
         clinician_other="404",
@@ -174,18 +174,19 @@ RULES: dict[str, Rule] = {
         kwargs=lambda w: {"instruction_id": w.instruction.pk, "event_id": _note(w).pk},
     ),
     "record_search": R(
-        anon=LOGIN,
-        unapproved=APP,
+        anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
+        unapproved="403",
         approved="404",
-        clinician="200",
+        clinician="400",
         clinician_other="404",
-        admin="200",
+        admin="400",
+        method="POST",
         kwargs=lambda w: {"instruction_id": w.instruction.pk},
     ),
     # POST without a JSON body: the owner gets 400 (validation), everyone else 404.
     "review_save": R(
-        anon=LOGIN,
-        unapproved=APP,
+        anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
+        unapproved="403",
         approved="404",
         clinician="400",
         clinician_other="404",
@@ -193,14 +194,15 @@ RULES: dict[str, Rule] = {
         kwargs=lambda w: {"review_id": _review(w).pk},
     ),
     "review_submit": R(
-        anon=LOGIN,
-        unapproved=APP,
+        anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
+        unapproved="403",
         approved="404",
         clinician="400",
         clinician_other="404",
         method="POST",
         kwargs=lambda w: {"review_id": _review(w).pk},
     ),
+    "session_resumed": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
     "admin_assign": admin_only(),
     # --- scoring runs: researchers and admins ------------------------------------------------
     "scoring_runs": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),

@@ -123,7 +123,10 @@ def test_it_saves_a_draft_and_shows_it_after_a_reload(signed_in, setup):
     instruction = setup[2]
     review = open_review(signed_in, instruction)
     body = payload(
-        review, ranks=[1, 1, 3, None], correct=False, comments=[None, None, "Misses the trend.", None]
+        review,
+        ranks=[1, 1, 3, None],
+        correct=False,
+        comments=[None, None, "Misses the trend.", None],
     )
     response = post(signed_in, "review_save", review, body)
     assert response.status_code == 200, response.content
@@ -319,9 +322,7 @@ def _bad_payloads(review: Review, foreign_handle: str) -> dict[str, dict]:
 def test_invalid_payloads_get_400_and_store_nothing(signed_in, setup, endpoint):
     dataset, patient, instruction, *_ = setup
     other_instruction = review_data.make_instruction(dataset, patient, "I-FLOW-2")
-    other_review = review_get_or_start(
-        assignment=review_data.assign(other_instruction, setup[3])
-    )
+    other_review = review_get_or_start(assignment=review_data.assign(other_instruction, setup[3]))
     review = open_review(signed_in, instruction)
     for name, body in _bad_payloads(review, other_review.handles[0]).items():
         response = post(signed_in, endpoint, review, body)

@@ -46,9 +46,7 @@ def test_handles_carry_neither_ids_nor_import_order(setup):
     # Before: the page addressed responses by database id, and within every instruction the
     # same id offset was the same model. Handles are random per review.
     dataset, patient, instruction, clinician, assignment = setup
-    others = [
-        factories.make_user(f"c{i}@example.edu", roles=[Role.CLINICIAN]) for i in range(12)
-    ]
+    others = [factories.make_user(f"c{i}@example.edu", roles=[Role.CLINICIAN]) for i in range(12)]
     reviews = [review_get_or_start(assignment=review_data.assign(instruction, c)) for c in others]
     reviews.append(review_get_or_start(assignment=assignment))
     ids = {str(pk) for pk in ModelResponse.objects.values_list("pk", flat=True)}
@@ -57,9 +55,7 @@ def test_handles_carry_neither_ids_nor_import_order(setup):
     assert not ids & set(every)
     # Sorting handles says nothing about import order: the model at the smallest id is not
     # consistently the first handle in sort order.
-    first_by_handle = {
-        r.shown_order[r.handles.index(min(r.handles))] for r in reviews if r.handles
-    }
+    first_by_handle = {r.shown_order[r.handles.index(min(r.handles))] for r in reviews if r.handles}
     assert len(first_by_handle) > 1
 
 

@@ -5,6 +5,7 @@ CSRF on every state-changing URL (V4.2.2/V13.2.3), session fixation (V3.2.1), op
 text in logs, exports or error pages (V7.1.1, V8.3).
 """
 
+import json
 import logging
 import os
 import re
@@ -289,8 +290,15 @@ def test_searches_and_the_audit_export_hold_no_patient_text(settings, record, ca
     query = "pericardial effusion"
     with caplog.at_level(logging.DEBUG):
         assert client.get(reverse("clinician_review", args=[instruction.pk])).status_code == 200
-        response = client.get(reverse("record_search", args=[instruction.pk]), {"q": query})
+        response = client.post(
+            reverse("record_search", args=[instruction.pk]),
+            json.dumps({"q": query}),
+            content_type="application/json",
+        )
         assert response.status_code == 200 and "pericardial" in response.json()["html"].lower()
+        # The terms never travel in a URL, where proxies and servers log them.
+        get = client.get(reverse("record_search", args=[instruction.pk]), {"q": query})
+        assert get.status_code == 405
     assert query not in caplog.text and "shortness of breath" not in caplog.text
     admin = Client()
     admin.force_login(factories.make_user("audit-admin@example.edu", roles=[Role.ADMIN]))

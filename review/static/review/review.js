@@ -386,6 +386,8 @@
     });
     card.querySelectorAll("input[data-field=tags]").forEach(function (box) { box.checked = v.tags.indexOf(box.value) >= 0; });
     card.querySelector("[data-tag-count]").textContent = v.tags.length ? "(" + v.tags.length + ")" : "";
+    if (v.tags.length) card.querySelector(".tags-box").open = true;
+    if (v.comment) card.querySelector(".comment-box").open = true;
     var area = card.querySelector("textarea[data-field=comment]");
     if (document.activeElement !== area) area.value = v.comment;
     card.dataset.rank = v.rank || "";
@@ -561,13 +563,14 @@
   document.addEventListener("keydown", function (event) {
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     var target = event.target;
-    if (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" && target.type !== "checkbox") || target.tagName === "SELECT") {
-      if (event.key === "Escape" && target.closest(".response")) {
-        target.closest(".response").focus();
-        event.preventDefault();
-      }
+    var inCard = target.closest && target.closest(".response");
+    if (event.key === "Escape" && inCard && target !== inCard) {
+      // Back from a comment, a tag or the rank list to the response, for its single keys.
+      inCard.focus();
+      event.preventDefault();
       return;
     }
+    if (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" && target.type !== "checkbox") || target.tagName === "SELECT") return;
     if (event.key === "?") {
       helpDialog.showModal();
       event.preventDefault();
@@ -886,4 +889,5 @@
     forget();
     lockPage();
   }
+  document.body.dataset.reviewReady = "true"; // for tests and tools: the page is live
 })();
