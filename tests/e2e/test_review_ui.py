@@ -391,3 +391,36 @@ def test_a_whole_review_by_keyboard_alone(live_server, page, review_world):
     assert saved["C"].tags and saved["C"].comment == "Wrong dose."
     # 21 keys for four responses (3 to reach the first, 18 for the rest): about 4 per response.
     assert presses == 21
+
+
+def test_closing_the_tab_right_after_an_edit_keeps_it(live_server, browser, review_world):
+    instruction, _, clinician = review_world
+    context = browser.new_context()
+    _sign_in(context, live_server, clinician)
+    page = context.new_page()
+    _open(page, live_server, instruction)
+    _comment(_cards(page).nth(1), "closed at once")
+    page.close(run_before_unload=True)  # before the debounced save: the page sends on pagehide
+    reopened = context.new_page()
+    _open(reopened, live_server, instruction)
+    expect(_cards(reopened).nth(1).locator("textarea")).to_have_value("closed at once")
+    assert _values(instruction)["B"].comment == "closed at once"
+    context.close()
+
+
+def test_compare_opens_two_responses_side_by_side_in_one_click(live_server, page, review_world):
+    instruction, _, clinician = review_world
+    _sign_in(page.context, live_server, clinician)
+    _open(page, live_server, instruction)
+    _cards(page).nth(2).get_by_role("button", name="Compare…").click()
+    dialog = page.locator("#compare-dialog")
+    expect(dialog).to_be_visible()
+    assert dialog.locator("#compare-L").input_value() == _cards(page).nth(2).get_attribute(
+        "data-handle"
+    )
+    left = dialog.locator("#compare-text-L").inner_text()
+    right = dialog.locator("#compare-text-R").inner_text()
+    assert left == _cards(page).nth(2).locator(".response-text").inner_text()
+    assert right == _cards(page).nth(3).locator(".response-text").inner_text()
+    dialog.get_by_role("button", name="Close").click()
+    expect(dialog).to_be_hidden()

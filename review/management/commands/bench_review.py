@@ -4,8 +4,13 @@ Builds (once) a synthetic record in the dataset ``bench`` with review.demo's gen
 real importer, assigns its instruction to a bench clinician, then requests each endpoint N times
 with Django's test Client against the configured database and prints p50/p95. Target: p95 under
 150 ms per request. Nothing here needs a running server.
+
+``--browser`` also loads the page in Debian's Chromium from a local server it starts: bytes
+transferred (target < 150 KB) and the time until the ranker is interactive (target < 300 ms,
+median of warm loads).
 """
 
+import json
 import random
 import statistics
 import tempfile
@@ -20,7 +25,7 @@ from django.test import Client
 from django.urls import reverse
 
 from review.demo import DemoSpec, write_release
-from review.models import Assignment, Dataset, Event, Instruction, Patient, Role, User
+from review.models import Assignment, Dataset, Event, Instruction, Patient, Review, Role, User
 from review.selectors.records import Cursor
 from review.services.imports import dataset_import
 
@@ -38,6 +43,9 @@ class Command(BaseCommand):
         parser.add_argument("-n", "--requests", type=int, default=40, help="requests per endpoint")
         parser.add_argument("--rebuild", action="store_true", help="regenerate the record")
         parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument(
+            "--browser", action="store_true", help="also measure page weight and interactivity"
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         n = int(options["requests"])  # type: ignore[arg-type]
@@ -53,13 +61,13 @@ class Command(BaseCommand):
         client = Client()
         client.force_login(user)
         rng = random.Random(int(options["seed"]))  # type: ignore[arg-type]
+        client.get(reverse("clinician_review", args=[instruction.pk]))  # starts the review
         endpoints = self._endpoints(patient, instruction, rng)
         db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         self.stdout.write(
             f"Record {patient.person_id}: {patient.event_count:,} events, "
             f"{patient.note_count:,} notes; database {db}; {n} requests per endpoint."
         )
-        client.get(reverse("clinician_review", args=[instruction.pk]))  # starts the review
         self.stdout.write(f"{'endpoint':<34} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
         failed = []
         for label, make_url in endpoints:
@@ -67,7 +75,10 @@ class Command(BaseCommand):
             for i in range(n + 2):
                 url, params = make_url(i)
                 start = time.perf_counter()
-                response = client.get(url, params)
+                if params.pop("__post__", None):  # search terms and edits travel as JSON
+                    response = client.post(url, json.dumps(params), content_type="application/json")
+                else:
+                    response = client.get(url, params)
                 elapsed = (time.perf_counter() - start) * 1000
                 if response.status_code != 200:
                     raise CommandError(f"{label}: {url} answered {response.status_code}")
@@ -86,6 +97,19 @@ class Command(BaseCommand):
             self.stdout.write(self.style.WARNING(f"p95 over {TARGET_P95_MS:.0f} ms: {failed}"))
         else:
             self.stdout.write(self.style.SUCCESS(f"Every endpoint: p95 < {TARGET_P95_MS:.0f} ms."))
+        if options["browser"]:
+            self._browser(user, instruction)
+
+    def _browser(self, user: User, instruction: Instruction) -> None:
+        from review.benchmarks import page_in_browser
+
+        result = page_in_browser(user=user, path=reverse("clinician_review", args=[instruction.pk]))
+        kb = result.bytes / 1024
+        self.stdout.write(
+            f"In Chromium: {kb:.0f} KB transferred (target < 150), ranker interactive in "
+            f"{result.median_ms:.0f} ms median of {len(result.loads_ms)} warm loads "
+            f"(target < 300; {', '.join(f'{ms:.0f}' for ms in result.loads_ms)})"
+        )
 
     # --- set-up ---------------------------------------------------------------------------------
     def _record(self, dataset_name: str, events: int, rebuild: bool) -> tuple[Patient, Instruction]:
@@ -146,6 +170,16 @@ class Command(BaseCommand):
         )
         events_url = reverse("record_events", args=[pk])
         search_url = reverse("record_search", args=[pk])
+        review = Review.objects.get(
+            assignment__instruction=instruction, assignment__clinician__email=BENCH_EMAIL
+        )
+        save_url = reverse("review_save", args=[review.pk])
+
+        def edit(i: int) -> dict:
+            handle = review.handles[i % len(review.handles)]
+            at = int(time.time() * 1000)
+            value = {"handle": handle, "field": "rank", "value": 1 + i % 2, "at": at}
+            return {"edits": [value], "tab": "bench", "seq": i + 1, "active_seconds": 1}
 
         def pick(items: list, i: int):  # noqa: ANN202 - tiny local helper
             return items[i % len(items)]
@@ -161,11 +195,15 @@ class Command(BaseCommand):
                 lambda i: (events_url, {"type": "measurement", "cursor": pick(cursors, i)}),
             ),
             ("type filter (note)", lambda i: (events_url, {"type": "note"})),
-            ("search", lambda i: (search_url, {"q": pick(SEARCHES, i)})),
+            ("search", lambda i: (search_url, {"q": pick(SEARCHES, i), "__post__": True})),
             (
                 "search, deep page",
-                lambda i: (search_url, {"q": "creatinine", "cursor": pick(cursors, i)}),
+                lambda i: (
+                    search_url,
+                    {"q": "creatinine", "cursor": pick(cursors, i), "__post__": True},
+                ),
             ),
+            ("autosave", lambda i: (save_url, {**edit(i), "__post__": True})),
             (
                 "whole note",
                 lambda i: (reverse("record_event", args=[pk, pick(notes, i)]), {}),

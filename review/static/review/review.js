@@ -521,23 +521,26 @@
     setCorrect(b.closest(".response").dataset.handle, b.dataset.value === "true");
   });
 
-  /* compare any two */
+  /* compare any two: one click opens this response beside the next; either side can change */
   var compareDialog = document.getElementById("compare-dialog");
-  form.addEventListener("change", function (event) {
-    if (!event.target.matches("[data-compare]")) return;
-    var chosen = Array.prototype.filter.call(form.querySelectorAll("[data-compare]"), function (b) { return b.checked; });
-    if (chosen.length < 2) return;
-    var cols = document.getElementById("compare-columns");
-    cols.replaceChildren.apply(cols, chosen.slice(0, 2).map(function (box) {
-      var card = box.closest(".response");
-      var col = document.createElement("section");
-      var h = document.createElement("h3");
-      h.textContent = "Response " + labels[card.dataset.handle];
-      var text = card.querySelector(".response-text").cloneNode(true);
-      col.append(h, text);
-      return col;
-    }));
-    chosen.forEach(function (b) { b.checked = false; });
+  var compareSides = ["L", "R"].map(function (side) {
+    return { select: document.getElementById("compare-" + side), text: document.getElementById("compare-text-" + side) };
+  });
+  function showCompared() {
+    compareSides.forEach(function (side) {
+      var source = cards[side.select.value].querySelector(".response-text");
+      side.text.replaceChildren(source.cloneNode(true));
+    });
+  }
+  compareSides.forEach(function (side) { side.select.addEventListener("change", showCompared); });
+  form.addEventListener("click", function (event) {
+    var b = event.target.closest("[data-compare]");
+    if (!b) return;
+    var h = b.closest(".response").dataset.handle;
+    var i = handles.indexOf(h);
+    compareSides[0].select.value = h;
+    compareSides[1].select.value = handles[(i + 1) % handles.length];
+    showCompared();
     compareDialog.showModal();
   });
   document.querySelectorAll("dialog [data-close]").forEach(function (b) {
@@ -889,5 +892,6 @@
     forget();
     lockPage();
   }
-  document.body.dataset.reviewReady = "true"; // for tests and tools: the page is live
+  // For tests and benchmarks: the page is live (ms since navigation start).
+  document.body.dataset.reviewReady = String(Math.round(performance.now()));
 })();
