@@ -44,6 +44,7 @@ test-fast: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 format: install
 	$(VENV)/bin/ruff format .

@@ -50,14 +50,14 @@ def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpR
             status=500,
         )
     if unavailable:
-        response = HttpResponse(
+        page = HttpResponse(
             "<!doctype html><title>Unavailable · MedAlign Review</title>"
             "<h1>The service is unavailable for a moment.</h1>"
             "<p>The database cannot be reached. Try again in a few seconds.</p>",
             status=503,
         )
-        response["Retry-After"] = "5"
-        return response
+        page["Retry-After"] = "5"
+        return page
     return django_server_error(request, template_name=template_name)
 
 

@@ -6,6 +6,7 @@ model, and the page addresses responses by per-review handles, never by database
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from review.blinding import mask_model_names
 from review.models import (
@@ -161,8 +162,8 @@ def review_page_data(review: Review, *, show_references: bool) -> ReviewPage:
     from review.services.reviews import review_values  # the merge rule lives with the writes
 
     order = [int(rid) for rid in review.shown_order]
-    responses_by_id = {
-        r["id"]: r
+    responses_by_id: dict[int, dict[str, Any]] = {
+        r["id"]: dict(r)
         for r in ModelResponse.objects.filter(pk__in=order)
         .order_by()
         .values("id", "text", "model_name", "names_own_model")
