@@ -180,7 +180,9 @@ def _drill(env: dict, procs: harness.Processes) -> int:
             log("PostgreSQL stopped")
             for page in pages:  # while it is away: rank the rest and mark every answer
                 _rank(page, 99)
-                for button in page.locator('button[data-field=is_correct][data-value="true"]').all():
+                for button in page.locator(
+                    'button[data-field=is_correct][data-value="true"]'
+                ).all():
                     button.click()
             for page in pages:
                 _wait_state(page, "offline", 20)
