@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -116,15 +116,17 @@ def compute_results(
             }
         breakdowns[by] = groups
 
+    leaderboard, bt_info = st.leaderboard_fit(table, **boot)
     results = {
         "metrics": [{"key": k, "label": labels.get(k, k)} for k in scores],
         "counts": _counts(table),
         "correlation": correlation,
         "paired_tests": paired,
         "human_ceiling": st.human_ceiling(table, **boot),
-        "leaderboard": st.leaderboard(table, **boot),
+        "leaderboard": leaderboard,
+        "bradley_terry": bt_info,
         "win_rate": {"models": models, "matrix": matrix},
-        "position_bias": st.position_bias(table),
+        "position_bias": st.position_bias(table, **boot),
         "breakdowns": breakdowns,
         "parameters": boot,
     }
@@ -139,8 +141,13 @@ def response_rows(
     clinician_pseudonym: list[str],
     instruction_code: list[str],
     error_tags: list[list[str]],
+    simulated_review_ids: Iterable[int] = (),
 ) -> list[dict[str, Any]]:
-    """The per-response table: one row per judgement, ids and numbers only (never any text)."""
+    """The per-response table: one row per judgement, ids and numbers only (never any text).
+
+    ``simulated`` marks the rows of simulated reviews (the demo's "Simulated clinician" accounts).
+    """
+    simulated = {int(r) for r in simulated_review_ids}
     rank = table.rank.astype(float)
     correct = table.correct.astype(float)
     rows = []
@@ -157,6 +164,7 @@ def response_rows(
             "rank": None if np.isnan(rank[i]) else int(rank[i]),
             "correct": None if np.isnan(correct[i]) else bool(correct[i]),
             "error_tags": list(error_tags[i]),
+            "simulated": int(table.review[i]) in simulated,
         }
         for key, values in scores.items():
             row[f"score_{key}"] = values[i]

@@ -64,7 +64,11 @@ RESPONSE_COLUMNS = [
     "rank",
     "correct",
     "error_tags",
+    "simulated",
 ]
+# Every CSV row carries what a reader needs to cite or recompute it, as the JSON document does:
+# the report, its seed, and how many of its reviews were simulated.
+CONTEXT_COLUMNS = ["report", "seed", "n_resamples", "simulated_reviews"]
 
 
 def columns(report: CorrelationReport, table: str) -> list[str]:
@@ -78,10 +82,29 @@ def columns(report: CorrelationReport, table: str) -> list[str]:
     raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLES)}")
 
 
+def csv_columns(report: CorrelationReport, table: str) -> list[str]:
+    return columns(report, table) + CONTEXT_COLUMNS
+
+
+def _context(report: CorrelationReport) -> dict[str, Any]:
+    return {
+        "report": report.pk,
+        "seed": report.parameters.get("seed"),
+        "n_resamples": report.parameters.get("n_resamples"),
+        "simulated_reviews": report.provenance.get("counts", {}).get("reviews_simulated", 0),
+    }
+
+
 def rows(report: CorrelationReport, table: str) -> list[dict[str, Any]]:
     """The table's rows, restricted to its documented columns (nothing else can slip out)."""
     cols = columns(report, table)
-    return [{c: row.get(c) for c in cols} for row in report.results.get(table, [])]
+    out = [{c: row.get(c) for c in cols} for row in report.results.get(table, [])]
+    if table == "responses" and out and "simulated" not in report.results[table][0]:
+        # A report computed before the column existed: derive it from the provenance.
+        simulated = set(report.provenance.get("simulated_review_ids", []))
+        for row in out:
+            row["simulated"] = row["review_id"] in simulated
+    return out
 
 
 def _cell(value: Any) -> Any:
@@ -100,9 +123,12 @@ def to_csv(report: CorrelationReport, table: str) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     cols = columns(report, table)
-    writer.writerow(cols)
+    context = _context(report)
+    writer.writerow(cols + CONTEXT_COLUMNS)
     for row in rows(report, table):
-        writer.writerow([_cell(row[c]) for c in cols])
+        writer.writerow(
+            [_cell(row[c]) for c in cols] + [_cell(context[c]) for c in CONTEXT_COLUMNS]
+        )
     return out.getvalue()
 
 

@@ -507,6 +507,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             clinician_pseudonym=inputs.clinician_pseudonym,
             instruction_code=inputs.instruction_code,
             error_tags=inputs.error_tags,
+            simulated_review_ids=inputs.simulated_review_ids,
         )
         n_simulated = len(inputs.simulated_review_ids)
         provenance = {

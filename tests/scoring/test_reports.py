@@ -304,10 +304,29 @@ def test_per_response_csv_has_the_documented_columns_and_parses(data, client):
     body = client.get(reverse("scoring_report_export", args=[report.pk, "responses", "csv"]))
     rows = list(csv.DictReader(io.StringIO(body.content.decode())))
     assert len(rows) == 12
-    assert list(rows[0]) == exports.RESPONSE_COLUMNS + ["score_bleu", "score_rougeL"]
+    assert list(rows[0]) == exports.RESPONSE_COLUMNS + ["score_bleu", "score_rougeL"] + [
+        "report",
+        "seed",
+        "n_resamples",
+        "simulated_reviews",
+    ]
     tagged = [r for r in rows if r["error_tags"]]
     assert [r["error_tags"] for r in tagged] == ["omission"]
     assert {r["clinician"] for r in rows} == {data.c1.pseudonym, data.c2.pseudonym}
+
+
+def test_every_csv_carries_the_seed_and_marks_simulated_reviews(data, client):
+    data.c2.email = "simulated-02@demo.medalign.local"  # c2's reviews become simulated
+    data.c2.save(update_fields=["email"])
+    report = _done_report(data)
+    for table in exports.TABLES:
+        rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, table))))
+        assert rows and {r["seed"] for r in rows} == {"7"}
+        assert {r["report"] for r in rows} == {str(report.pk)}
+        assert {r["simulated_reviews"] for r in rows} == {"2"}
+    rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, "responses"))))
+    by_clinician = {(r["clinician"], r["simulated"]) for r in rows}
+    assert by_clinician == {(data.c1.pseudonym, "false"), (data.c2.pseudonym, "true")}
 
 
 def test_csv_cells_that_look_like_formulas_are_quoted(data, client):
