@@ -87,10 +87,12 @@ SOCIAL = [
     "Married, works in accounting, never smoker, no recreational drug use.",
 ]
 SPECIALTIES = ["Internal Medicine", "Cardiology", "Family Medicine", "Oncology", "Neurology"]
-MODELS = ["Atlas-70B", "Beacon-13B", "Cedar-7B", "Dune-32k", "Ember-2k", "Fjord-Instruct"]
+# Dune-32k and Dune-2k are one base model at two context lengths (the demo's report declares
+# them so), for the report's context-length section; MedAlign saw GPT-4 drop from 32k to 2k.
+MODELS = ["Atlas-70B", "Beacon-13B", "Cedar-7B", "Dune-32k", "Dune-2k", "Fjord-Instruct"]
 # Each model's tendency to answer well (probability of a faithful answer), so the leaderboard
 # and the metrics have something to agree and disagree about.
-MODEL_SKILL = dict(zip(MODELS, [0.8, 0.65, 0.45, 0.7, 0.35, 0.55], strict=True))
+MODEL_SKILL = dict(zip(MODELS, [0.8, 0.65, 0.45, 0.7, 0.5, 0.55], strict=True))
 MODEL_CONTEXT = dict(zip(MODELS, [32768, 4096, 2048, 32768, 2048, 8192], strict=True))
 FIRST_NAMES = ["Alex", "Jordan", "Sam", "Casey", "Robin", "Morgan", "Taylor", "Jamie"]
 

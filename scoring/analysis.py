@@ -55,8 +55,11 @@ def compute_results(
     scores: Mapping[str, np.ndarray],
     params: Mapping[str, Any],
     labels: Mapping[str, str] | None = None,
+    variants: Mapping[str, tuple[str, int | None]] | None = None,
 ) -> dict[str, Any]:
     """Every statistic of a report. ``params``: ``n_resamples``, ``seed``, ``confidence``.
+
+    ``variants`` (model name -> base model, context length) feeds the context-length section.
 
     All bootstraps share the seed, hence the same cluster draws: the intervals of different
     metrics (and the paired tests) are computed on the same resamples of instructions.
@@ -127,6 +130,7 @@ def compute_results(
         "bradley_terry": bt_info,
         "win_rate": {"models": models, "matrix": matrix},
         "position_bias": st.position_bias(table, **boot),
+        "context_length": st.context_length_analysis(table, dict(variants or {}), **boot),
         "breakdowns": breakdowns,
         "parameters": boot,
     }

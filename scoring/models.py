@@ -162,3 +162,30 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class ModelVariant(models.Model):
+    """A researcher's declaration: this model name is ``base_model`` at ``context_length``.
+
+    MedAlign compares one base model at several context lengths (GPT-4 at 32k and at 2k tokens);
+    responses only carry model names, so reports need to be told which names are the same model.
+    Declared here (Django admin) per dataset, or read from a ``base_model`` column of the import
+    (kept in ``ModelResponse.generation_metadata``); a declaration here wins. An empty
+    ``context_length`` means "the context length the responses were imported with".
+    """
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="model_variants")
+    model_name = models.CharField(max_length=100)
+    base_model = models.CharField(max_length=100)
+    context_length = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["dataset", "base_model", "context_length", "model_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dataset", "model_name"], name="unique_model_variant_per_dataset"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_name} = {self.base_model} @ {self.context_length or 'imported'}"

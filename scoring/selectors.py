@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 from django.db.models import Count, QuerySet
 
-from review.models import Dataset, ResponseJudgement, Review
+from review.models import Dataset, ModelResponse, ResponseJudgement, Review
 from scoring.models import (
     ApiToken,
     CorrelationReport,
     MetricConfig,
     MetricScore,
+    ModelVariant,
     ScoringBatch,
     ScoringRun,
 )
@@ -108,6 +109,7 @@ class ReportInputs:
     clinician_pseudonym: list[str]
     instruction_code: list[str]
     error_tags: list[list[str]]
+    variants: dict[str, tuple[str, int | None]]  # model name -> (base model, context length)
 
 
 def _metric_keys(configs: list[MetricConfig]) -> dict[int, str]:
@@ -135,8 +137,39 @@ def report_configs(*, dataset: Dataset, config_ids: list[int] | None = None) -> 
     return list(qs.order_by("backend", "id"))
 
 
+def model_variants(*, dataset: Dataset) -> dict[str, tuple[str, int | None]]:
+    """Which model names are one base model at a context length (2 queries).
+
+    From the import (a ``base_model`` column, kept in ``generation_metadata``, with the
+    responses' ``context_length``: the most common one per model), overridden by the
+    researcher's ``ModelVariant`` rows. Models with neither are not in the result.
+    """
+    counts: dict[str, dict[int | None, int]] = {}
+    imported: dict[str, str] = {}
+    for name, length, base in (
+        ModelResponse.objects.filter(instruction__dataset=dataset)
+        .values_list("model_name", "context_length", "generation_metadata__base_model")
+        .order_by()
+    ):
+        by_length = counts.setdefault(name, {})
+        by_length[length] = by_length.get(length, 0) + 1
+        if isinstance(base, str) and base.strip():
+            imported.setdefault(name, base.strip())
+
+    def usual_length(name: str) -> int | None:
+        lengths = counts.get(name, {})
+        known = {k: v for k, v in lengths.items() if k is not None}
+        return max(sorted(known), key=lambda k: known[k]) if known else None
+
+    out = {name: (base, usual_length(name)) for name, base in imported.items()}
+    for v in ModelVariant.objects.filter(dataset=dataset):
+        length = v.context_length if v.context_length is not None else usual_length(v.model_name)
+        out[v.model_name] = (v.base_model, length)
+    return out
+
+
 def report_inputs(*, dataset: Dataset, config_ids: list[int] | None = None) -> ReportInputs:
-    """Build the judgement table and aligned metric scores for a dataset (5 queries)."""
+    """Build the judgement table, aligned metric scores and model variants (7 queries)."""
     from review.services.demo_reviews import is_simulated_email
 
     base = ResponseJudgement.objects.filter(
@@ -229,6 +262,7 @@ def report_inputs(*, dataset: Dataset, config_ids: list[int] | None = None) -> R
         clinician_pseudonym=list(columns[5]),
         instruction_code=list(columns[3]),
         error_tags=[tags.get(jid, []) for jid in columns[0]],
+        variants=model_variants(dataset=dataset),
     )
 
 

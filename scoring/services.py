@@ -33,6 +33,7 @@ from scoring.models import (
     CorrelationReport,
     MetricConfig,
     MetricScore,
+    ModelVariant,
     ScoringBatch,
     ScoringRun,
 )
@@ -500,7 +501,9 @@ def report_compute(*, report_id: int) -> CorrelationReport:
                 "'cannot assess' are left out)"
             )
         labels = {m["key"]: m["label"] for m in inputs.metrics}
-        results = compute_results(inputs.table, inputs.scores, params, labels)
+        results = compute_results(
+            inputs.table, inputs.scores, params, labels, variants=inputs.variants
+        )
         results["responses"] = response_rows(
             inputs.table,
             inputs.scores,
@@ -518,6 +521,10 @@ def report_compute(*, report_id: int) -> CorrelationReport:
                 "is_synthetic": report.dataset.is_synthetic,
             },
             "metric_configs": inputs.metrics,
+            "model_variants": {
+                name: {"base_model": base, "context_length": length}
+                for name, (base, length) in sorted(inputs.variants.items())
+            },
             "review_ids": inputs.review_ids,
             "simulated_review_ids": inputs.simulated_review_ids,
             "counts": {
@@ -574,6 +581,19 @@ def report_export_record(
             "rows": rows,
         },
     )
+
+
+@transaction.atomic
+def model_variant_set(
+    *, dataset: Dataset, model_name: str, base_model: str, context_length: int | None
+) -> ModelVariant:
+    """Declare that ``model_name`` is ``base_model`` at ``context_length`` on ``dataset``."""
+    variant, _ = ModelVariant.objects.update_or_create(
+        dataset=dataset,
+        model_name=model_name,
+        defaults={"base_model": base_model, "context_length": context_length},
+    )
+    return variant
 
 
 API_TOKEN_PREFIX = "mar_"  # noqa: S105 - a label, not a secret

@@ -273,10 +273,38 @@ def _report_figures(results: dict[str, Any]) -> dict[str, Any]:
             for p in results.get("paired_tests", [])
         ],
         "breakdowns": _breakdown_tables(results),
+        "context": _context_tables(results.get("context_length") or {}),
         "counts": results.get("counts", {}),
         "labels": labels,
     }
     return figures
+
+
+def _context_tables(section: dict[str, Any]) -> dict[str, Any]:
+    """The context-length section's rows, with intervals already formatted."""
+    return {
+        "cells": [
+            {
+                **c,
+                "correct": _fmt_ci(c["share_correct"], c["correct_ci_low"], c["correct_ci_high"]),
+            }
+            for c in section.get("cells", [])
+        ],
+        "comparisons": [
+            {
+                **c,
+                "correct": _fmt_ci(
+                    c["correct_difference"],
+                    c["correct_difference_ci_low"],
+                    c["correct_difference_ci_high"],
+                ),
+                "rank": _fmt_ci(
+                    c["rank_difference"], c["rank_difference_ci_low"], c["rank_difference_ci_high"]
+                ),
+            }
+            for c in section.get("comparisons", [])
+        ],
+    }
 
 
 def _scatters(results: dict[str, Any]) -> list[dict[str, Any]]:

@@ -156,7 +156,7 @@ def _done_report(d, **kw) -> CorrelationReport:
 
 # --- selector ----------------------------------------------------------------------------------
 def test_selector_builds_the_table_from_submitted_reviews(data, django_assert_max_num_queries):
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(8):
         inputs = selectors.report_inputs(dataset=data.dataset)
     t = inputs.table
     assert len(t) == 12  # 4 submitted reviews x 3; the draft and "cannot assess" are left out
@@ -181,6 +181,52 @@ def test_selector_builds_the_table_from_submitted_reviews(data, django_assert_ma
     assert set(inputs.clinician_pseudonym) == {data.c1.pseudonym, data.c2.pseudonym}
     tagged = [tags for tags in inputs.error_tags if tags]
     assert tagged == [["omission"]]
+
+
+def test_model_variants_come_from_the_import_and_declarations_win(data):
+    a, b, _ = data.responses[0]
+    ModelResponse.objects.filter(pk=a.pk).update(
+        context_length=32768, generation_metadata={"base_model": "Base"}
+    )
+    ModelResponse.objects.filter(pk=b.pk).update(
+        context_length=2048, generation_metadata={"base_model": "Base"}
+    )
+    assert selectors.model_variants(dataset=data.dataset) == {
+        "model-a": ("Base", 32768),
+        "model-b": ("Base", 2048),
+    }
+    services.model_variant_set(
+        dataset=data.dataset, model_name="model-b", base_model="Other", context_length=None
+    )
+    assert selectors.model_variants(dataset=data.dataset)["model-b"] == ("Other", 2048)
+
+
+def test_report_has_a_context_length_section_for_declared_variants(data, client):
+    for name, length in (("model-a", 32768), ("model-b", 2048)):
+        services.model_variant_set(
+            dataset=data.dataset, model_name=name, base_model="M", context_length=length
+        )
+    report = _done_report(data)
+    section = report.results["context_length"]
+    assert [(c["base_model"], c["context_length"]) for c in section["cells"]] == [
+        ("M", 2048),
+        ("M", 32768),
+    ]
+    (cmp,) = section["comparisons"]
+    # r11: a (1, correct) vs b (1, correct); r21: a (1, correct) vs b (2, incorrect);
+    # r12: a (2, correct) vs b (2, correct); r22: a (3, incorrect) vs b (1, correct).
+    assert cmp["n_reviews"] == 4 and cmp["n_instructions"] == 2
+    assert (cmp["only_long_correct"], cmp["only_short_correct"]) == (1, 1)
+    assert cmp["correct_difference"] == pytest.approx(0.0)
+    assert cmp["rank_difference"] == pytest.approx((0 + 1 + 0 - 2) / 4)
+    assert cmp["mcnemar_p_value"] == pytest.approx(1.0)
+    assert report.provenance["model_variants"]["model-a"] == {
+        "base_model": "M",
+        "context_length": 32768,
+    }
+    client.force_login(data.researcher)
+    page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert 'data-testid="context-comparisons"' in page and "32768 vs 2048" in page
 
 
 # --- computing ---------------------------------------------------------------------------------

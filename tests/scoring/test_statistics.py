@@ -942,3 +942,91 @@ def test_full_benchmark_is_fast():
     S.leaderboard(table)
     # Measured ~0.35 s on 2 cores; the generous bound only catches per-resample Python loops.
     assert time.perf_counter() - start < 10.0
+
+
+# ---------------------------------------------------------------------------------------------
+# 12. Context length
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("b,c", [(0, 0), (1, 0), (3, 9), (10, 10), (0, 7), (25, 12), (40, 71)])
+def test_mcnemar_exact_matches_statsmodels(b, c):
+    contingency = pytest.importorskip("statsmodels.stats.contingency_tables")
+    reference = contingency.mcnemar([[5, b], [c, 4]], exact=True).pvalue
+    assert S.mcnemar_exact(b, c) == pytest.approx(reference, rel=1e-12)
+
+
+def _context_table(rng, n_instructions=40, n_clinicians=2):
+    """Instructions answered by X-32k, X-2k and Y; X-32k is correct more often than X-2k."""
+    reviews, models, correct = [], [], []
+    resp = 0
+    for inst in range(n_instructions):
+        responses = list(range(resp, resp + 3))
+        resp += 3
+        for clin in range(n_clinicians):
+            long_ok, short_ok = rng.random() < 0.8, rng.random() < 0.5
+            ranks = [1, 3, 2] if long_ok and not short_ok else list(rng.permutation([1, 2, 3]))
+            reviews.append((inst, clin, responses, ranks))
+            models.extend(["X-32k", "X-2k", "Y"])
+            correct.extend([long_ok, short_ok, True])
+    return make_table(reviews, models=models, correct=correct)
+
+
+def test_context_length_analysis_hand_checked_against_plain_loops():
+    contingency = pytest.importorskip("statsmodels.stats.contingency_tables")
+    table = _context_table(np.random.default_rng(3))
+    variants = {"X-32k": ("X", 32768), "X-2k": ("X", 2048)}
+    out = S.context_length_analysis(table, variants, n_resamples=300, seed=4)
+    assert [(c["base_model"], c["context_length"]) for c in out["cells"]] == [
+        ("X", 2048),
+        ("X", 32768),
+    ]
+    for cell in out["cells"]:
+        mine = table.model == cell["models"][0]
+        assert cell["share_correct"] == pytest.approx(table.correct[mine].mean())
+        assert cell["mean_rank"] == pytest.approx(table.rank[mine].mean())
+    (cmp,) = out["comparisons"]
+    assert (cmp["long"], cmp["short"]) == (32768, 2048)
+    pairs = []
+    for r in np.unique(table.review):
+        m = table.review == r
+        long = m & (table.model == "X-32k")
+        short = m & (table.model == "X-2k")
+        pairs.append(
+            (
+                table.instruction[m][0],
+                bool(table.correct[long][0]),
+                bool(table.correct[short][0]),
+                table.rank[short][0] - table.rank[long][0],
+            )
+        )
+    b = sum(lo and not sh for _, lo, sh, _ in pairs)
+    c = sum(sh and not lo for _, lo, sh, _ in pairs)
+    assert (cmp["only_long_correct"], cmp["only_short_correct"]) == (b, c)
+    assert cmp["n_reviews"] == len(pairs) == 80 and cmp["n_instructions"] == 40
+    assert cmp["mcnemar_p_value"] == pytest.approx(
+        contingency.mcnemar(
+            [[cmp["both_correct"], b], [c, cmp["neither_correct"]]], exact=True
+        ).pvalue
+    )
+    d = np.array([float(lo) - float(sh) for _, lo, sh, _ in pairs])
+    assert cmp["correct_difference"] == pytest.approx(d.mean())
+    assert cmp["correct_difference"] > 0.15  # the long context is right more often
+    assert cmp["rank_difference"] == pytest.approx(np.mean([p[3] for p in pairs]))
+    # The interval is the cluster bootstrap over instructions, as a plain loop computes it.
+    inst = np.array([p[0] for p in pairs])
+    ids = np.unique(inst)
+    draws = np.random.default_rng(4).integers(0, len(ids), size=(300, len(ids)))
+    boot = [np.concatenate([d[inst == ids[k]] for k in row]).mean() for row in draws]
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    assert (cmp["correct_difference_ci_low"], cmp["correct_difference_ci_high"]) == pytest.approx(
+        (lo, hi)
+    )
+
+
+def test_context_length_analysis_without_declared_variants_is_empty():
+    table = _context_table(np.random.default_rng(0), n_instructions=3)
+    out = S.context_length_analysis(table, {}, n_resamples=50)
+    assert out["cells"] == [] and out["comparisons"] == [] and out["n_bases"] == 0
+    one = S.context_length_analysis(table, {"X-2k": ("X", 2048)}, n_resamples=50)
+    assert len(one["cells"]) == 1 and one["comparisons"] == []

@@ -34,7 +34,9 @@ class Command(BaseCommand):
             f"{o['resamples']:,} bootstrap resamples"
         )
         started = time.perf_counter()
-        results = compute_results(table, scores, params)
+        # Two of the synthetic models play one base model at two context lengths.
+        variants = {"model_1": ("base", 32768), "model_2": ("base", 2048)}
+        results = compute_results(table, scores, params, variants=variants)
         results["responses"] = response_rows(
             table,
             scores,
