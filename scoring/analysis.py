@@ -146,6 +146,7 @@ def response_rows(
     instruction_code: list[str],
     error_tags: list[list[str]],
     simulated_review_ids: Iterable[int] = (),
+    truncated: Mapping[str, np.ndarray] | None = None,
 ) -> list[dict[str, Any]]:
     """The per-response table: one row per judgement, ids and numbers only (never any text).
 
@@ -172,5 +173,69 @@ def response_rows(
         }
         for key, values in scores.items():
             row[f"score_{key}"] = values[i]
+        for key, cut in (truncated or {}).items():
+            row[f"truncated_{key}"] = bool(cut[i])
         rows.append(row)
     return clean(rows)
+
+
+# --- evaluator provenance ----------------------------------------------------------------------
+# What a reader needs to identify each metric's evaluator (HELM asks reports to "identify the
+# active evaluator and model version"). Read from the MetricConfig identity, whatever backend
+# wrote it: each field lists the places it may be recorded, then a key name searched anywhere.
+NOT_RECORDED = "not recorded"
+PROVENANCE_FIELDS: dict[str, tuple[tuple[tuple[str, ...], ...], str | None]] = {
+    "model": ((("model", "id"), ("checkpoint", "id"), ("options", "model"), ("model",)), None),
+    "weights_sha256": (
+        (("model", "weights_sha256"), ("model", "files"), ("checkpoint", "sha256")),
+        "weights_sha256",
+    ),
+    "layer": ((("options", "num_layers"), ("options", "layer")), "num_layers"),
+    "idf": ((("options", "idf"),), "idf"),
+    "baseline_rescaling": ((("options", "rescale_with_baseline"),), "rescale_with_baseline"),
+    "tokenizer": ((("options", "tokenizer"), ("model", "tokenizer")), "tokenizer"),
+    "stemming": ((("options", "use_stemmer"), ("options", "stemming")), "use_stemmer"),
+    "sacrebleu_signature": ((("signature",), ("options", "signature")), "signature"),
+    "reference_aggregation": ((("reference_aggregate",),), "reference_aggregate"),
+    "max_input_tokens": ((("options", "max_length"), ("options", "max_tokens")), "max_length"),
+    "library_versions": ((("versions",),), "versions"),
+}
+
+
+def _at(identity: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = identity
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _search(node: Any, key: str) -> Any:
+    if isinstance(node, Mapping):
+        if key in node and node[key] is not None:
+            return node[key]
+        for k, v in node.items():
+            if k == "location":  # machine-specific paths are not provenance
+                continue
+            found = _search(v, key)
+            if found is not None:
+                return found
+    return None
+
+
+def metric_provenance(identity: Mapping[str, Any]) -> dict[str, Any]:
+    """Every provenance field of one metric configuration; ``"not recorded"`` when absent."""
+    out: dict[str, Any] = {}
+    for field, (paths, key) in PROVENANCE_FIELDS.items():
+        value = None
+        for path in paths:
+            value = _at(identity, path)
+            if value is not None:
+                break
+        if value is None and key is not None:
+            value = _search(identity, key)
+        if isinstance(value, Mapping) and field == "model":
+            value = value.get("id") or value.get("name") or value.get("source")
+        out[field] = NOT_RECORDED if value is None else clean(value)
+    return out

@@ -93,8 +93,17 @@ def report(request: HttpRequest, report_id: int) -> JsonResponse:
         results = obj.results
         data["summary"] = {
             k: results.get(k)
-            for k in ("counts", "human_ceiling", "paired_tests", "position_bias", "win_rate")
+            for k in (
+                "counts",
+                "human_ceiling",
+                "paired_tests",
+                "position_bias",
+                "win_rate",
+                "bradley_terry",
+                "context_length",
+            )
         }
+        data["metric_provenance"] = exports.metric_provenance(obj)
     return JsonResponse(data)
 
 

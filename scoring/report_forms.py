@@ -25,6 +25,12 @@ class ReportForm(forms.Form):
         help_text="Leave empty for a random seed; it is recorded with the report either way.",
     )
     confidence = forms.FloatField(initial=0.95, min_value=0.5, max_value=0.999)
+    exclude_truncated = forms.BooleanField(
+        required=False,
+        label="Exclude truncated pairs",
+        help_text="Leave out every score whose metric model had to cut the response, source or "
+        "reference to fit its input length (the score judged only part of the text).",
+    )
 
     def __init__(self, *args: Any, datasets: QuerySet[Dataset], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -110,6 +110,9 @@ class ReportInputs:
     instruction_code: list[str]
     error_tags: list[list[str]]
     variants: dict[str, tuple[str, int | None]]  # model name -> (base model, context length)
+    # Per metric key: rows whose score came from a cut text (MetricScore.truncated). When the
+    # report excludes truncated pairs, those rows' scores are nan in ``scores``.
+    truncated: dict[str, np.ndarray]
 
 
 def _metric_keys(configs: list[MetricConfig]) -> dict[int, str]:
@@ -168,8 +171,13 @@ def model_variants(*, dataset: Dataset) -> dict[str, tuple[str, int | None]]:
     return out
 
 
-def report_inputs(*, dataset: Dataset, config_ids: list[int] | None = None) -> ReportInputs:
-    """Build the judgement table, aligned metric scores and model variants (7 queries)."""
+def report_inputs(
+    *, dataset: Dataset, config_ids: list[int] | None = None, exclude_truncated: bool = False
+) -> ReportInputs:
+    """Build the judgement table, aligned metric scores and model variants (7 queries).
+
+    ``exclude_truncated`` leaves out (as missing) every score whose metric model cut a text.
+    """
     from review.services.demo_reviews import is_simulated_email
 
     base = ResponseJudgement.objects.filter(
@@ -220,11 +228,15 @@ def report_inputs(*, dataset: Dataset, config_ids: list[int] | None = None) -> R
     for i, rid in enumerate(columns[8]):
         row_of_response.setdefault(rid, []).append(i)
     scores = {keys[c.pk]: np.full(n, np.nan) for c in configs}
+    truncated = {keys[c.pk]: np.zeros(n, dtype=bool) for c in configs}
     if configs and n:
-        for config_id, response_id, value in MetricScore.objects.filter(
+        for config_id, response_id, value, cut in MetricScore.objects.filter(
             config_id__in=keys, response_id__in=set(columns[8])
-        ).values_list("config_id", "response_id", "value"):
-            scores[keys[config_id]][row_of_response[response_id]] = value
+        ).values_list("config_id", "response_id", "value", "truncated"):
+            rows_of = row_of_response[response_id]
+            truncated[keys[config_id]][rows_of] = cut
+            if not (cut and exclude_truncated):
+                scores[keys[config_id]][rows_of] = value
 
     table = JudgementTable(
         review=np.asarray(columns[1], dtype=np.int64),
@@ -263,6 +275,7 @@ def report_inputs(*, dataset: Dataset, config_ids: list[int] | None = None) -> R
         instruction_code=list(columns[3]),
         error_tags=[tags.get(jid, []) for jid in columns[0]],
         variants=model_variants(dataset=dataset),
+        truncated=truncated,
     )
 
 

@@ -386,7 +386,7 @@ def _finish(run: ScoringRun) -> None:
 
 
 REPORT_MAX_RESAMPLES = 100_000
-REPORT_TABLES = ("correlation", "leaderboard", "responses")
+REPORT_TABLES = ("correlation", "leaderboard", "responses", "metrics")
 
 
 class ReportError(Exception):
@@ -394,7 +394,12 @@ class ReportError(Exception):
 
 
 def _report_parameters(
-    *, n_resamples: int, seed: int | None, confidence: float, config_ids: list[int] | None
+    *,
+    n_resamples: int,
+    seed: int | None,
+    confidence: float,
+    config_ids: list[int] | None,
+    exclude_truncated: bool = False,
 ) -> dict[str, Any]:
     if not 1 <= int(n_resamples) <= REPORT_MAX_RESAMPLES:
         raise ReportError(f"resamples must be between 1 and {REPORT_MAX_RESAMPLES:,}")
@@ -410,6 +415,7 @@ def _report_parameters(
         "seed_given": seed is not None,
         "confidence": float(confidence),
         "config_ids": sorted(int(c) for c in config_ids) if config_ids else None,
+        "exclude_truncated": bool(exclude_truncated),
     }
 
 
@@ -422,13 +428,21 @@ def report_create(
     seed: int | None = None,
     confidence: float = 0.95,
     config_ids: list[int] | None = None,
+    exclude_truncated: bool = False,
     title: str = "",
     request: HttpRequest | None = None,
     enqueue: bool = True,
 ) -> CorrelationReport:
-    """A pending report; its computation is queued once the row is committed."""
+    """A pending report; its computation is queued once the row is committed.
+
+    ``exclude_truncated``: leave out every score whose metric model cut the text.
+    """
     parameters = _report_parameters(
-        n_resamples=n_resamples, seed=seed, confidence=confidence, config_ids=config_ids
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        config_ids=config_ids,
+        exclude_truncated=exclude_truncated,
     )
     report = CorrelationReport.objects.create(
         dataset=dataset,
@@ -479,6 +493,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
     A report that is already done is returned unchanged (a redelivered task does nothing).
     """
     from scoring.analysis import compute_results, response_rows
+    from scoring.analysis import metric_provenance as analysis_provenance
     from scoring.selectors import report_inputs
 
     with transaction.atomic():
@@ -494,16 +509,39 @@ def report_compute(*, report_id: int) -> CorrelationReport:
         report.save(update_fields=["status", "error"])
     try:
         params = report.parameters
-        inputs = report_inputs(dataset=report.dataset, config_ids=params.get("config_ids"))
+        inputs = report_inputs(
+            dataset=report.dataset,
+            config_ids=params.get("config_ids"),
+            exclude_truncated=bool(params.get("exclude_truncated", False)),
+        )
         if len(inputs.table) == 0:
             raise ReportError(
                 "no submitted reviews to analyse on this dataset yet (reviews marked "
                 "'cannot assess' are left out)"
             )
         labels = {m["key"]: m["label"] for m in inputs.metrics}
+        excluded = bool(params.get("exclude_truncated", False))
+        metric_provenance = [
+            {
+                "key": m["key"],
+                "label": m["label"],
+                "config_id": m["config_id"],
+                "backend": m["backend"],
+                "identity_hash": m["identity_hash"],
+                **analysis_provenance(m["identity"]),
+                # Responses in this report whose score judged a cut text, and whether the
+                # report left those scores out.
+                "n_truncated": int(
+                    numpy.unique(inputs.table.response[inputs.truncated[m["key"]]]).shape[0]
+                ),
+                "truncated_excluded": excluded,
+            }
+            for m in inputs.metrics
+        ]
         results = compute_results(
             inputs.table, inputs.scores, params, labels, variants=inputs.variants
         )
+        results["metric_provenance"] = metric_provenance
         results["responses"] = response_rows(
             inputs.table,
             inputs.scores,
@@ -511,6 +549,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             instruction_code=inputs.instruction_code,
             error_tags=inputs.error_tags,
             simulated_review_ids=inputs.simulated_review_ids,
+            truncated=inputs.truncated,
         )
         n_simulated = len(inputs.simulated_review_ids)
         provenance = {

@@ -48,6 +48,7 @@ def reports(request: HttpRequest) -> HttpResponse:
                 n_resamples=form.cleaned_data["n_resamples"],
                 seed=form.cleaned_data["seed"],
                 confidence=form.cleaned_data["confidence"],
+                exclude_truncated=form.cleaned_data["exclude_truncated"],
                 title=form.cleaned_data["title"],
                 request=request,
             )
@@ -74,6 +75,10 @@ def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
     }
     if report.status == CorrelationReport.Status.DONE:
         context.update(_report_figures(report.results))
+        context["metric_provenance"] = exports.metric_provenance(report)
+        context["provenance_headers"] = [
+            c.replace("_", " ").capitalize() for c in exports.PROVENANCE_COLUMNS
+        ]
     return render(request, "scoring/reports/detail.html", context)
 
 

@@ -333,9 +333,9 @@ def test_exports_carry_no_names_emails_or_text_and_are_all_audited(data, client,
             assert text not in body, f"{text!r} leaked into {name}"
     # The pseudonyms are there instead.
     assert data.c1.pseudonym in bodies["page responses.csv"]
-    # 6 page downloads + 3 API tables + 3 CLI = 12 exports, each audited with what it was.
+    # 4 tables: 8 page downloads + 4 API tables + 4 CLI = 16 exports, each audited.
     events = AuditEvent.objects.filter(action=AuditEvent.Action.EXPORT).order_by("id")[before:]
-    assert len(events) == 12
+    assert len(events) == 16
     channels = sorted(
         (e.details["channel"], e.details["table"], e.details["format"]) for e in events
     )
@@ -351,6 +351,8 @@ def test_per_response_csv_has_the_documented_columns_and_parses(data, client):
     rows = list(csv.DictReader(io.StringIO(body.content.decode())))
     assert len(rows) == 12
     assert list(rows[0]) == exports.RESPONSE_COLUMNS + ["score_bleu", "score_rougeL"] + [
+        "truncated_bleu",
+        "truncated_rougeL",
         "report",
         "seed",
         "n_resamples",
@@ -568,3 +570,89 @@ def test_simulated_reviews_are_idempotent_and_labelled(data, client):
     client.force_login(data.researcher)
     html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
     assert "simulated-banner" in html and "SIMULATED" in html
+
+
+# --- evaluator provenance and truncation ----------------------------------------------------------
+def test_every_export_and_the_page_name_each_metrics_evaluator(data, client):
+    data.bleu.identity = {
+        "backend": "bleu",
+        "options": {"tokenize": "13a"},
+        "signature": "nrefs:1|case:mixed|eff:yes|tok:13a|smooth:exp|version:2.6.0",
+        "versions": {"sacrebleu": "2.6.0"},
+        "reference_aggregate": "max",
+    }
+    data.bleu.save()
+    report = _done_report(data)
+    (bleu,) = [m for m in exports.metric_provenance(report) if m["metric"] == "bleu"]
+    assert bleu["sacrebleu_signature"].startswith("nrefs:1|case:mixed")
+    assert bleu["reference_aggregation"] == "max"
+    assert bleu["library_versions"] == {"sacrebleu": "2.6.0"}
+    assert bleu["layer"] == "not recorded" and bleu["weights_sha256"] == "not recorded"
+    assert bleu["n_truncated"] == 0 and bleu["truncated_excluded"] is False
+    for table in exports.TABLES:
+        document = json.loads(exports.to_json(report, table))
+        assert [m["metric"] for m in document["metric_provenance"]] == ["bleu", "rougeL"]
+    rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, "correlation"))))
+    assert {r["metric"]: r["reference_aggregation"] for r in rows} == {
+        "bleu": "max",
+        "rougeL": "not recorded",
+    }
+    rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, "metrics"))))
+    assert [r["sacrebleu_signature"][:7] for r in rows] == ["nrefs:1", "not rec"]
+    client.force_login(data.researcher)
+    page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert 'data-testid="metric-provenance"' in page and "tok:13a" in page
+    assert "not recorded" in page
+
+
+def test_bertscore_identity_names_model_layer_idf_and_weights(data):
+    from scoring.analysis import metric_provenance
+
+    identity = {
+        "backend": "bertscore",
+        "model": {
+            "source": "hub",
+            "id": "distilbert-base-uncased",
+            "files": {"model.safetensors": "ab" * 32},
+        },
+        "options": {"num_layers": 5, "idf": False, "rescale_with_baseline": True},
+        "location": {"model_path": "/secret/path"},
+    }
+    p = metric_provenance(identity)
+    assert p["model"] == "distilbert-base-uncased" and p["layer"] == 5
+    assert p["idf"] is False and p["baseline_rescaling"] is True
+    assert p["weights_sha256"] == {"model.safetensors": "ab" * 32}
+    assert p["stemming"] == "not recorded" and "/secret/path" not in json.dumps(p)
+
+
+def test_truncated_pairs_are_counted_and_can_be_excluded(data, client):
+    cut = data.responses[0][0]  # model-a on instruction 0: bleu 30.0
+    MetricScore.objects.filter(response=cut, config=data.bleu).update(truncated=True)
+    kept = _done_report(data)
+    (bleu,) = [m for m in exports.metric_provenance(kept) if m["metric"] == "bleu"]
+    assert bleu["n_truncated"] == 1 and bleu["truncated_excluded"] is False
+    rows = [r for r in kept.results["responses"] if r["response_id"] == cut.pk]
+    assert rows and all(r["truncated_bleu"] and r["score_bleu"] == 30.0 for r in rows)
+
+    client.force_login(data.researcher)
+    response = client.post(
+        reverse("scoring_reports"),
+        {
+            "dataset": data.dataset.pk,
+            "n_resamples": 200,
+            "seed": 7,
+            "confidence": 0.95,
+            "exclude_truncated": "on",
+        },
+    )
+    assert response.status_code == 302
+    excluded = services.report_compute(report_id=CorrelationReport.objects.latest("id").pk)
+    assert excluded.parameters["exclude_truncated"] is True
+    assert excluded.status == CorrelationReport.Status.DONE, excluded.error
+    rows = [r for r in excluded.results["responses"] if r["response_id"] == cut.pk]
+    assert rows and all(r["score_bleu"] is None for r in rows)
+    (bleu,) = [m for m in exports.metric_provenance(excluded) if m["metric"] == "bleu"]
+    assert bleu["n_truncated"] == 1 and bleu["truncated_excluded"] is True
+    b_kept = next(r for r in kept.results["correlation"] if r["metric"] == "bleu")
+    b_excl = next(r for r in excluded.results["correlation"] if r["metric"] == "bleu")
+    assert b_excl["n_scored"] == b_kept["n_scored"] - 2  # two clinicians judged that response
