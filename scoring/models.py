@@ -189,3 +189,30 @@ class ModelVariant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_name} = {self.base_model} @ {self.context_length or 'imported'}"
+
+
+class LearnedMetricModel(models.Model):
+    """A pairwise ranking model fitted on a dataset's clinician rankings (``scoring.learned``).
+
+    Stored as plain numbers (scaler, coefficients, feature names), never a pickle, with what it
+    was trained on and with: the report, how many reviews and pairs, the metric configurations
+    whose scores are features, the embedding model and its weights hash, library versions. It
+    ranks a new model's responses without review: ``LinearRanker.from_dict(parameters)``.
+    """
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="learned_models")
+    report = models.ForeignKey(
+        CorrelationReport, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    feature_names = models.JSONField(default=list)
+    parameters = models.JSONField(default=dict)  # LinearRanker.as_dict()
+    provenance = models.JSONField(default=dict)
+    n_reviews = models.PositiveIntegerField(default=0)
+    n_pairs = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Learned metric {self.pk} ({self.n_reviews} reviews)"

@@ -279,6 +279,33 @@ def report_inputs(
     )
 
 
+def learned_texts(*, table: JudgementTable) -> tuple[list[str], list[str], list[str]]:
+    """Per table row: the instruction's question, the response and the first reference answer
+    (3 queries). For the learned metric's embeddings only: the texts never leave the worker."""
+    from review.models import Instruction, ReferenceResponse
+
+    response_ids = {int(r) for r in table.response}
+    instruction_ids = {int(i) for i in table.instruction}
+    responses = dict(
+        ModelResponse.objects.filter(pk__in=response_ids).values_list("id", "text").order_by()
+    )
+    questions = dict(
+        Instruction.objects.filter(pk__in=instruction_ids).values_list("id", "question").order_by()
+    )
+    references: dict[int, str] = {}
+    for instruction_id, text in (
+        ReferenceResponse.objects.filter(instruction_id__in=instruction_ids)
+        .order_by("instruction_id", "annotator", "id")
+        .values_list("instruction_id", "text")
+    ):
+        references.setdefault(instruction_id, text)
+    return (
+        [questions.get(int(i), "") for i in table.instruction],
+        [responses.get(int(r), "") for r in table.response],
+        [references.get(int(i), "") for i in table.instruction],
+    )
+
+
 def reports_recent(limit: int = 50) -> QuerySet[CorrelationReport]:
     # results can be megabytes (the per-response table): list pages never load them.
     return CorrelationReport.objects.select_related("dataset", "created_by").defer("results")[

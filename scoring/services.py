@@ -27,10 +27,12 @@ from django.utils import timezone
 
 from review.models import AuditEvent, Dataset, ModelResponse, User
 from review.services.audit import audit_record
+from scoring import learned
 from scoring.metrics import MetricBackend, MetricUnavailable, Pair, backend_class, get_backend
 from scoring.models import (
     ApiToken,
     CorrelationReport,
+    LearnedMetricModel,
     MetricConfig,
     MetricScore,
     ModelVariant,
@@ -400,6 +402,7 @@ def _report_parameters(
     confidence: float,
     config_ids: list[int] | None,
     exclude_truncated: bool = False,
+    learned_metric: bool = False,
 ) -> dict[str, Any]:
     if not 1 <= int(n_resamples) <= REPORT_MAX_RESAMPLES:
         raise ReportError(f"resamples must be between 1 and {REPORT_MAX_RESAMPLES:,}")
@@ -416,6 +419,7 @@ def _report_parameters(
         "confidence": float(confidence),
         "config_ids": sorted(int(c) for c in config_ids) if config_ids else None,
         "exclude_truncated": bool(exclude_truncated),
+        "learned_metric": bool(learned_metric),
     }
 
 
@@ -429,6 +433,7 @@ def report_create(
     confidence: float = 0.95,
     config_ids: list[int] | None = None,
     exclude_truncated: bool = False,
+    learned_metric: bool = False,
     title: str = "",
     request: HttpRequest | None = None,
     enqueue: bool = True,
@@ -436,6 +441,8 @@ def report_create(
     """A pending report; its computation is queued once the row is committed.
 
     ``exclude_truncated``: leave out every score whose metric model cut the text.
+    ``learned_metric``: add the metric learned from the clinicians' rankings (cross-validated
+    by instruction; ``scoring.learned``) as one more row of the correlation table.
     """
     parameters = _report_parameters(
         n_resamples=n_resamples,
@@ -443,6 +450,7 @@ def report_create(
         confidence=confidence,
         config_ids=config_ids,
         exclude_truncated=exclude_truncated,
+        learned_metric=learned_metric,
     )
     report = CorrelationReport.objects.create(
         dataset=dataset,
@@ -538,13 +546,19 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             }
             for m in inputs.metrics
         ]
-        results = compute_results(
-            inputs.table, inputs.scores, params, labels, variants=inputs.variants
-        )
+        scores = dict(inputs.scores)
+        learned_fit = None
+        if params.get("learned_metric"):
+            learned_fit = _learned_metric_fit(inputs)
+            scores[learned.LEARNED_KEY] = learned_fit["oof"]
+            labels[learned.LEARNED_KEY] = learned.LEARNED_LABEL
+            metric_provenance.append(learned_fit["provenance_row"])
+        results = compute_results(inputs.table, scores, params, labels, variants=inputs.variants)
+        results["learned_metric"] = learned_fit["info"] if learned_fit else None
         results["metric_provenance"] = metric_provenance
         results["responses"] = response_rows(
             inputs.table,
-            inputs.scores,
+            scores,
             clinician_pseudonym=inputs.clinician_pseudonym,
             instruction_code=inputs.instruction_code,
             error_tags=inputs.error_tags,
@@ -591,8 +605,98 @@ def report_compute(*, report_id: int) -> CorrelationReport:
     report.provenance = provenance
     report.status = CorrelationReport.Status.DONE
     report.finished_at = timezone.now()
-    report.save(update_fields=["results", "provenance", "status", "finished_at"])
+    with transaction.atomic():
+        report.save(update_fields=["results", "provenance", "status", "finished_at"])
+        if learned_fit is not None:
+            _learned_metric_store(report=report, fit=learned_fit)
     return report
+
+
+def _learned_metric_fit(inputs: Any) -> dict[str, Any]:
+    """Cross-validated scores of the learned metric, and the model fitted on every review."""
+    from scoring.metrics.base import file_sha256
+    from scoring.selectors import learned_texts
+
+    started = time.perf_counter()
+    questions, responses, references = learned_texts(table=inputs.table)
+    unique = sorted(set(questions) | set(responses) | set(references))
+    index = {text: k for k, text in enumerate(unique)}
+    emb = learned.embed_texts(unique)
+
+    def rows(texts: list[str]) -> numpy.ndarray:
+        return emb[[index[t] for t in texts]]
+
+    features, names = learned.build_features(
+        inputs.scores,
+        numpy.array([len(t.split()) for t in responses], dtype=float),
+        rows(questions),
+        rows(responses),
+        rows(references),
+    )
+    embed_s = time.perf_counter() - started
+    oof, info = learned.cross_validated_scores(inputs.table, features)
+    started = time.perf_counter()
+    final, n_pairs = learned.fit_ranker(inputs.table, features, numpy.arange(len(inputs.table)))
+    path = learned.minilm_path()
+    provenance = {
+        "method": info["method"],
+        "cv": info["cv"],
+        "c": info["c"],
+        "embedding_model": learned.EMBEDDING_MODEL_ID,
+        "embedding_weights_sha256": file_sha256(path / "model.safetensors"),
+        "embedding_pooling": "mean over tokens, L2-normalised",
+        "embedding_max_tokens": learned.EMBEDDING_MAX_TOKENS,
+        "feature_metrics": [
+            {"key": m["key"], "config_id": m["config_id"], "identity_hash": m["identity_hash"]}
+            for m in inputs.metrics
+        ],
+        "versions": learned.versions(),
+        "n_reviews": info["n_reviews"],
+        "n_pairs": n_pairs,
+    }
+    info = {
+        **info,
+        "folds": [{k: v for k, v in f.items() if k != "test_instructions"} for f in info["folds"]],
+        "n_reviews_final_model": info["n_reviews"],
+        "n_pairs_final_model": n_pairs,
+        "embedding_seconds": embed_s,
+        "final_fit_seconds": time.perf_counter() - started,
+        "feature_names": names[:8] + ([f"... {len(names) - 8} more"] if len(names) > 8 else []),
+    }
+    return {
+        "oof": oof,
+        "info": info,
+        "model": final,
+        "names": names,
+        "provenance": provenance,
+        "provenance_row": {
+            "key": learned.LEARNED_KEY,
+            "label": learned.LEARNED_LABEL,
+            "config_id": None,
+            "backend": "learned",
+            "identity_hash": None,
+            "model": f"pairwise logistic regression + {learned.EMBEDDING_MODEL_ID}",
+            "weights_sha256": provenance["embedding_weights_sha256"],
+            "tokenizer": "MiniLM word pieces (max 256)",
+            "library_versions": provenance["versions"],
+            "n_truncated": 0,
+            "truncated_excluded": False,
+        },
+    }
+
+
+def _learned_metric_store(*, report: CorrelationReport, fit: dict[str, Any]) -> None:
+    model = LearnedMetricModel.objects.create(
+        dataset=report.dataset,
+        report=report,
+        feature_names=fit["names"],
+        parameters=fit["model"].as_dict(),
+        provenance=fit["provenance"],
+        n_reviews=fit["provenance"]["n_reviews"],
+        n_pairs=fit["provenance"]["n_pairs"],
+    )
+    report.results["learned_metric"]["stored_model_id"] = model.pk
+    report.save(update_fields=["results"])
 
 
 def report_export_record(

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from review import access
 from review.models import response_label
-from scoring import exports, plots, selectors, services
+from scoring import exports, learned, plots, selectors, services
 from scoring.models import CorrelationReport
 from scoring.report_forms import ApiTokenForm, ReportForm
 
@@ -49,6 +49,7 @@ def reports(request: HttpRequest) -> HttpResponse:
                 seed=form.cleaned_data["seed"],
                 confidence=form.cleaned_data["confidence"],
                 exclude_truncated=form.cleaned_data["exclude_truncated"],
+                learned_metric=form.cleaned_data["learned_metric"],
                 title=form.cleaned_data["title"],
                 request=request,
             )
@@ -76,6 +77,7 @@ def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
     if report.status == CorrelationReport.Status.DONE:
         context.update(_report_figures(report.results))
         context["metric_provenance"] = exports.metric_provenance(report)
+        context["lm_label"] = learned.LEARNED_LABEL
         context["provenance_headers"] = [
             c.replace("_", " ").capitalize() for c in exports.PROVENANCE_COLUMNS
         ]

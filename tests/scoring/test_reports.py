@@ -656,3 +656,30 @@ def test_truncated_pairs_are_counted_and_can_be_excluded(data, client):
     b_kept = next(r for r in kept.results["correlation"] if r["metric"] == "bleu")
     b_excl = next(r for r in excluded.results["correlation"] if r["metric"] == "bleu")
     assert b_excl["n_scored"] == b_kept["n_scored"] - 2  # two clinicians judged that response
+
+
+@pytest.mark.slow
+def test_a_report_can_add_the_learned_metric_and_store_it(data, client):
+    from scoring import learned
+    from scoring.models import LearnedMetricModel
+
+    report = _done_report(data, learned_metric=True)
+    assert report.status == CorrelationReport.Status.DONE, report.error
+    keys = [r["metric"] for r in report.results["correlation"]]
+    assert keys == ["bleu", "rougeL", "learned"]
+    pairs = {(p["metric_a"], p["metric_b"]) for p in report.results["paired_tests"]}
+    assert {("bleu", "learned"), ("rougeL", "learned")} <= pairs
+    info = report.results["learned_metric"]
+    assert info["n_reviews"] == 4 and info["n_splits"] == 2 and info["cv"].startswith("GroupKFold")
+    stored = LearnedMetricModel.objects.get(pk=info["stored_model_id"])
+    assert stored.report_id == report.pk and stored.n_reviews == 4
+    assert stored.provenance["embedding_model"] == learned.EMBEDDING_MODEL_ID
+    assert len(stored.provenance["embedding_weights_sha256"]) == 64
+    ranker = learned.LinearRanker.from_dict(stored.parameters)
+    assert ranker.coef.shape == (len(stored.feature_names),)
+    (row,) = [m for m in exports.metric_provenance(report) if m["metric"] == "learned"]
+    assert row["weights_sha256"] == stored.provenance["embedding_weights_sha256"]
+    client.force_login(data.researcher)
+    page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert "learned from 4 reviews" in page
+    assert "SECRET-" not in json.dumps(report.results)
