@@ -87,10 +87,12 @@ SOCIAL = [
     "Married, works in accounting, never smoker, no recreational drug use.",
 ]
 SPECIALTIES = ["Internal Medicine", "Cardiology", "Family Medicine", "Oncology", "Neurology"]
-MODELS = ["Atlas-70B", "Beacon-13B", "Cedar-7B", "Dune-32k", "Ember-2k", "Fjord-Instruct"]
+# Dune-32k and Dune-2k are one base model at two context lengths (the demo's report declares
+# them so), for the report's context-length section; MedAlign saw GPT-4 drop from 32k to 2k.
+MODELS = ["Atlas-70B", "Beacon-13B", "Cedar-7B", "Dune-32k", "Dune-2k", "Fjord-Instruct"]
 # Each model's tendency to answer well (probability of a faithful answer), so the leaderboard
 # and the metrics have something to agree and disagree about.
-MODEL_SKILL = dict(zip(MODELS, [0.8, 0.65, 0.45, 0.7, 0.35, 0.55], strict=True))
+MODEL_SKILL = dict(zip(MODELS, [0.8, 0.65, 0.45, 0.7, 0.5, 0.55], strict=True))
 MODEL_CONTEXT = dict(zip(MODELS, [32768, 4096, 2048, 32768, 2048, 8192], strict=True))
 FIRST_NAMES = ["Alex", "Jordan", "Sam", "Casey", "Robin", "Morgan", "Taylor", "Jamie"]
 
@@ -537,26 +539,89 @@ def _q_other(rng: random.Random, p: SynthPatient) -> Built:
     )
 
 
-def make_response(rng: random.Random, instruction: SynthInstruction, model: str) -> str:
-    """A response whose quality depends on the model's skill plus noise."""
+# Real answers to one question differ even when they agree: each model has its own openers,
+# hedges and verbosity, and sampling varies the wording from answer to answer. Without this the
+# demo's responses were often word-for-word identical within an instruction (hundreds of metric
+# ties), which left the demo report little to say.
+_OPENERS_GOOD = [
+    "Based on the record, {ref}",
+    "According to the chart, {ref}",
+    "Reviewing the available notes, {ref}",
+    "Per the most recent documentation, {ref}",
+    "Short answer: {ref}",
+    "{Ref}",
+]
+_OPENERS_PARTIAL = [
+    "From the available notes: {facts}.",
+    "What I could find: {facts}.",
+    "The chart documents the following: {facts}.",
+    "Relevant findings - {facts}.",
+]
+_OPENERS_MIXED = [
+    "The record suggests {facts}.",
+    "It appears that {facts}.",
+    "Looking through the encounters, {facts}.",
+]
+_OPENERS_WRONG = [
+    "I found {wrong} in the record, which answers the question.",
+    "The notes indicate {wrong}.",
+    "{Wrong}, according to the last visit.",
+]
+_REFUSALS = [
+    "I cannot determine this from the information provided in the record.",
+    "The record does not contain enough information to answer this.",
+    "This is not documented in the available notes.",
+    "I was unable to locate this in the patient's chart.",
+]
+_CLOSERS = [
+    "",
+    "",
+    " Please verify against the chart.",
+    " Other details were not found.",
+    " Consider confirming with the care team.",
+    " No other relevant entries were found.",
+    " This should be interpreted in the clinical context.",
+]
+# How much a model tends to say beyond the answer (0 terse .. 1 chatty).
+_VERBOSITY = {"Atlas": 0.3, "Beacon": 0.6, "Cedar": 0.8, "Dune": 0.45, "Fjord": 0.7}
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def make_answer(rng: random.Random, instruction: SynthInstruction, model: str) -> tuple[str, bool]:
+    """A response and whether it is correct; quality depends on the model's skill plus noise."""
     quality = MODEL_SKILL[model] + rng.uniform(-0.35, 0.35)
-    facts = instruction.facts
+    facts = list(instruction.facts)
+    rng.shuffle(facts)
+    ref = instruction.reference[0].lower() + instruction.reference[1:]
+    wrong = instruction.wrong_facts[0]
     if quality > 0.75:
-        return f"Based on the record, {instruction.reference[0].lower()}{instruction.reference[1:]}"
-    if quality > 0.55:
-        kept = facts[: max(1, len(facts) - 1)]
-        return "From the available notes: " + "; ".join(kept) + ". Other details were not found."
-    if quality > 0.4:
-        return (
-            "The record suggests "
-            + "; ".join(facts[:1] + instruction.wrong_facts[:1])
-            + ". Please verify against the chart."
-        )
-    if quality > 0.2:
-        return (
-            "I found " + instruction.wrong_facts[0] + " in the record, which answers the question."
-        )
-    return "I cannot determine this from the information provided in the record."
+        text, correct = rng.choice(_OPENERS_GOOD).format(ref=ref, Ref=_cap(ref)), True
+    elif quality > 0.55:
+        kept = facts[: max(1, len(facts) - rng.randint(0, 1))]
+        text, correct = rng.choice(_OPENERS_PARTIAL).format(facts="; ".join(kept)), True
+    elif quality > 0.4:
+        mixed = facts[:1] + instruction.wrong_facts[:1]
+        rng.shuffle(mixed)
+        text, correct = rng.choice(_OPENERS_MIXED).format(facts=" and ".join(mixed)), False
+    elif quality > 0.2:
+        text = rng.choice(_OPENERS_WRONG).format(wrong=wrong, Wrong=_cap(wrong))
+        correct = False
+    else:
+        return rng.choice(_REFUSALS), False
+    verbosity = _VERBOSITY.get(model.split("-")[0], 0.5)
+    if rng.random() < verbosity:
+        text += rng.choice(_CLOSERS)
+    if rng.random() < verbosity / 2:
+        text += f" (Based on {rng.randint(2, 40)} notes reviewed.)"
+    return text, correct
+
+
+def make_response(rng: random.Random, instruction: SynthInstruction, model: str) -> str:
+    """A response's text (see :func:`make_answer`)."""
+    return make_answer(rng, instruction, model)[0]
 
 
 # --- the whole release ---------------------------------------------------------------------------
@@ -662,8 +727,7 @@ def write_release(out: Path, spec: DemoSpec = DemoSpec()) -> dict[str, int]:
         )
         for ins in instructions:
             for model in MODELS:
-                text = make_response(rng, ins, model)
-                correct = text.startswith(("Based on", "From the available"))
+                text, correct = make_answer(rng, ins, model)
                 writer.writerow(
                     [
                         ins.instruction_id,

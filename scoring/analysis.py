@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -55,8 +55,11 @@ def compute_results(
     scores: Mapping[str, np.ndarray],
     params: Mapping[str, Any],
     labels: Mapping[str, str] | None = None,
+    variants: Mapping[str, tuple[str, int | None]] | None = None,
 ) -> dict[str, Any]:
     """Every statistic of a report. ``params``: ``n_resamples``, ``seed``, ``confidence``.
+
+    ``variants`` (model name -> base model, context length) feeds the context-length section.
 
     All bootstraps share the seed, hence the same cluster draws: the intervals of different
     metrics (and the paired tests) are computed on the same resamples of instructions.
@@ -116,15 +119,18 @@ def compute_results(
             }
         breakdowns[by] = groups
 
+    leaderboard, bt_info = st.leaderboard_fit(table, **boot)
     results = {
         "metrics": [{"key": k, "label": labels.get(k, k)} for k in scores],
         "counts": _counts(table),
         "correlation": correlation,
         "paired_tests": paired,
         "human_ceiling": st.human_ceiling(table, **boot),
-        "leaderboard": st.leaderboard(table, **boot),
+        "leaderboard": leaderboard,
+        "bradley_terry": bt_info,
         "win_rate": {"models": models, "matrix": matrix},
-        "position_bias": st.position_bias(table),
+        "position_bias": st.position_bias(table, **boot),
+        "context_length": st.context_length_analysis(table, dict(variants or {}), **boot),
         "breakdowns": breakdowns,
         "parameters": boot,
     }
@@ -139,8 +145,14 @@ def response_rows(
     clinician_pseudonym: list[str],
     instruction_code: list[str],
     error_tags: list[list[str]],
+    simulated_review_ids: Iterable[int] = (),
+    truncated: Mapping[str, np.ndarray] | None = None,
 ) -> list[dict[str, Any]]:
-    """The per-response table: one row per judgement, ids and numbers only (never any text)."""
+    """The per-response table: one row per judgement, ids and numbers only (never any text).
+
+    ``simulated`` marks the rows of simulated reviews (the demo's "Simulated clinician" accounts).
+    """
+    simulated = {int(r) for r in simulated_review_ids}
     rank = table.rank.astype(float)
     correct = table.correct.astype(float)
     rows = []
@@ -157,8 +169,73 @@ def response_rows(
             "rank": None if np.isnan(rank[i]) else int(rank[i]),
             "correct": None if np.isnan(correct[i]) else bool(correct[i]),
             "error_tags": list(error_tags[i]),
+            "simulated": int(table.review[i]) in simulated,
         }
         for key, values in scores.items():
             row[f"score_{key}"] = values[i]
+        for key, cut in (truncated or {}).items():
+            row[f"truncated_{key}"] = bool(cut[i])
         rows.append(row)
     return clean(rows)
+
+
+# --- evaluator provenance ----------------------------------------------------------------------
+# What a reader needs to identify each metric's evaluator (HELM asks reports to "identify the
+# active evaluator and model version"). Read from the MetricConfig identity, whatever backend
+# wrote it: each field lists the places it may be recorded, then a key name searched anywhere.
+NOT_RECORDED = "not recorded"
+PROVENANCE_FIELDS: dict[str, tuple[tuple[tuple[str, ...], ...], str | None]] = {
+    "model": ((("model", "id"), ("checkpoint", "id"), ("options", "model"), ("model",)), None),
+    "weights_sha256": (
+        (("model", "weights_sha256"), ("model", "files"), ("checkpoint", "sha256")),
+        "weights_sha256",
+    ),
+    "layer": ((("options", "num_layers"), ("options", "layer")), "num_layers"),
+    "idf": ((("options", "idf"),), "idf"),
+    "baseline_rescaling": ((("options", "rescale_with_baseline"),), "rescale_with_baseline"),
+    "tokenizer": ((("options", "tokenizer"), ("model", "tokenizer")), "tokenizer"),
+    "stemming": ((("options", "use_stemmer"), ("options", "stemming")), "use_stemmer"),
+    "sacrebleu_signature": ((("signature",), ("options", "signature")), "signature"),
+    "reference_aggregation": ((("reference_aggregate",),), "reference_aggregate"),
+    "max_input_tokens": ((("options", "max_length"), ("options", "max_tokens")), "max_length"),
+    "library_versions": ((("versions",),), "versions"),
+}
+
+
+def _at(identity: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = identity
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _search(node: Any, key: str) -> Any:
+    if isinstance(node, Mapping):
+        if key in node and node[key] is not None:
+            return node[key]
+        for k, v in node.items():
+            if k == "location":  # machine-specific paths are not provenance
+                continue
+            found = _search(v, key)
+            if found is not None:
+                return found
+    return None
+
+
+def metric_provenance(identity: Mapping[str, Any]) -> dict[str, Any]:
+    """Every provenance field of one metric configuration; ``"not recorded"`` when absent."""
+    out: dict[str, Any] = {}
+    for field, (paths, key) in PROVENANCE_FIELDS.items():
+        value = None
+        for path in paths:
+            value = _at(identity, path)
+            if value is not None:
+                break
+        if value is None and key is not None:
+            value = _search(identity, key)
+        if isinstance(value, Mapping) and field == "model":
+            value = value.get("id") or value.get("name") or value.get("source")
+        out[field] = NOT_RECORDED if value is None else clean(value)
+    return out

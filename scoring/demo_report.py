@@ -10,6 +10,8 @@ from scoring.models import CorrelationReport, ScoringBatch
 
 DEMO_METRICS = ("rougeL", "bleu", "chrf")
 DEMO_RESAMPLES = 2_000  # plenty for a demo, and quick
+# The demo's one base model at two context lengths, for the report's context-length section.
+DEMO_VARIANTS = {"Dune-32k": ("Dune", 32768), "Dune-2k": ("Dune", 2048)}
 
 
 def demo_first_report(*, dataset_name: str) -> list[str]:
@@ -21,6 +23,10 @@ def demo_first_report(*, dataset_name: str) -> list[str]:
     ).first()
     if existing is not None:
         return [f"Demo report: #{existing.pk} exists (/research/reports/{existing.pk}/)."]
+    for name, (base, length) in DEMO_VARIANTS.items():
+        services.model_variant_set(
+            dataset=dataset, model_name=name, base_model=base, context_length=length
+        )
     run = services.scoring_run_create(dataset=dataset, metrics=DEMO_METRICS, enqueue=False)
     for batch in run.batches.filter(status=ScoringBatch.Status.PENDING).order_by("id"):
         services.scoring_batch_execute(batch_id=batch.pk)

@@ -162,3 +162,57 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class ModelVariant(models.Model):
+    """A researcher's declaration: this model name is ``base_model`` at ``context_length``.
+
+    MedAlign compares one base model at several context lengths (GPT-4 at 32k and at 2k tokens);
+    responses only carry model names, so reports need to be told which names are the same model.
+    Declared here (Django admin) per dataset, or read from a ``base_model`` column of the import
+    (kept in ``ModelResponse.generation_metadata``); a declaration here wins. An empty
+    ``context_length`` means "the context length the responses were imported with".
+    """
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="model_variants")
+    model_name = models.CharField(max_length=100)
+    base_model = models.CharField(max_length=100)
+    context_length = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["dataset", "base_model", "context_length", "model_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dataset", "model_name"], name="unique_model_variant_per_dataset"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_name} = {self.base_model} @ {self.context_length or 'imported'}"
+
+
+class LearnedMetricModel(models.Model):
+    """A pairwise ranking model fitted on a dataset's clinician rankings (``scoring.learned``).
+
+    Stored as plain numbers (scaler, coefficients, feature names), never a pickle, with what it
+    was trained on and with: the report, how many reviews and pairs, the metric configurations
+    whose scores are features, the embedding model and its weights hash, library versions. It
+    ranks a new model's responses without review: ``LinearRanker.from_dict(parameters)``.
+    """
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="learned_models")
+    report = models.ForeignKey(
+        CorrelationReport, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    feature_names = models.JSONField(default=list)
+    parameters = models.JSONField(default=dict)  # LinearRanker.as_dict()
+    provenance = models.JSONField(default=dict)
+    n_reviews = models.PositiveIntegerField(default=0)
+    n_pairs = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Learned metric {self.pk} ({self.n_reviews} reviews)"

@@ -25,6 +25,19 @@ class ReportForm(forms.Form):
         help_text="Leave empty for a random seed; it is recorded with the report either way.",
     )
     confidence = forms.FloatField(initial=0.95, min_value=0.5, max_value=0.999)
+    exclude_truncated = forms.BooleanField(
+        required=False,
+        label="Exclude truncated pairs",
+        help_text="Leave out every score whose metric model had to cut the response, source or "
+        "reference to fit its input length (the score judged only part of the text).",
+    )
+    learned_metric = forms.BooleanField(
+        required=False,
+        label="Add a metric learned from the clinicians",
+        help_text="A pairwise ranking model over the metric scores, response length and MiniLM "
+        "embeddings, evaluated by cross-validation grouped by instruction (adds seconds to "
+        "minutes: every text is embedded).",
+    )
 
     def __init__(self, *args: Any, datasets: QuerySet[Dataset], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

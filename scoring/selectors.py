@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 from django.db.models import Count, QuerySet
 
-from review.models import Dataset, ResponseJudgement, Review
+from review.models import Dataset, ModelResponse, ResponseJudgement, Review
 from scoring.models import (
     ApiToken,
     CorrelationReport,
     MetricConfig,
     MetricScore,
+    ModelVariant,
     ScoringBatch,
     ScoringRun,
 )
@@ -108,6 +109,10 @@ class ReportInputs:
     clinician_pseudonym: list[str]
     instruction_code: list[str]
     error_tags: list[list[str]]
+    variants: dict[str, tuple[str, int | None]]  # model name -> (base model, context length)
+    # Per metric key: rows whose score came from a cut text (MetricScore.truncated). When the
+    # report excludes truncated pairs, those rows' scores are nan in ``scores``.
+    truncated: dict[str, np.ndarray]
 
 
 def _metric_keys(configs: list[MetricConfig]) -> dict[int, str]:
@@ -135,8 +140,44 @@ def report_configs(*, dataset: Dataset, config_ids: list[int] | None = None) -> 
     return list(qs.order_by("backend", "id"))
 
 
-def report_inputs(*, dataset: Dataset, config_ids: list[int] | None = None) -> ReportInputs:
-    """Build the judgement table and aligned metric scores for a dataset (5 queries)."""
+def model_variants(*, dataset: Dataset) -> dict[str, tuple[str, int | None]]:
+    """Which model names are one base model at a context length (2 queries).
+
+    From the import (a ``base_model`` column, kept in ``generation_metadata``, with the
+    responses' ``context_length``: the most common one per model), overridden by the
+    researcher's ``ModelVariant`` rows. Models with neither are not in the result.
+    """
+    counts: dict[str, dict[int | None, int]] = {}
+    imported: dict[str, str] = {}
+    for name, length, base in (
+        ModelResponse.objects.filter(instruction__dataset=dataset)
+        .values_list("model_name", "context_length", "generation_metadata__base_model")
+        .order_by()
+    ):
+        by_length = counts.setdefault(name, {})
+        by_length[length] = by_length.get(length, 0) + 1
+        if isinstance(base, str) and base.strip():
+            imported.setdefault(name, base.strip())
+
+    def usual_length(name: str) -> int | None:
+        lengths = counts.get(name, {})
+        known = {k: v for k, v in lengths.items() if k is not None}
+        return max(sorted(known), key=lambda k: known[k]) if known else None
+
+    out = {name: (base, usual_length(name)) for name, base in imported.items()}
+    for v in ModelVariant.objects.filter(dataset=dataset):
+        length = v.context_length if v.context_length is not None else usual_length(v.model_name)
+        out[v.model_name] = (v.base_model, length)
+    return out
+
+
+def report_inputs(
+    *, dataset: Dataset, config_ids: list[int] | None = None, exclude_truncated: bool = False
+) -> ReportInputs:
+    """Build the judgement table, aligned metric scores and model variants (7 queries).
+
+    ``exclude_truncated`` leaves out (as missing) every score whose metric model cut a text.
+    """
     from review.services.demo_reviews import is_simulated_email
 
     base = ResponseJudgement.objects.filter(
@@ -187,11 +228,15 @@ def report_inputs(*, dataset: Dataset, config_ids: list[int] | None = None) -> R
     for i, rid in enumerate(columns[8]):
         row_of_response.setdefault(rid, []).append(i)
     scores = {keys[c.pk]: np.full(n, np.nan) for c in configs}
+    truncated = {keys[c.pk]: np.zeros(n, dtype=bool) for c in configs}
     if configs and n:
-        for config_id, response_id, value in MetricScore.objects.filter(
+        for config_id, response_id, value, cut in MetricScore.objects.filter(
             config_id__in=keys, response_id__in=set(columns[8])
-        ).values_list("config_id", "response_id", "value"):
-            scores[keys[config_id]][row_of_response[response_id]] = value
+        ).values_list("config_id", "response_id", "value", "truncated"):
+            rows_of = row_of_response[response_id]
+            truncated[keys[config_id]][rows_of] = cut
+            if not (cut and exclude_truncated):
+                scores[keys[config_id]][rows_of] = value
 
     table = JudgementTable(
         review=np.asarray(columns[1], dtype=np.int64),
@@ -229,6 +274,35 @@ def report_inputs(*, dataset: Dataset, config_ids: list[int] | None = None) -> R
         clinician_pseudonym=list(columns[5]),
         instruction_code=list(columns[3]),
         error_tags=[tags.get(jid, []) for jid in columns[0]],
+        variants=model_variants(dataset=dataset),
+        truncated=truncated,
+    )
+
+
+def learned_texts(*, table: JudgementTable) -> tuple[list[str], list[str], list[str]]:
+    """Per table row: the instruction's question, the response and the first reference answer
+    (3 queries). For the learned metric's embeddings only: the texts never leave the worker."""
+    from review.models import Instruction, ReferenceResponse
+
+    response_ids = {int(r) for r in table.response}
+    instruction_ids = {int(i) for i in table.instruction}
+    responses = dict(
+        ModelResponse.objects.filter(pk__in=response_ids).values_list("id", "text").order_by()
+    )
+    questions = dict(
+        Instruction.objects.filter(pk__in=instruction_ids).values_list("id", "question").order_by()
+    )
+    references: dict[int, str] = {}
+    for instruction_id, text in (
+        ReferenceResponse.objects.filter(instruction_id__in=instruction_ids)
+        .order_by("instruction_id", "annotator", "id")
+        .values_list("instruction_id", "text")
+    ):
+        references.setdefault(instruction_id, text)
+    return (
+        [questions.get(int(i), "") for i in table.instruction],
+        [responses.get(int(r), "") for r in table.response],
+        [references.get(int(i), "") for i in table.instruction],
     )
 
 

@@ -27,12 +27,15 @@ from django.utils import timezone
 
 from review.models import AuditEvent, Dataset, ModelResponse, User
 from review.services.audit import audit_record
+from scoring import learned
 from scoring.metrics import MetricBackend, MetricUnavailable, Pair, backend_class, get_backend
 from scoring.models import (
     ApiToken,
     CorrelationReport,
+    LearnedMetricModel,
     MetricConfig,
     MetricScore,
+    ModelVariant,
     ScoringBatch,
     ScoringRun,
 )
@@ -385,7 +388,7 @@ def _finish(run: ScoringRun) -> None:
 
 
 REPORT_MAX_RESAMPLES = 100_000
-REPORT_TABLES = ("correlation", "leaderboard", "responses")
+REPORT_TABLES = ("correlation", "leaderboard", "responses", "metrics")
 
 
 class ReportError(Exception):
@@ -393,7 +396,13 @@ class ReportError(Exception):
 
 
 def _report_parameters(
-    *, n_resamples: int, seed: int | None, confidence: float, config_ids: list[int] | None
+    *,
+    n_resamples: int,
+    seed: int | None,
+    confidence: float,
+    config_ids: list[int] | None,
+    exclude_truncated: bool = False,
+    learned_metric: bool = False,
 ) -> dict[str, Any]:
     if not 1 <= int(n_resamples) <= REPORT_MAX_RESAMPLES:
         raise ReportError(f"resamples must be between 1 and {REPORT_MAX_RESAMPLES:,}")
@@ -409,6 +418,8 @@ def _report_parameters(
         "seed_given": seed is not None,
         "confidence": float(confidence),
         "config_ids": sorted(int(c) for c in config_ids) if config_ids else None,
+        "exclude_truncated": bool(exclude_truncated),
+        "learned_metric": bool(learned_metric),
     }
 
 
@@ -421,13 +432,25 @@ def report_create(
     seed: int | None = None,
     confidence: float = 0.95,
     config_ids: list[int] | None = None,
+    exclude_truncated: bool = False,
+    learned_metric: bool = False,
     title: str = "",
     request: HttpRequest | None = None,
     enqueue: bool = True,
 ) -> CorrelationReport:
-    """A pending report; its computation is queued once the row is committed."""
+    """A pending report; its computation is queued once the row is committed.
+
+    ``exclude_truncated``: leave out every score whose metric model cut the text.
+    ``learned_metric``: add the metric learned from the clinicians' rankings (cross-validated
+    by instruction; ``scoring.learned``) as one more row of the correlation table.
+    """
     parameters = _report_parameters(
-        n_resamples=n_resamples, seed=seed, confidence=confidence, config_ids=config_ids
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        config_ids=config_ids,
+        exclude_truncated=exclude_truncated,
+        learned_metric=learned_metric,
     )
     report = CorrelationReport.objects.create(
         dataset=dataset,
@@ -478,6 +501,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
     A report that is already done is returned unchanged (a redelivered task does nothing).
     """
     from scoring.analysis import compute_results, response_rows
+    from scoring.analysis import metric_provenance as analysis_provenance
     from scoring.selectors import report_inputs
 
     with transaction.atomic():
@@ -493,20 +517,53 @@ def report_compute(*, report_id: int) -> CorrelationReport:
         report.save(update_fields=["status", "error"])
     try:
         params = report.parameters
-        inputs = report_inputs(dataset=report.dataset, config_ids=params.get("config_ids"))
+        inputs = report_inputs(
+            dataset=report.dataset,
+            config_ids=params.get("config_ids"),
+            exclude_truncated=bool(params.get("exclude_truncated", False)),
+        )
         if len(inputs.table) == 0:
             raise ReportError(
                 "no submitted reviews to analyse on this dataset yet (reviews marked "
                 "'cannot assess' are left out)"
             )
         labels = {m["key"]: m["label"] for m in inputs.metrics}
-        results = compute_results(inputs.table, inputs.scores, params, labels)
+        excluded = bool(params.get("exclude_truncated", False))
+        metric_provenance = [
+            {
+                "key": m["key"],
+                "label": m["label"],
+                "config_id": m["config_id"],
+                "backend": m["backend"],
+                "identity_hash": m["identity_hash"],
+                **analysis_provenance(m["identity"]),
+                # Responses in this report whose score judged a cut text, and whether the
+                # report left those scores out.
+                "n_truncated": int(
+                    numpy.unique(inputs.table.response[inputs.truncated[m["key"]]]).shape[0]
+                ),
+                "truncated_excluded": excluded,
+            }
+            for m in inputs.metrics
+        ]
+        scores = dict(inputs.scores)
+        learned_fit = None
+        if params.get("learned_metric"):
+            learned_fit = _learned_metric_fit(inputs)
+            scores[learned.LEARNED_KEY] = learned_fit["oof"]
+            labels[learned.LEARNED_KEY] = learned.LEARNED_LABEL
+            metric_provenance.append(learned_fit["provenance_row"])
+        results = compute_results(inputs.table, scores, params, labels, variants=inputs.variants)
+        results["learned_metric"] = learned_fit["info"] if learned_fit else None
+        results["metric_provenance"] = metric_provenance
         results["responses"] = response_rows(
             inputs.table,
-            inputs.scores,
+            scores,
             clinician_pseudonym=inputs.clinician_pseudonym,
             instruction_code=inputs.instruction_code,
             error_tags=inputs.error_tags,
+            simulated_review_ids=inputs.simulated_review_ids,
+            truncated=inputs.truncated,
         )
         n_simulated = len(inputs.simulated_review_ids)
         provenance = {
@@ -517,6 +574,10 @@ def report_compute(*, report_id: int) -> CorrelationReport:
                 "is_synthetic": report.dataset.is_synthetic,
             },
             "metric_configs": inputs.metrics,
+            "model_variants": {
+                name: {"base_model": base, "context_length": length}
+                for name, (base, length) in sorted(inputs.variants.items())
+            },
             "review_ids": inputs.review_ids,
             "simulated_review_ids": inputs.simulated_review_ids,
             "counts": {
@@ -544,8 +605,98 @@ def report_compute(*, report_id: int) -> CorrelationReport:
     report.provenance = provenance
     report.status = CorrelationReport.Status.DONE
     report.finished_at = timezone.now()
-    report.save(update_fields=["results", "provenance", "status", "finished_at"])
+    with transaction.atomic():
+        report.save(update_fields=["results", "provenance", "status", "finished_at"])
+        if learned_fit is not None:
+            _learned_metric_store(report=report, fit=learned_fit)
     return report
+
+
+def _learned_metric_fit(inputs: Any) -> dict[str, Any]:
+    """Cross-validated scores of the learned metric, and the model fitted on every review."""
+    from scoring.metrics.base import file_sha256
+    from scoring.selectors import learned_texts
+
+    started = time.perf_counter()
+    questions, responses, references = learned_texts(table=inputs.table)
+    unique = sorted(set(questions) | set(responses) | set(references))
+    index = {text: k for k, text in enumerate(unique)}
+    emb = learned.embed_texts(unique)
+
+    def rows(texts: list[str]) -> numpy.ndarray:
+        return emb[[index[t] for t in texts]]
+
+    features, names = learned.build_features(
+        inputs.scores,
+        numpy.array([len(t.split()) for t in responses], dtype=float),
+        rows(questions),
+        rows(responses),
+        rows(references),
+    )
+    embed_s = time.perf_counter() - started
+    oof, info = learned.cross_validated_scores(inputs.table, features)
+    started = time.perf_counter()
+    final, n_pairs = learned.fit_ranker(inputs.table, features, numpy.arange(len(inputs.table)))
+    path = learned.minilm_path()
+    provenance = {
+        "method": info["method"],
+        "cv": info["cv"],
+        "c": info["c"],
+        "embedding_model": learned.EMBEDDING_MODEL_ID,
+        "embedding_weights_sha256": file_sha256(path / "model.safetensors"),
+        "embedding_pooling": "mean over tokens, L2-normalised",
+        "embedding_max_tokens": learned.EMBEDDING_MAX_TOKENS,
+        "feature_metrics": [
+            {"key": m["key"], "config_id": m["config_id"], "identity_hash": m["identity_hash"]}
+            for m in inputs.metrics
+        ],
+        "versions": learned.versions(),
+        "n_reviews": info["n_reviews"],
+        "n_pairs": n_pairs,
+    }
+    info = {
+        **info,
+        "folds": [{k: v for k, v in f.items() if k != "test_instructions"} for f in info["folds"]],
+        "n_reviews_final_model": info["n_reviews"],
+        "n_pairs_final_model": n_pairs,
+        "embedding_seconds": embed_s,
+        "final_fit_seconds": time.perf_counter() - started,
+        "feature_names": names[:8] + ([f"... {len(names) - 8} more"] if len(names) > 8 else []),
+    }
+    return {
+        "oof": oof,
+        "info": info,
+        "model": final,
+        "names": names,
+        "provenance": provenance,
+        "provenance_row": {
+            "key": learned.LEARNED_KEY,
+            "label": learned.LEARNED_LABEL,
+            "config_id": None,
+            "backend": "learned",
+            "identity_hash": None,
+            "model": f"pairwise logistic regression + {learned.EMBEDDING_MODEL_ID}",
+            "weights_sha256": provenance["embedding_weights_sha256"],
+            "tokenizer": "MiniLM word pieces (max 256)",
+            "library_versions": provenance["versions"],
+            "n_truncated": 0,
+            "truncated_excluded": False,
+        },
+    }
+
+
+def _learned_metric_store(*, report: CorrelationReport, fit: dict[str, Any]) -> None:
+    model = LearnedMetricModel.objects.create(
+        dataset=report.dataset,
+        report=report,
+        feature_names=fit["names"],
+        parameters=fit["model"].as_dict(),
+        provenance=fit["provenance"],
+        n_reviews=fit["provenance"]["n_reviews"],
+        n_pairs=fit["provenance"]["n_pairs"],
+    )
+    report.results["learned_metric"]["stored_model_id"] = model.pk
+    report.save(update_fields=["results"])
 
 
 def report_export_record(
@@ -573,6 +724,19 @@ def report_export_record(
             "rows": rows,
         },
     )
+
+
+@transaction.atomic
+def model_variant_set(
+    *, dataset: Dataset, model_name: str, base_model: str, context_length: int | None
+) -> ModelVariant:
+    """Declare that ``model_name`` is ``base_model`` at ``context_length`` on ``dataset``."""
+    variant, _ = ModelVariant.objects.update_or_create(
+        dataset=dataset,
+        model_name=model_name,
+        defaults={"base_model": base_model, "context_length": context_length},
+    )
+    return variant
 
 
 API_TOKEN_PREFIX = "mar_"  # noqa: S105 - a label, not a secret

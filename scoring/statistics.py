@@ -45,7 +45,12 @@ __all__ = [
     "JudgementTable",
     "ReviewTaus",
     "bench_inputs",
+    "BradleyTerryFit",
     "bradley_terry",
+    "bradley_terry_fit",
+    "context_length_analysis",
+    "leaderboard_fit",
+    "mcnemar_exact",
     "breakdown",
     "cluster_bootstrap_ci",
     "human_ceiling",
@@ -571,14 +576,19 @@ def paired_bootstrap_test(
     d = float(diff.mean())
     dist = _bootstrap_means(diff, clusters, n_resamples, seed)
     lo, hi = _percentile_interval(dist, confidence)
-    if d > 0:
+    out.update(difference=d, ci_low=lo, ci_high=hi, p_value=_bootstrap_p_value(d, dist))
+    return out
+
+
+def _bootstrap_p_value(estimate: float, dist: np.ndarray) -> float:
+    """Two-sided: ``min(1, 2 * share of the bootstrap distribution on the other side of 0)``."""
+    if estimate > 0:
         p = 2.0 * float(np.mean(dist <= 0.0))
-    elif d < 0:
+    elif estimate < 0:
         p = 2.0 * float(np.mean(dist >= 0.0))
     else:
         p = 1.0
-    out.update(difference=d, ci_low=lo, ci_high=hi, p_value=min(1.0, p))
-    return out
+    return min(1.0, p)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -655,14 +665,15 @@ def human_ceiling(
     _check_bootstrap_args(n_resamples, confidence)
     rank = _as_float(table.rank)
     ranked = ~np.isnan(rank)
-    review_ids, rows = _group_rows(np.asarray(table.review)[ranked])
-    ranked_rows = np.flatnonzero(ranked)
+    # Every review takes part, including one with no ranked row: its pairs are undefined and
+    # are counted as skipped, like any other pair with fewer than two distinct ranks.
+    review_ids, rows = _group_rows(np.asarray(table.review))
     xs: list[np.ndarray] = []
     ys: list[np.ndarray] = []
     pair_instruction: list[Any] = []
     if review_ids.size:
-        real_rows = np.where(rows >= 0, ranked_rows[np.maximum(rows, 0)], -1)
-        first = real_rows[:, 0]
+        real_rows = np.where((rows >= 0) & ranked[np.maximum(rows, 0)], rows, -1)
+        first = rows[:, 0]
         rev_instruction = np.asarray(table.instruction)[first]
         rev_clinician = np.asarray(table.clinician)[first]
         inst_ids, inst_rows = _group_rows(rev_instruction)
@@ -795,43 +806,148 @@ def _win_counts(table: JudgementTable) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return models, instructions, wins.reshape(n_inst, n_models, n_models)
 
 
-def bradley_terry(
-    wins: np.ndarray, prior: float = 0.1, tol: float = 1e-10, max_iter: int = 10_000
-) -> np.ndarray:
-    """Bradley-Terry log-strengths from a win matrix, by Hunter's (2004) MM algorithm.
+BT_TOL = 1e-10
+BT_BOOTSTRAP_TOL = 1e-8
+BT_MAX_ITER = 100
 
-    Model: ``P(i beats j) = p_i / (p_i + p_j)``. ``wins[..., i, j]`` = (fractional) wins of
-    ``i`` over ``j``; leading axes are independent problems (e.g. bootstrap resamples). A
-    pseudo-count ``prior`` is added to every off-diagonal cell (equivalent to ``2 * prior``
-    virtual games per pair, split evenly), which keeps strengths finite when a model never
-    wins and connects the comparison graph. With ``W_i = sum_j w_ij`` and
-    ``N_ij = w_ij + w_ji`` the MM update is::
 
-        p_i <- W_i / sum_{j != i} N_ij / (p_i + p_j)
+@dataclass(frozen=True, eq=False)
+class BradleyTerryFit:
+    """A Bradley-Terry fit: log-strengths and whether each problem met the tolerance."""
 
-    followed by normalization to geometric mean 1. Returns ``log p`` (mean zero per problem).
+    log_p: np.ndarray  # (..., m) log-strengths, mean zero per problem
+    converged: np.ndarray  # (...) bool: the last step moved no log-strength by tol or more
+    iterations: int  # Newton iterations run (the slowest problem's)
+    max_change: float  # largest log-strength change in the last iteration, over problems
+    tol: float
+
+    @property
+    def n_not_converged(self) -> int:
+        return int(np.size(self.converged) - np.count_nonzero(self.converged))
+
+
+def _strongly_connected(w: np.ndarray) -> np.ndarray:
+    """Per problem: is the directed graph "i beat j at least fractionally" strongly connected?"""
+    m = w.shape[-1]
+    reach = (w > 0) | np.eye(m, dtype=bool)
+    for _ in range(max(1, math.ceil(math.log2(m)))):
+        reach = np.matmul(reach.astype(np.int64), reach.astype(np.int64)) > 0
+    return reach.all(axis=(-1, -2))
+
+
+def _bt_loglik(w: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Log-likelihood per problem; ``w`` has a zero diagonal."""
+    d = theta[..., :, None] - theta[..., None, :]
+    # log P(i beats j) = -log(1 + exp(-(theta_i - theta_j))), stable for any sign.
+    return -(w * np.logaddexp(0.0, -d)).sum(axis=(-1, -2))
+
+
+def bradley_terry_fit(
+    wins: np.ndarray,
+    prior: float = 0.1,
+    tol: float = BT_TOL,
+    max_iter: int = BT_MAX_ITER,
+    start: np.ndarray | None = None,
+) -> BradleyTerryFit:
+    """Bradley-Terry log-strengths by Newton's method, to a stated tolerance.
+
+    Model: ``P(i beats j) = p_i / (p_i + p_j)`` with ``theta = log p``. ``wins[..., i, j]`` =
+    (fractional) wins of ``i`` over ``j``; leading axes are independent problems (e.g. bootstrap
+    resamples). ``prior`` pseudo-wins are added to every off-diagonal cell, i.e. ``prior`` wins
+    of ``i`` over ``j`` *and* ``prior`` wins of ``j`` over ``i`` (``2 * prior`` virtual games
+    per pair, split evenly); this keeps strengths finite when a model never wins and connects
+    the comparison graph. The fit maximizes the log-likelihood::
+
+        L(theta) = sum_{i != j} w_ij log sigma(theta_i - theta_j)
+
+    with ``sigma`` the logistic function. Gradient ``g_i = W_i - sum_j N_ij sigma_ij``
+    (``W_i = sum_j w_ij``, ``N_ij = w_ij + w_ji``) and negative Hessian the graph Laplacian
+    with edge weights ``N_ij sigma_ij sigma_ji``; each Newton step solves
+    ``(Laplacian + 11^T / m) delta = g`` (which keeps ``sum theta = 0``), halving the step
+    until the likelihood does not decrease. The fit stops when no log-strength changes by
+    ``tol`` or more in an iteration (Newton converges quadratically, so the distance to the
+    optimum is then far below ``tol``); problems still moving after ``max_iter`` iterations
+    are reported in ``converged`` (for example when ``prior = 0`` and a model never wins,
+    where no finite maximum exists). Hunter's (2004) MM algorithm, used before, needs tens of
+    thousands of iterations on weakly connected comparison graphs. ``start`` (log-strengths)
+    warm-starts every problem, e.g. bootstrap refits from the point estimate; the optimum is
+    unique (the likelihood is strictly concave on ``sum theta = 0``), so only speed changes.
     """
     w = np.asarray(wins, dtype=float)
-    m = w.shape[-1]
     if prior < 0:
         raise ValueError("prior must be >= 0")
+    if tol <= 0 or max_iter < 1:
+        raise ValueError("tol must be > 0 and max_iter >= 1")
+    m = w.shape[-1]
+    batch = w.shape[:-2]
     if m < 2:
-        return np.zeros(w.shape[:-1])
+        return BradleyTerryFit(
+            np.zeros(w.shape[:-1]), np.ones(batch, dtype=bool), 0, 0.0, float(tol)
+        )
     off = 1.0 - np.eye(m)
-    w = w * off + prior * off
+    w = (w * off + prior * off).reshape(-1, m, m)  # zero diagonal from here on
     n = w + np.swapaxes(w, -1, -2)
     total = w.sum(axis=-1)
-    log_p = np.zeros(w.shape[:-1])
-    p = np.ones(w.shape[:-1])
-    for _ in range(max_iter):
-        denom = (n / (p[..., :, None] + p[..., None, :])).sum(axis=-1)
-        new_log = np.log(total / denom)
-        new_log -= new_log.mean(axis=-1, keepdims=True)
-        delta = np.max(np.abs(new_log - log_p)) if new_log.size else 0.0
-        log_p, p = new_log, np.exp(new_log)
-        if delta < tol:
+    theta = np.zeros((w.shape[0], m))
+    if start is not None:
+        theta += np.asarray(start, dtype=float) - np.mean(start)
+    ll = _bt_loglik(w, theta)
+    active = np.ones(w.shape[0], dtype=bool)
+    last_change = np.zeros(w.shape[0])
+    centring = np.full((m, m), 1.0 / m)
+    eye = np.eye(m)
+    iterations = 0
+    for iterations in range(1, max_iter + 1):  # noqa: B007 - read after the loop
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            iterations -= 1
             break
-    return log_p
+        t, wa, na = theta[idx], w[idx], n[idx]
+        s = 0.5 * (1.0 + np.tanh(0.5 * (t[:, :, None] - t[:, None, :])))  # sigma, stable
+        g = total[idx] - (na * s).sum(axis=-1)
+        h = na * s * (1.0 - s)
+        # A tiny ridge keeps the system solvable when a strength runs off to infinity (its
+        # edge weights underflow to 0); it does not move the optimum, only the step length.
+        diag = h.sum(axis=-1)
+        ridge = 1e-12 * (1.0 + diag.sum(axis=-1) / m)
+        system = eye * (diag + ridge[:, None])[:, :, None] - h + centring
+        delta = np.linalg.solve(system, g[..., None])[..., 0]
+        base = ll[idx]
+        step = np.ones(idx.size)
+        cand_ll = _bt_loglik(wa, t + delta)
+        for _ in range(40):
+            worse = cand_ll < base - 1e-12 * np.abs(base)
+            if not worse.any():
+                break
+            step = np.where(worse, step / 2.0, step)
+            cand_ll = np.where(worse, _bt_loglik(wa, t + step[:, None] * delta), cand_ll)
+        moved = step[:, None] * delta
+        new = t + moved
+        theta[idx] = new - new.mean(axis=-1, keepdims=True)
+        ll[idx] = cand_ll
+        change = np.max(np.abs(moved), axis=-1)
+        last_change[idx] = change
+        active[idx] = ~(change < tol)
+    converged = ~active
+    if prior == 0:
+        # Without pseudo-wins a finite maximum exists only when every model can be reached from
+        # every other by a chain of wins (Ford 1957); otherwise the steps can shrink below tol
+        # in floating point while the strengths still drift to infinity.
+        converged &= _strongly_connected(w)
+    return BradleyTerryFit(
+        log_p=theta.reshape(*batch, m),
+        converged=converged.reshape(batch),
+        iterations=int(iterations),
+        max_change=float(last_change.max()) if last_change.size else 0.0,
+        tol=float(tol),
+    )
+
+
+def bradley_terry(
+    wins: np.ndarray, prior: float = 0.1, tol: float = BT_TOL, max_iter: int = BT_MAX_ITER
+) -> np.ndarray:
+    """Bradley-Terry log-strengths (mean zero per problem); see :func:`bradley_terry_fit`."""
+    return bradley_terry_fit(wins, prior=prior, tol=tol, max_iter=max_iter).log_p
 
 
 def win_rate_matrix(table: JudgementTable) -> tuple[list[str], np.ndarray]:
@@ -858,6 +974,17 @@ def leaderboard(
     confidence: float = 0.95,
     prior: float = 0.1,
 ) -> list[dict[str, Any]]:
+    """Per-model summary rows; see :func:`leaderboard_fit` (which also says how BT converged)."""
+    return leaderboard_fit(table, n_resamples, seed, confidence, prior)[0]
+
+
+def leaderboard_fit(
+    table: JudgementTable,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+    prior: float = 0.1,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Per-model summary, sorted by Bradley-Terry strength (best first).
 
     For each model: ``n`` rows; ``share_correct = sum(correct) / n_correct_known`` (rows where
@@ -866,17 +993,43 @@ def leaderboard(
     :func:`win_rate_matrix`), normalized to mean zero over models, with a percentile CI from a
     cluster bootstrap over instructions (the per-instruction win matrices are resampled and the
     model refitted for every resample, vectorized over resamples).
+
+    The second value reports the fits: the tolerance, whether the point fit converged, its
+    iterations, and how many bootstrap refits did not converge (their strengths still enter
+    the interval, as the best estimate reached; the report shows the count).
     """
     _check_bootstrap_args(n_resamples, confidence)
     models, _, wins = _win_counts(table)
     n_models = models.shape[0]
+    info: dict[str, Any] = {
+        "prior": prior,
+        "pseudo_wins": "prior wins in each direction of every pair of models",
+        "tol": BT_TOL,
+        "bootstrap_tol": BT_BOOTSTRAP_TOL,
+        "max_iter": BT_MAX_ITER,
+        "converged": True,
+        "iterations": 0,
+        "bootstrap_not_converged": 0,
+        "bootstrap_fits": 0,
+    }
     if n_models == 0:
-        return []
-    strength = bradley_terry(wins.sum(axis=0), prior=prior)
+        return [], info
+    point = bradley_terry_fit(wins.sum(axis=0), prior=prior)
+    strength = point.log_p
+    info.update(converged=bool(np.all(point.converged)), iterations=point.iterations)
     if wins.shape[0]:
         draws = _cluster_counts(wins.shape[0], int(n_resamples), int(seed))
         boot_wins = (draws @ wins.reshape(wins.shape[0], -1)).reshape(-1, n_models, n_models)
-        boot = bradley_terry(boot_wins, prior=prior, tol=1e-8)
+        boot_fit = bradley_terry_fit(
+            boot_wins,
+            prior=prior,
+            tol=BT_BOOTSTRAP_TOL,
+            start=strength if point.converged else None,
+        )
+        boot = boot_fit.log_p
+        info.update(
+            bootstrap_not_converged=boot_fit.n_not_converged, bootstrap_fits=int(boot.shape[0])
+        )
         alpha = 1.0 - confidence
         bt_lo, bt_hi = np.quantile(boot, [alpha / 2.0, 1.0 - alpha / 2.0], axis=0)
     else:
@@ -910,7 +1063,7 @@ def leaderboard(
             }
         )
     rows.sort(key=lambda r: (-r["bt_strength"], r["model"]))
-    return rows
+    return rows, info
 
 
 # ---------------------------------------------------------------------------------------------
@@ -918,13 +1071,27 @@ def leaderboard(
 # ---------------------------------------------------------------------------------------------
 
 
-def position_bias(table: JudgementTable) -> dict[str, Any]:
+def position_bias(
+    table: JudgementTable,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
     """Do clinicians favour responses shown early?
 
     ``mean_rank[p]`` = mean rank of the responses shown at 0-based position ``p`` (with
-    ``count[p]``), and ``tau = tau_b(position, rank)`` pooled over all ranked rows with its
-    scipy p-value. Positive tau: later positions get worse (larger) ranks.
+    ``count[p]``). The test statistic is per review, like every other statistic here::
+
+        tau_r = tau_b(position_i, rank_i)      over the responses of review r
+
+    (reviews with fewer than two distinct ranks are skipped), ``tau = mean_r tau_r``, with a
+    cluster-bootstrap interval over instructions and the two-sided bootstrap p-value of
+    :func:`paired_bootstrap_test` (``p = min(1, 2 * share of resampled means on the other side
+    of 0)``). Judgements of one review are not independent, so pooling them (as a single
+    scipy test over all rows would) overstates the evidence. Positive tau: later positions
+    get worse (larger) ranks.
     """
+    _check_bootstrap_args(n_resamples, confidence)
     rank = _as_float(table.rank)
     position = _as_float(table.position)
     ok = ~np.isnan(rank) & ~np.isnan(position)
@@ -932,18 +1099,31 @@ def position_bias(table: JudgementTable) -> dict[str, Any]:
     inverse = inverse.ravel()
     counts = np.bincount(inverse, minlength=positions.shape[0])
     sums = np.bincount(inverse, weights=rank[ok], minlength=positions.shape[0])
-    tau, p = math.nan, math.nan
-    if ok.sum() >= 2:
-        res = sps.kendalltau(position[ok], rank[ok], variant="b")
-        tau, p = float(res.statistic), float(res.pvalue)
-    return {
+    # tau_b(-rank, -position) == tau_b(position, rank): per_review_tau negates the ranks.
+    taus = per_review_tau(table, -position)
+    out: dict[str, Any] = {
         "positions": [int(v) for v in positions],
         "mean_rank": [float(v) for v in sums / np.maximum(counts, 1)],
         "count": [int(v) for v in counts],
-        "tau": tau,
-        "p_value": p,
+        "tau": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "p_value": math.nan,
         "n": int(ok.sum()),
+        "n_reviews": len(taus),
+        "n_skipped": taus.skipped,
+        "n_instructions": int(np.unique(taus.instruction).shape[0]),
+        "method": "per-review tau-b, cluster bootstrap over instructions",
+        "confidence": confidence,
+        "seed": seed,
+        "n_resamples": int(n_resamples),
     }
+    if len(taus):
+        mean = float(taus.tau.mean())
+        dist = _bootstrap_means(taus.tau, taus.instruction, n_resamples, seed)
+        lo, hi = _percentile_interval(dist, confidence)
+        out.update(tau=mean, ci_low=lo, ci_high=hi, p_value=_bootstrap_p_value(mean, dist))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -988,6 +1168,183 @@ def breakdown(
         sub_scores = _subset_scores(scores, mask)
         result[str(value)] = fn(sub, **kw) if scores is None else fn(sub, sub_scores, **kw)
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# 12. Context length: one base model at several context lengths
+# ---------------------------------------------------------------------------------------------
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact (binomial) two-sided McNemar p-value from the two discordant counts.
+
+    ``b`` = pairs where only the first condition was correct, ``c`` = only the second. Under
+    the null each discordant pair goes either way with probability 1/2::
+
+        p = min(1, 2 * P(X <= min(b, c))),   X ~ Binomial(b + c, 1/2)
+
+    (the same as ``statsmodels.stats.contingency_tables.mcnemar(exact=True)``); no discordant
+    pair -> 1.
+    """
+    b, c = int(b), int(c)
+    if b < 0 or c < 0:
+        raise ValueError("counts must be >= 0")
+    if b + c == 0:
+        return 1.0
+    return float(min(1.0, 2.0 * sps.binom.cdf(min(b, c), b + c, 0.5)))
+
+
+def context_length_analysis(
+    table: JudgementTable,
+    variants: Mapping[str, tuple[str, int | None]],
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Correct-rate and rank of one base model at different context lengths.
+
+    ``variants`` maps a model name to ``(base model, context length)``; models not in it are
+    left out. Per (base, length) cell: judgements, share judged correct with its Wilson interval
+    and mean rank. For every base model and every two of its context lengths ``long > short``,
+    over the reviews that judged both variants (the same clinician, the same instruction)::
+
+        d_correct_r = correct_r(long) - correct_r(short)          (in {-1, 0, 1})
+        d_rank_r    = rank_r(short) - rank_r(long)                 (> 0: long ranked better)
+
+    each averaged over reviews with a cluster-bootstrap interval over instructions, and the
+    exact McNemar test (:func:`mcnemar_exact`) on the correct/incorrect pairs, with ``b`` = only
+    the long variant correct, ``c`` = only the short one. McNemar counts each review's pair as
+    one observation; when several clinicians review an instruction their pairs are not
+    independent, which the cluster-bootstrap interval accounts for and McNemar does not.
+    """
+    _check_bootstrap_args(n_resamples, confidence)
+    model = np.asarray(table.model).astype(str)
+    rank = _as_float(table.rank)
+    correct = _as_float(table.correct)
+    declared = {
+        str(k): (str(v[0]), None if v[1] is None else int(v[1])) for k, v in variants.items()
+    }
+    cells: list[dict[str, Any]] = []
+    comparisons: list[dict[str, Any]] = []
+    bases: dict[str, dict[int | None, list[str]]] = {}
+    for name, (base, length) in sorted(declared.items()):
+        bases.setdefault(base, {}).setdefault(length, []).append(name)
+    for base in sorted(bases):
+        lengths = bases[base]
+        for length in sorted(lengths, key=lambda v: (v is None, v or 0)):
+            mine = np.isin(model, lengths[length])
+            known = mine & ~np.isnan(correct)
+            n_known = int(known.sum())
+            succ = float(correct[known].sum())
+            lo, hi = wilson_interval(succ, n_known, confidence)
+            ranks = rank[mine & ~np.isnan(rank)]
+            cells.append(
+                {
+                    "base_model": base,
+                    "context_length": length,
+                    "models": sorted(lengths[length]),
+                    "n": int(mine.sum()),
+                    "n_correct_known": n_known,
+                    "share_correct": succ / n_known if n_known else math.nan,
+                    "correct_ci_low": lo,
+                    "correct_ci_high": hi,
+                    "mean_rank": float(ranks.mean()) if ranks.size else math.nan,
+                }
+            )
+        known_lengths = sorted(v for v in lengths if v is not None)
+        for short, long in itertools.combinations(known_lengths, 2):
+            comparisons.append(
+                _context_pair(
+                    table,
+                    model,
+                    rank,
+                    correct,
+                    base,
+                    lengths[long],
+                    lengths[short],
+                    long,
+                    short,
+                    n_resamples,
+                    seed,
+                    confidence,
+                )  # fmt: skip
+            )
+    return {
+        "cells": cells,
+        "comparisons": comparisons,
+        "n_bases": len(bases),
+        "confidence": confidence,
+        "seed": seed,
+        "n_resamples": int(n_resamples),
+    }
+
+
+def _context_pair(
+    table: JudgementTable,
+    model: np.ndarray,
+    rank: np.ndarray,
+    correct: np.ndarray,
+    base: str,
+    long_models: list[str],
+    short_models: list[str],
+    long: int,
+    short: int,
+    n_resamples: int,
+    seed: int,
+    confidence: float,
+) -> dict[str, Any]:
+    review = np.asarray(table.review)
+    long_rows = np.flatnonzero(np.isin(model, long_models))
+    short_rows = np.flatnonzero(np.isin(model, short_models))
+    # One row per review and side (the first, should a review hold two models of one side).
+    long_reviews, first_long = np.unique(review[long_rows], return_index=True)
+    short_reviews, first_short = np.unique(review[short_rows], return_index=True)
+    both, il, is_ = np.intersect1d(long_reviews, short_reviews, return_indices=True)
+    rl, rs = long_rows[first_long[il]], short_rows[first_short[is_]]
+    instruction = np.asarray(table.instruction)[rl]
+    out: dict[str, Any] = {
+        "base_model": base,
+        "long": long,
+        "short": short,
+        "n_reviews": int(both.size),
+        "n_instructions": int(np.unique(instruction).shape[0]),
+    }
+    ok_c = ~np.isnan(correct[rl]) & ~np.isnan(correct[rs])
+    cl, cs = correct[rl][ok_c] > 0.5, correct[rs][ok_c] > 0.5
+    b, c = int((cl & ~cs).sum()), int((~cl & cs).sum())
+    d_correct = cl.astype(float) - cs.astype(float)
+    out.update(
+        n_pairs_correct=int(ok_c.sum()),
+        share_correct_long=float(cl.mean()) if cl.size else math.nan,
+        share_correct_short=float(cs.mean()) if cs.size else math.nan,
+        both_correct=int((cl & cs).sum()),
+        only_long_correct=b,
+        only_short_correct=c,
+        neither_correct=int((~cl & ~cs).sum()),
+        mcnemar_p_value=mcnemar_exact(b, c) if cl.size else math.nan,
+        **_paired_mean(d_correct, instruction[ok_c], "correct_difference", n_resamples, seed,
+                       confidence),
+    )  # fmt: skip
+    ok_r = ~np.isnan(rank[rl]) & ~np.isnan(rank[rs])
+    d_rank = rank[rs][ok_r] - rank[rl][ok_r]
+    out.update(
+        n_pairs_rank=int(ok_r.sum()),
+        **_paired_mean(d_rank, instruction[ok_r], "rank_difference", n_resamples, seed, confidence),
+    )
+    return out
+
+
+def _paired_mean(
+    d: np.ndarray, clusters: np.ndarray, name: str, n_resamples: int, seed: int, confidence: float
+) -> dict[str, float]:
+    if d.size == 0:
+        return {name: math.nan, f"{name}_ci_low": math.nan, f"{name}_ci_high": math.nan,
+                f"{name}_p_value": math.nan}  # fmt: skip
+    mean = float(d.mean())
+    dist = _bootstrap_means(d, clusters, n_resamples, seed)
+    lo, hi = _percentile_interval(dist, confidence)
+    return {name: mean, f"{name}_ci_low": lo, f"{name}_ci_high": hi,
+            f"{name}_p_value": _bootstrap_p_value(mean, dist)}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,14 +17,8 @@ urlpatterns += [
     path("method/", views.method, name="scoring_method"),
     path("tokens/", views.api_tokens, name="scoring_api_tokens"),
     path("tokens/<int:token_id>/revoke/", views.api_token_revoke, name="scoring_api_token_revoke"),
-    path("api/v1/openapi.json", api.openapi, name="scoring_api_openapi"),
-    path("api/v1/reports/", api.reports, name="scoring_api_reports"),
-    path("api/v1/reports/<int:report_id>/", api.report, name="scoring_api_report"),
-    path(
-        "api/v1/reports/<int:report_id>/<str:table>.json",
-        api.report_table,
-        name="scoring_api_report_table",
-    ),
+    # The typed API (django-ninja): openapi.json, reports/, reports/<id>/, reports/<id>/<t>.json
+    *api.urlpatterns(),
 ]
 
 # --- scoring runs (scoring.run_views) ---------------------------------------------------------

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from review import access
 from review.models import response_label
-from scoring import exports, plots, selectors, services
+from scoring import exports, learned, plots, selectors, services
 from scoring.models import CorrelationReport
 from scoring.report_forms import ApiTokenForm, ReportForm
 
@@ -48,6 +48,8 @@ def reports(request: HttpRequest) -> HttpResponse:
                 n_resamples=form.cleaned_data["n_resamples"],
                 seed=form.cleaned_data["seed"],
                 confidence=form.cleaned_data["confidence"],
+                exclude_truncated=form.cleaned_data["exclude_truncated"],
+                learned_metric=form.cleaned_data["learned_metric"],
                 title=form.cleaned_data["title"],
                 request=request,
             )
@@ -74,6 +76,11 @@ def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
     }
     if report.status == CorrelationReport.Status.DONE:
         context.update(_report_figures(report.results))
+        context["metric_provenance"] = exports.metric_provenance(report)
+        context["lm_label"] = learned.LEARNED_LABEL
+        context["provenance_headers"] = [
+            c.replace("_", " ").capitalize() for c in exports.PROVENANCE_COLUMNS
+        ]
     return render(request, "scoring/reports/detail.html", context)
 
 
@@ -273,10 +280,38 @@ def _report_figures(results: dict[str, Any]) -> dict[str, Any]:
             for p in results.get("paired_tests", [])
         ],
         "breakdowns": _breakdown_tables(results),
+        "context": _context_tables(results.get("context_length") or {}),
         "counts": results.get("counts", {}),
         "labels": labels,
     }
     return figures
+
+
+def _context_tables(section: dict[str, Any]) -> dict[str, Any]:
+    """The context-length section's rows, with intervals already formatted."""
+    return {
+        "cells": [
+            {
+                **c,
+                "correct": _fmt_ci(c["share_correct"], c["correct_ci_low"], c["correct_ci_high"]),
+            }
+            for c in section.get("cells", [])
+        ],
+        "comparisons": [
+            {
+                **c,
+                "correct": _fmt_ci(
+                    c["correct_difference"],
+                    c["correct_difference_ci_low"],
+                    c["correct_difference_ci_high"],
+                ),
+                "rank": _fmt_ci(
+                    c["rank_difference"], c["rank_difference_ci_low"], c["rank_difference_ci_high"]
+                ),
+            }
+            for c in section.get("comparisons", [])
+        ],
+    }
 
 
 def _scatters(results: dict[str, Any]) -> list[dict[str, Any]]:

@@ -534,6 +534,19 @@ def test_human_ceiling_hand_worked():
     assert out["ci_low"] <= out["mean_tau"] <= out["ci_high"]
 
 
+def test_human_ceiling_counts_a_review_without_ranked_rows_as_skipped():
+    nan = float("nan")
+    reviews = [
+        (1, 0, [10, 11, 12], [1, 2, 3]),
+        (1, 1, [10, 11, 12], [1, 3, 2]),
+        (1, 2, [10, 11, 12], [nan, nan, nan]),  # submitted, but no response ranked
+    ]
+    out = S.human_ceiling(make_table(reviews), n_resamples=FAST)
+    assert out["n_pairs"] == 1
+    # Clinician 2's review pairs with each of the other two: both pairs are skipped.
+    assert out["n_skipped_pairs"] == 2
+
+
 def test_human_ceiling_alpha_uses_first_rank_of_duplicates():
     kd = pytest.importorskip("krippendorff")
     reviews = [
@@ -685,6 +698,81 @@ def test_bradley_terry_is_the_penalized_mle():
     )
 
 
+def _old_mm(wins, prior, max_iter=10_000, tol=1e-10):
+    """Hunter's MM as the report ran it before: stops silently after 10,000 iterations."""
+    m = wins.shape[0]
+    off = 1 - np.eye(m)
+    w = wins * off + prior * off
+    n, total = w + w.T, w.sum(axis=1)
+    log_p, p = np.zeros(m), np.ones(m)
+    for _ in range(max_iter):
+        new = np.log(total / (n / (p[:, None] + p[None, :])).sum(axis=1))
+        new -= new.mean()
+        delta = np.abs(new - log_p).max()
+        log_p, p = new, np.exp(new)
+        if delta < tol:
+            break
+    return log_p
+
+
+def _two_weakly_linked_groups():
+    w = np.zeros((6, 6))
+    for group in ([0, 1, 2], [3, 4, 5]):
+        for i in group:
+            for j in group:
+                if i != j:
+                    w[i, j] = 200 + 50 * (j - i)
+    w[0, 3] = w[3, 0] = 0.05  # the groups meet almost never
+    w[1, 4] = 0.02
+    return w
+
+
+def test_bradley_terry_matches_choix_on_a_case_mm_did_not_finish():
+    choix = pytest.importorskip("choix")
+    wins = _two_weakly_linked_groups()
+    reference = choix.ilsr_pairwise_dense(wins, alpha=0.0, tol=1e-14, max_iter=1_000_000)
+    fit = S.bradley_terry_fit(wins, prior=0.0)
+    assert bool(fit.converged) and fit.iterations < S.BT_MAX_ITER
+    np.testing.assert_allclose(fit.log_p, reference - reference.mean(), atol=1e-9)
+    # The old 10,000-iteration MM stopped far from the optimum and said nothing.
+    assert np.abs(_old_mm(wins, prior=0.0) - reference).max() > 0.05
+
+
+def test_bradley_terry_matches_choix_on_random_dense_matrices():
+    choix = pytest.importorskip("choix")
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        wins = rng.integers(1, 30, size=(5, 5)).astype(float)
+        np.fill_diagonal(wins, 0)
+        reference = choix.ilsr_pairwise_dense(wins, alpha=0.0, tol=1e-14, max_iter=100_000)
+        np.testing.assert_allclose(
+            S.bradley_terry(wins, prior=0.0), reference - reference.mean(), atol=1e-9
+        )
+
+
+def test_bradley_terry_reports_non_convergence():
+    wins = _two_weakly_linked_groups()
+    fit = S.bradley_terry_fit(wins, prior=0.0, max_iter=2)
+    assert not bool(fit.converged) and fit.n_not_converged == 1 and fit.max_change > fit.tol
+    # No finite maximum without pseudo-wins when a model never wins (Ford 1957): reported as
+    # not converged even though the steps end up below the tolerance in floating point.
+    never = np.array([[0, 3, 2], [1, 0, 4], [0, 0, 0]], dtype=float)
+    assert not bool(S.bradley_terry_fit(never, prior=0.0).converged)
+    assert bool(S.bradley_terry_fit(never, prior=0.1).converged)
+    fine = np.array([[0, 3, 2], [1, 0, 4], [1, 1, 0]], dtype=float)
+    batch = S.bradley_terry_fit(np.stack([never, fine]), prior=0.0)
+    assert batch.converged.tolist() == [False, True]
+
+
+def test_leaderboard_says_how_bradley_terry_converged():
+    table = bt_table([1.0, 0.5, 0.0, -1.0], n_instructions=60, seed=1)
+    rows, info = S.leaderboard_fit(table, n_resamples=200, seed=0)
+    assert rows == S.leaderboard(table, n_resamples=200, seed=0)
+    assert info["converged"] is True and 0 < info["iterations"] < S.BT_MAX_ITER
+    assert info["bootstrap_fits"] == 200 and info["bootstrap_not_converged"] == 0
+    assert info["tol"] == S.BT_TOL and info["prior"] == 0.1
+
+
 def test_empty_and_degenerate_tables_give_nan_not_errors():
     table, scores = S.bench_inputs(n_instructions=3, n_metrics=1)
     s = scores["metric_0"]
@@ -768,17 +856,46 @@ def test_leaderboard_correct_share_and_ranks():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_position_bias():
-    reviews = [(0, 0, [0, 1, 2], [1, 2, 3]), (1, 1, [3, 4, 5], [1, 3, 2])]
-    table = make_table(reviews, positions=[0, 1, 2, 0, 1, 2])
-    out = S.position_bias(table)
-    assert out["positions"] == [0, 1, 2]
-    assert out["mean_rank"] == pytest.approx([1.0, 2.5, 2.5])
-    assert out["count"] == [2, 2, 2]
-    ref = sps.kendalltau([0, 1, 2, 0, 1, 2], [1, 2, 3, 1, 3, 2])
-    assert out["tau"] == pytest.approx(ref.statistic)
-    assert out["p_value"] == pytest.approx(ref.pvalue)
-    assert out["n"] == 6
+def test_position_bias_is_the_mean_per_review_tau():
+    reviews = [(0, 0, [0, 1, 2, 3], [1, 2, 3, 4]), (1, 1, [4, 5], [2, 1])]
+    table = make_table(reviews, positions=[0, 1, 2, 3, 0, 1])
+    out = S.position_bias(table, n_resamples=FAST)
+    assert out["positions"] == [0, 1, 2, 3]
+    assert out["mean_rank"] == pytest.approx([1.5, 1.5, 3.0, 4.0])
+    assert out["count"] == [2, 2, 1, 1]
+    # Review 0: tau +1; review 1: tau -1; mean 0.
+    assert out["tau"] == pytest.approx(0.0)
+    # Pooling the six judgements (what the report did before) gives a clearly positive tau.
+    assert sps.kendalltau([0, 1, 2, 3, 0, 1], [1, 2, 3, 4, 2, 1])[0] > 0.5
+    assert out["p_value"] == 1.0
+    assert out["n"] == 6 and out["n_reviews"] == 2 and out["n_skipped"] == 0
+
+
+def test_position_bias_p_value_is_the_cluster_bootstrap_of_review_taus():
+    table, _ = random_table(31, n_reviews=90, nan_share=0.0)
+    rng = np.random.default_rng(5)
+    # Shown positions that lean towards the ranks, with noise: a non-trivial p-value.
+    positions = np.argsort(np.argsort(table.rank + rng.normal(0, 4.0, len(table))))
+    table = JudgementTable(**{**table.__dict__, "position": positions})
+    n_resamples, seed = 400, 9
+    out = S.position_bias(table, n_resamples=n_resamples, seed=seed)
+    taus = {}
+    for r in np.unique(table.review):
+        m = table.review == r
+        if len(np.unique(table.rank[m])) > 1 and len(np.unique(table.position[m])) > 1:
+            taus[r] = sps.kendalltau(table.position[m], table.rank[m]).statistic
+    inst = {r: table.instruction[table.review == r][0] for r in taus}
+    assert out["n_reviews"] == len(taus)
+    assert out["tau"] == pytest.approx(np.mean(list(taus.values())))
+    ids = np.unique(list(inst.values()))
+    draws = np.random.default_rng(seed).integers(0, len(ids), size=(n_resamples, len(ids)))
+    boot = np.array(
+        [np.mean([taus[r] for c in row for r in taus if inst[r] == ids[c]]) for row in draws]
+    )
+    other = np.mean(boot <= 0) if out["tau"] > 0 else np.mean(boot >= 0)
+    assert out["p_value"] == pytest.approx(min(1.0, 2 * other))
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    assert (out["ci_low"], out["ci_high"]) == pytest.approx((lo, hi))
 
 
 def test_breakdown_equals_manual_subsets():
@@ -788,8 +905,8 @@ def test_breakdown_equals_manual_subsets():
     for cat, res in out.items():
         mask = table.category == cat
         assert res == S.metric_correlation(table.subset(mask), scores[mask], n_resamples=200)
-    by_spec = S.breakdown(table, None, "specialty", S.position_bias)
-    assert by_spec == {"spec": S.position_bias(table)}
+    by_spec = S.breakdown(table, None, "specialty", S.position_bias, n_resamples=200)
+    assert by_spec == {"spec": S.position_bias(table, n_resamples=200)}
     with pytest.raises(ValueError):
         S.breakdown(table, scores, "colour", S.metric_correlation)
 
@@ -825,3 +942,91 @@ def test_full_benchmark_is_fast():
     S.leaderboard(table)
     # Measured ~0.35 s on 2 cores; the generous bound only catches per-resample Python loops.
     assert time.perf_counter() - start < 10.0
+
+
+# ---------------------------------------------------------------------------------------------
+# 12. Context length
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("b,c", [(0, 0), (1, 0), (3, 9), (10, 10), (0, 7), (25, 12), (40, 71)])
+def test_mcnemar_exact_matches_statsmodels(b, c):
+    contingency = pytest.importorskip("statsmodels.stats.contingency_tables")
+    reference = contingency.mcnemar([[5, b], [c, 4]], exact=True).pvalue
+    assert S.mcnemar_exact(b, c) == pytest.approx(reference, rel=1e-12)
+
+
+def _context_table(rng, n_instructions=40, n_clinicians=2):
+    """Instructions answered by X-32k, X-2k and Y; X-32k is correct more often than X-2k."""
+    reviews, models, correct = [], [], []
+    resp = 0
+    for inst in range(n_instructions):
+        responses = list(range(resp, resp + 3))
+        resp += 3
+        for clin in range(n_clinicians):
+            long_ok, short_ok = rng.random() < 0.8, rng.random() < 0.5
+            ranks = [1, 3, 2] if long_ok and not short_ok else list(rng.permutation([1, 2, 3]))
+            reviews.append((inst, clin, responses, ranks))
+            models.extend(["X-32k", "X-2k", "Y"])
+            correct.extend([long_ok, short_ok, True])
+    return make_table(reviews, models=models, correct=correct)
+
+
+def test_context_length_analysis_hand_checked_against_plain_loops():
+    contingency = pytest.importorskip("statsmodels.stats.contingency_tables")
+    table = _context_table(np.random.default_rng(3))
+    variants = {"X-32k": ("X", 32768), "X-2k": ("X", 2048)}
+    out = S.context_length_analysis(table, variants, n_resamples=300, seed=4)
+    assert [(c["base_model"], c["context_length"]) for c in out["cells"]] == [
+        ("X", 2048),
+        ("X", 32768),
+    ]
+    for cell in out["cells"]:
+        mine = table.model == cell["models"][0]
+        assert cell["share_correct"] == pytest.approx(table.correct[mine].mean())
+        assert cell["mean_rank"] == pytest.approx(table.rank[mine].mean())
+    (cmp,) = out["comparisons"]
+    assert (cmp["long"], cmp["short"]) == (32768, 2048)
+    pairs = []
+    for r in np.unique(table.review):
+        m = table.review == r
+        long = m & (table.model == "X-32k")
+        short = m & (table.model == "X-2k")
+        pairs.append(
+            (
+                table.instruction[m][0],
+                bool(table.correct[long][0]),
+                bool(table.correct[short][0]),
+                table.rank[short][0] - table.rank[long][0],
+            )
+        )
+    b = sum(lo and not sh for _, lo, sh, _ in pairs)
+    c = sum(sh and not lo for _, lo, sh, _ in pairs)
+    assert (cmp["only_long_correct"], cmp["only_short_correct"]) == (b, c)
+    assert cmp["n_reviews"] == len(pairs) == 80 and cmp["n_instructions"] == 40
+    assert cmp["mcnemar_p_value"] == pytest.approx(
+        contingency.mcnemar(
+            [[cmp["both_correct"], b], [c, cmp["neither_correct"]]], exact=True
+        ).pvalue
+    )
+    d = np.array([float(lo) - float(sh) for _, lo, sh, _ in pairs])
+    assert cmp["correct_difference"] == pytest.approx(d.mean())
+    assert cmp["correct_difference"] > 0.15  # the long context is right more often
+    assert cmp["rank_difference"] == pytest.approx(np.mean([p[3] for p in pairs]))
+    # The interval is the cluster bootstrap over instructions, as a plain loop computes it.
+    inst = np.array([p[0] for p in pairs])
+    ids = np.unique(inst)
+    draws = np.random.default_rng(4).integers(0, len(ids), size=(300, len(ids)))
+    boot = [np.concatenate([d[inst == ids[k]] for k in row]).mean() for row in draws]
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    assert (cmp["correct_difference_ci_low"], cmp["correct_difference_ci_high"]) == pytest.approx(
+        (lo, hi)
+    )
+
+
+def test_context_length_analysis_without_declared_variants_is_empty():
+    table = _context_table(np.random.default_rng(0), n_instructions=3)
+    out = S.context_length_analysis(table, {}, n_resamples=50)
+    assert out["cells"] == [] and out["comparisons"] == [] and out["n_bases"] == 0
+    one = S.context_length_analysis(table, {"X-2k": ("X", 2048)}, n_resamples=50)
+    assert len(one["cells"]) == 1 and one["comparisons"] == []

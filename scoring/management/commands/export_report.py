@@ -37,7 +37,7 @@ class Command(BaseCommand):
             fmt=fmt,
             channel="cli",
             actor=None,
-            rows=len(report.results.get(table, [])),
+            rows=len(exports.rows(report, table)),
         )
         output = options["output"]
         if output:
