@@ -388,3 +388,12 @@ LOGGING = {
         "absl": {"level": "WARNING"},
     },
 }
+
+# --- The demo server ------------------------------------------------------------------------------
+# `make demo` runs with the development settings above (DEBUG=true: http cookies, the development
+# key) but its visitors get the app's own 404 and 500 pages, never Django's debug page (which
+# shows settings, SQL and request data). ``manage.py rundemo`` sets DEBUG_ERROR_PAGES=false for
+# its server; DEBUG is switched off last, after every choice above was made for development.
+DEBUG_ERROR_PAGES = env_bool("DEBUG_ERROR_PAGES", True)
+if DEBUG and not DEBUG_ERROR_PAGES:
+    DEBUG = False

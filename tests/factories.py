@@ -164,6 +164,14 @@ def make_approved(
     return application
 
 
+def open_certificate(reviewer: User, application: AccessApplication) -> None:
+    """What opening the certificate page records (approval requires it)."""
+    from review.models import AuditEvent
+    from review.services.audit import audit_record
+
+    audit_record(action=AuditEvent.Action.CERTIFICATE_VIEWED, actor=reviewer, obj=application)
+
+
 def make_rejected(user: User, *, reason: str = "Not eligible.") -> AccessApplication:
     return services.application_reject(
         application=make_application(user), reviewer=user, reason=reason

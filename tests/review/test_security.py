@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from django.contrib.admindocs.views import extract_views_from_urlpatterns, simplify_regex
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
@@ -223,6 +224,7 @@ def _deploy_env_python(code: str) -> str:
         **os.environ,
         "DEBUG": "false",
         "SECRET_KEY": secrets.token_urlsafe(48),
+        "MFA_ENCRYPTION_KEY": Fernet.generate_key().decode(),
         "ALLOWED_HOSTS": "review.example.org",
         "DJANGO_SETTINGS_MODULE": "medalign_site.settings",
     }
