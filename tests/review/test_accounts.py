@@ -540,9 +540,14 @@ def test_demo_accounts_are_approved_with_totp_and_idempotent(capsys):
         assert Authenticator.objects.filter(user=user, type="recovery_codes").exists()
         assert any(demo_totp_secret(spec.email) in line for line in lines)
     email = DEMO_ACCOUNTS[1].email
-    call_command("demo_totp", email)
-    code = capsys.readouterr().out.split()[0]
-    assert code == factories.totp_code(demo_totp_secret(email))
+    # A frozen clock: the command and the check must not straddle a 30-second window.
+    with patch("time.time", return_value=1_900_000_000.0):
+        call_command("demo_totp", email)
+        code = capsys.readouterr().out.split()[0]
+        assert code == factories.totp_code(demo_totp_secret(email))
+    # The demo's known secret still works with secrets encrypted at rest.
+    stored = Authenticator.objects.get(user__email=email, type="totp").data["secret"]
+    assert stored.startswith("fernet:") and demo_totp_secret(email) not in stored
 
 
 # --- security ------------------------------------------------------------------------------------

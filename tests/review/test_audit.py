@@ -42,7 +42,7 @@ def test_sign_in_with_totp_is_audited_after_the_second_step(client):
     user = factories.make_user("c@example.edu", roles=[Role.CLINICIAN])
     client.post(reverse("account_login"), {"login": user.email, "password": factories.PASSWORD})
     assert not AuditEvent.objects.filter(action=Action.LOGIN).exists()
-    response = client.post(reverse("mfa_authenticate"), {"code": factories.totp_code()})
+    response = client.post(reverse("mfa_authenticate"), {"code": factories.totp_code_fresh()})
     assert response.status_code == 302
     assert AuditEvent.objects.get(action=Action.LOGIN).actor == user
 
