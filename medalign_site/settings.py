@@ -236,9 +236,11 @@ if _cache_redis:
         raise ImproperlyConfigured("CACHE_URL must be a redis:// URL")
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "medalign_site.cache.ResilientRedisCache",
             "LOCATION": _cache_redis,
             "KEY_PREFIX": "medalign",
+            # Redis away: fail fast and degrade (medalign_site/cache.py), never hang a request.
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
         }
     }
 else:

@@ -82,13 +82,13 @@ def test_database_and_broker_urls_switch_to_postgresql_and_redis(tmp_path) -> No
         "redis://127.0.0.1:6379/0",
     ]
     # The Redis broker is also the shared cache (rate limits, TOTP replay, sessions).
-    assert result.stdout.split()[4] == "django.core.cache.backends.redis.RedisCache"
+    assert result.stdout.split()[4] == "medalign_site.cache.ResilientRedisCache"
 
 
 def test_cache_url_selects_redis_for_the_shared_cache(tmp_path) -> None:
     result = load_settings(tmp_path, DEBUG="true", CACHE_URL="redis://127.0.0.1:6379/3")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[4] == "django.core.cache.backends.redis.RedisCache"
+    assert result.stdout.split()[4] == "medalign_site.cache.ResilientRedisCache"
 
 
 def test_the_app_refuses_to_start_with_only_allowed_hosts_set(tmp_path) -> None:

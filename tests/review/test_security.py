@@ -132,7 +132,8 @@ def test_sign_in_ignores_an_offsite_next(db):
         {"login": user.email, "password": factories.PASSWORD, "next": EVIL},
     )
     response = client.post(
-        reverse("mfa_authenticate") + f"?next={EVIL}", {"code": factories.totp_code_fresh(), "next": EVIL}
+        reverse("mfa_authenticate") + f"?next={EVIL}",
+        {"code": factories.totp_code_fresh(), "next": EVIL},
     )
     assert response.status_code == 302
     assert "evil.example" not in response["Location"]
