@@ -138,3 +138,51 @@ def test_bad_values_stop_start_up_with_a_clear_error(tmp_path, env, message) -> 
     result = load_settings(tmp_path, **env)
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and message in result.stderr
+
+
+# --- issue 11, item 5: the demo serves the app's own error pages ----------------------------------
+def test_the_demo_server_shows_its_own_error_pages(tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import requests
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = ROOT
+    # What rundemo runs: DEBUG settings, the app's own error pages, static files still served.
+    env = {**os.environ, "DEBUG": "true", "DEBUG_ERROR_PAGES": "false", "DATA_DIR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                static = requests.get(base + "/static/review/app.css", timeout=30)
+                break
+            except requests.RequestException:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    server.kill()
+                    raise AssertionError(server.communicate()[1].decode()[-3000:]) from None
+                time.sleep(0.5)
+        assert static.status_code == 200
+        missing = requests.get(base + "/no-such-page/", timeout=30)
+        assert missing.status_code == 404
+        assert "MedAlign Review" in missing.text
+        assert "Django tried these URL patterns" not in missing.text
+        assert "DEBUG = True" not in missing.text
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
