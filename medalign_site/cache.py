@@ -81,3 +81,19 @@ class ResilientRedisCache(RedisCache):
             super().delete_many(keys, version)
         except _DOWN:
             self._warn("delete_many")
+
+    def clear(self) -> None:
+        # Only this cache's keys: the Redis database may be the Celery broker's too (a
+        # FLUSHDB would drop queued scoring batches).
+        try:
+            client = self._cache.get_client(None, write=True)
+            batch = []
+            for key in client.scan_iter(match=f"{self.key_prefix}:*", count=1000):
+                batch.append(key)
+                if len(batch) >= 1000:
+                    client.delete(*batch)
+                    batch = []
+            if batch:
+                client.delete(*batch)
+        except _DOWN:
+            self._warn("clear")
