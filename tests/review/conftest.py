@@ -20,14 +20,13 @@ def _private_storage_and_clean_cache(request, settings, tmp_path):
     # Real password hashing costs ~100 ms a user; these tests make dozens of users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # The cache is the database cache (shared by processes): only tests with a database use it.
-    uses_db = request.node.get_closest_marker("django_db") or {
-        "db",
-        "transactional_db",
-    } & set(request.fixturenames)
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in request.fixturenames or bool(
+        marker and marker.kwargs.get("transaction")
+    )
+    uses_db = bool(marker) or "db" in request.fixturenames or transactional
     if uses_db:
-        request.getfixturevalue(
-            "db" if "transactional_db" not in request.fixturenames else "transactional_db"
-        )
+        request.getfixturevalue("transactional_db" if transactional else "db")
         cache.clear()
     yield
     if uses_db:
