@@ -15,19 +15,21 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install --quiet -c requirements.lock -e ".[dev]"
 	touch $(STAMP)
 
+# DEBUG is opt-in (off unless set): the local targets below ask for it; a deployment sets
+# SECRET_KEY and MFA_ENCRYPTION_KEY instead (README, "Settings").
 migrate: install
-	$(PY) manage.py migrate --noinput
+	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
 
 # Loads the synthetic demo (once) and serves http://127.0.0.1:8000 with a Celery worker;
 # Ctrl-C stops both.
 demo: migrate
-	$(PY) manage.py rundemo
+	DEBUG=true $(PY) manage.py rundemo
 
 run: migrate
-	$(PY) manage.py runserver 127.0.0.1:8000
+	DEBUG=true $(PY) manage.py runserver 127.0.0.1:8000
 
 worker: install
-	TORCH_NUM_THREADS=$${TORCH_NUM_THREADS:-1} $(VENV)/bin/celery -A medalign_site worker -Q cpu,gpu --concurrency 2 --loglevel INFO
+	DEBUG=$${DEBUG:-true} TORCH_NUM_THREADS=$${TORCH_NUM_THREADS:-1} $(VENV)/bin/celery -A medalign_site worker -Q cpu,gpu --concurrency 2 --loglevel INFO
 
 # Debian's Chromium for the browser tests (a test tool's own browser download fails offline).
 browser:
@@ -52,6 +54,7 @@ format: install
 
 check-deploy: install
 	DEBUG=false SECRET_KEY=$$(head -c 48 /dev/urandom | base64) ALLOWED_HOSTS=review.example.org \
+	  MFA_ENCRYPTION_KEY=$$(head -c 32 /dev/urandom | base64 | tr '+/' '-_') \
 	  $(PY) manage.py check --deploy --fail-level WARNING
 
 lock:

@@ -9,6 +9,13 @@ import logging
 import traceback
 
 
+def redact_exception(exc: BaseException) -> str:
+    """An exception as researchers and the logs see it: its type, never its message (which can
+    quote record or response text), only the message's length."""
+    name = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    return f"{name}: <message redacted, {len(str(exc))} characters>"
+
+
 class RedactingFormatter(logging.Formatter):
     def formatException(self, ei) -> str:  # noqa: ANN001, N802 - logging's signature
         exc_type, exc, tb = ei

@@ -36,17 +36,24 @@ class IdleSessionTimeoutMiddleware:
 
 
 class SecurityHeadersMiddleware:
-    """Content Security Policy (enforced unless DEBUG) and a permissions policy."""
+    """Content Security Policy (enforced in every mode), a permissions policy, and no caching
+    of anything served to a signed-in user.
+
+    Every page a signed-in user gets may carry record, response or export data; a browser or
+    proxy cache must not keep a copy (``no-store``), so the back button after sign-out or a
+    shared workstation shows nothing. Static files are served before this (WhiteNoise).
+    """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        header = (
-            "Content-Security-Policy-Report-Only" if settings.DEBUG else "Content-Security-Policy"
-        )
-        response.headers.setdefault(header, settings.CONTENT_SECURITY_POLICY)
+        response.headers.setdefault("Content-Security-Policy", settings.CONTENT_SECURITY_POLICY)
+        user = getattr(request, "user", None)
+        private = (user is not None and user.is_authenticated) or "Authorization" in request.headers
+        if private and "no-store" not in response.headers.get("Cache-Control", ""):
+            response.headers["Cache-Control"] = "no-store, private"
         response.headers.setdefault(
             "Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()"
         )

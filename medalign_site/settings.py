@@ -1,8 +1,10 @@
 """MedAlign Review settings: one file, driven by environment variables.
 
-With nothing set it runs for local use: SQLite under ``var/``, Celery over kombu's
-``filesystem://`` broker (a real worker process, no broker server), console email, DEBUG on
-localhost only. Every variable is listed in the README's settings table. Values parse strictly:
+With nothing but ``DEBUG=true`` set it runs for local use: SQLite under ``var/``, Celery over
+kombu's ``filesystem://`` broker (a real worker process, no broker server), console email,
+Django's database cache (shared by every process). DEBUG is opt-in (``make demo`` and
+``make run`` set it); without it a ``SECRET_KEY`` and an ``MFA_ENCRYPTION_KEY`` are required.
+Every variable is listed in the README's settings table. Values parse strictly:
 a malformed boolean or number raises ImproperlyConfigured naming the variable, rather than
 silently falling back to a default that might, for instance, leave DEBUG on in production.
 """
@@ -58,7 +60,9 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 # --- Core -------------------------------------------------------------------------------------
-DEBUG = env_bool("DEBUG", True)
+# Off unless asked for: a server started with only ALLOWED_HOSTS set must not run in DEBUG with
+# the development key (it refuses to start instead, for want of SECRET_KEY).
+DEBUG = env_bool("DEBUG", False)
 DATA_DIR = Path(env_str("DATA_DIR", str(BASE_DIR / "var"))).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -67,6 +71,13 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
     SECRET_KEY = "django-insecure-local-development-only"  # noqa: S105 - DEBUG only
+elif not DEBUG and (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
+    # The same bar as Django's deploy check (security.W009), enforced: a short key signs
+    # sessions and password-reset links that can be forged.
+    raise ImproperlyConfigured(
+        "SECRET_KEY is too short: use at least 50 random characters "
+        "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+    )
 
 # DEBUG is for localhost only: with the default hosts a DEBUG page can't be served elsewhere.
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
@@ -172,9 +183,13 @@ ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = True
 ACCOUNT_SESSION_REMEMBER = False
 ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = False
 ACCOUNT_EMAIL_SUBJECT_PREFIX = "[MedAlign Review] "
+# Failed sign-ins are limited per account (key) and per client address (ip), both counted in
+# the shared cache so every web process sees the same counts. The per-address limit is wide
+# enough that one address cannot lock out the accounts signing in from elsewhere, and the
+# address is the client's own (TRUSTED_PROXY_COUNT), not the proxy's.
 ACCOUNT_RATE_LIMITS = {
     "login": "30/m/ip",
-    "login_failed": "10/m/ip,5/5m/key",
+    "login_failed": "30/5m/ip,5/5m/key",
     "signup": "20/m/ip",
     "reset_password": "20/m/ip,5/m/key",
     "confirm_email": "1/3m/key",
@@ -182,8 +197,68 @@ ACCOUNT_RATE_LIMITS = {
 ACCOUNT_ADAPTER = "review.adapters.AccountAdapter"
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = "MedAlign Review"
+# TOTP secrets and recovery-code seeds are encrypted at rest (review.adapters.MFAAdapter) with
+# Fernet keys from the environment: comma-separated, the first encrypts, all decrypt (rotation).
+MFA_ADAPTER = "review.adapters.MFAAdapter"
+MFA_ENCRYPTION_KEYS = env_list("MFA_ENCRYPTION_KEY", [])
+if not MFA_ENCRYPTION_KEYS:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "MFA_ENCRYPTION_KEY must be set when DEBUG is off (a Fernet key: python -c "
+            "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')"
+        )
+    # DEBUG only: derived from the development secret key, so local data stays readable.
+    MFA_ENCRYPTION_KEYS = ["derive:" + SECRET_KEY]
+else:
+    from cryptography.fernet import Fernet
+
+    for _key in MFA_ENCRYPTION_KEYS:
+        try:
+            Fernet(_key.encode())
+        except ValueError:
+            raise ImproperlyConfigured(
+                "MFA_ENCRYPTION_KEY is not a Fernet key (32 url-safe base64-encoded bytes)"
+            ) from None
+# How many reverse proxies in front of the app append to X-Forwarded-For. 0: the header is
+# ignored (anyone can send it); 1: the address the one proxy saw. Used by allauth's rate limits
+# and by the audit trail, so a client cannot choose the address it is limited and audited by.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+ALLAUTH_TRUSTED_PROXY_COUNT = TRUSTED_PROXY_COUNT
+
+# --- Shared cache: rate limits, TOTP replay protection, sessions, access checks ---------------
+# Every web process must see the same counts and used codes, so the cache is never per-process:
+# Redis when CACHE_URL (or a Redis Celery broker) is configured, else Django's database cache
+# (its table is created by a migration: nothing extra to run).
+CACHE_URL = env_str("CACHE_URL", "")
+_cache_redis = CACHE_URL or (
+    env_str("CELERY_BROKER_URL", "") if env_str("CELERY_BROKER_URL", "").startswith("redis") else ""
+)
+if _cache_redis:
+    if not _cache_redis.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured("CACHE_URL must be a redis:// URL")
+    CACHES = {
+        "default": {
+            "BACKEND": "medalign_site.cache.ResilientRedisCache",
+            "LOCATION": _cache_redis,
+            "KEY_PREFIX": "medalign",
+            # Redis away: fail fast and degrade (medalign_site/cache.py), never hang a request.
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "medalign_cache",
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        }
+    }
+ACCESS_CACHE_SECONDS = env_int("ACCESS_CACHE_SECONDS", 60, minimum=0)
 
 # --- Sessions and security --------------------------------------------------------------------
+# Sessions are read from the shared cache and written through to the database (they survive a
+# cache restart).
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 SESSION_IDLE_TIMEOUT_MINUTES = env_int("SESSION_IDLE_TIMEOUT_MINUTES", 30, minimum=1)
 SESSION_COOKIE_AGE = 12 * 60 * 60  # absolute cap; the idle timeout usually ends sessions first
 SESSION_EXPIRE_AT_BROWSER_CLOSE = True
@@ -207,8 +282,7 @@ if not DEBUG:
         SILENCED_SYSTEM_CHECKS = ["security.W021"]
     if env_bool("BEHIND_TLS_PROXY", False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-# A strict CSP (no inline script, no third-party origins) is sent when DEBUG is off; in DEBUG it
-# is sent as report-only so development pages keep working while violations still show.
+# A strict CSP (no inline script, no third-party origins), enforced in every mode.
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
@@ -318,3 +392,12 @@ LOGGING = {
         "absl": {"level": "WARNING"},
     },
 }
+
+# --- The demo server ------------------------------------------------------------------------------
+# `make demo` runs with the development settings above (DEBUG=true: http cookies, the development
+# key) but its visitors get the app's own 404 and 500 pages, never Django's debug page (which
+# shows settings, SQL and request data). ``manage.py rundemo`` sets DEBUG_ERROR_PAGES=false for
+# its server; DEBUG is switched off last, after every choice above was made for development.
+DEBUG_ERROR_PAGES = env_bool("DEBUG_ERROR_PAGES", True)
+if DEBUG and not DEBUG_ERROR_PAGES:
+    DEBUG = False

@@ -4,7 +4,10 @@ Rules:
 - anonymous → the sign-in page;
 - signed in, not approved (no application, pending, rejected, revoked, expired approval or
   training certificate, or the active DUA version not signed) → only the application pages;
-- clinicians and admins must have TOTP set up before they see any record;
+- clinicians, admins and researchers must have TOTP set up, and must have passed it *in this
+  session* (allauth records the methods a session authenticated with): a session signed in with
+  the password alone never reaches records, reports or the admin, even once the account has
+  TOTP. API bearer tokens (scoring/api.py) are their own factor and skip this;
 - clinician → only the instructions assigned to them; anything else is 404, never 403, so the
   existence of an object never leaks;
 - researcher → reports and exports, no raw records unless also granted clinician access;
@@ -18,9 +21,14 @@ from datetime import date
 from functools import wraps
 from typing import Any, TypeVar
 
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from review.models import (
     AccessApplication,
@@ -36,7 +44,9 @@ from review.models import (
 
 APPLICATION_URL_NAME = "application_status"
 MFA_SETUP_URL_NAME = "mfa_activate_totp"
-MFA_ROLES = frozenset({Role.CLINICIAN, Role.ADMIN})
+MFA_REAUTHENTICATE_URL_NAME = "mfa_reauthenticate"
+MFA_ROLES = frozenset({Role.CLINICIAN, Role.ADMIN, Role.RESEARCHER})
+SECOND_FACTOR_TYPES = frozenset({"totp", "recovery_codes"})
 
 
 @dataclass(frozen=True)
@@ -69,17 +79,43 @@ class UserAccess:
 def user_access(user: User | Any, *, today: date | None = None) -> UserAccess:
     """The roles a user holds right now: approved, unexpired, certificate valid, DUA signed.
 
-    Cached on the user object for the length of one request (``request.user`` is rebuilt per
-    request), so several checks in one request cost one evaluation.
+    Cached on the user object for one request (``request.user`` is rebuilt per request) and in
+    the shared cache for ACCESS_CACHE_SECONDS, keyed by user and date (an approval or
+    certificate that expires at midnight is re-evaluated then). Every change that can alter the
+    result clears the shared entry at once (``clear_cached_access``, called by the services and
+    by the receivers in review.receivers); a new DUA version clears every user's entry.
     """
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return UserAccess(reason="not signed in")
+    if today is not None:
+        return _evaluate(user, today)
     cached = getattr(user, "_access_cache", None)
-    if cached is not None and today is None:
+    if cached is not None:
         return cached
-    result = _evaluate(user, today or timezone.localdate())
-    if today is None:
-        user._access_cache = result
+    result = _shared_cached(user, timezone.localdate())
+    user._access_cache = result
+    return result
+
+
+_ACCESS_EPOCH_KEY = "review:access:epoch"
+
+
+def _access_key(user_id: int) -> str:
+    return f"review:access:user:{user_id}"
+
+
+def _shared_cached(user: User, today: date) -> UserAccess:
+    seconds = settings.ACCESS_CACHE_SECONDS
+    if not seconds:
+        return _evaluate(user, today)
+    key = _access_key(user.pk)
+    found = cache.get_many([key, _ACCESS_EPOCH_KEY])
+    epoch = found.get(_ACCESS_EPOCH_KEY, 0)
+    entry = found.get(key)
+    if entry is not None and entry[0] == today.isoformat() and entry[1] == epoch:
+        return entry[2]
+    result = _evaluate(user, today)
+    cache.set(key, (today.isoformat(), epoch, result), seconds)
     return result
 
 
@@ -112,9 +148,59 @@ def _has_totp(user: User) -> bool:
     return Authenticator.objects.filter(user=user, type=Authenticator.Type.TOTP).exists()
 
 
-def clear_cached_access(user: User) -> None:
-    if hasattr(user, "_access_cache"):
-        del user._access_cache
+def clear_cached_access(user: User | None = None, *, user_id: int | None = None) -> None:
+    """Forget a user's access evaluation now and again when the transaction commits.
+
+    Cleared twice: at once, so this request sees the change, and after commit, so a request
+    that re-evaluated from the old rows meanwhile cannot keep a stale answer in the cache.
+    """
+    if user is not None:
+        user_id = user.pk
+        if hasattr(user, "_access_cache"):
+            del user._access_cache
+    if user_id is None:
+        return
+    key = _access_key(user_id)
+    cache.delete(key)
+    transaction.on_commit(lambda: cache.delete(key))
+
+
+def clear_all_cached_access() -> None:
+    """A new DUA version changes everyone's access: every cached evaluation is stale."""
+    import uuid
+
+    cache.set(_ACCESS_EPOCH_KEY, uuid.uuid4().hex, None)
+    transaction.on_commit(lambda: cache.set(_ACCESS_EPOCH_KEY, uuid.uuid4().hex, None))
+
+
+def second_factor_passed(request: HttpRequest) -> bool:
+    """Whether *this session* completed a second factor (TOTP or a recovery code).
+
+    allauth records every authentication step of a session (password, mfa, reauthentication);
+    a session that signed in with the password alone has no "mfa" record, whatever factors the
+    account has since enrolled.
+    """
+    from allauth.account.authentication import get_authentication_records
+
+    return any(
+        record.get("method") == "mfa" and record.get("type") in SECOND_FACTOR_TYPES
+        for record in get_authentication_records(request, request.user)
+    )
+
+
+def second_factor_redirect(request: HttpRequest, access: UserAccess) -> HttpResponse | None:
+    """Where an approved user must go before protected pages: TOTP set-up, or the TOTP step.
+
+    None when this session may proceed.
+    """
+    if not (access.roles & MFA_ROLES):
+        return None
+    if access.needs_mfa:
+        return redirect(MFA_SETUP_URL_NAME)
+    if not second_factor_passed(request):
+        url = reverse(MFA_REAUTHENTICATE_URL_NAME)
+        return redirect(f"{url}?{urlencode({'next': request.get_full_path()})}")
+    return None
 
 
 # --- view decorators ----------------------------------------------------------------------------
@@ -125,7 +211,8 @@ def role_required(*roles: str, mfa: bool = True) -> Callable[[View], View]:
     """Let through users holding one of ``roles`` (admins always), else 404.
 
     Anonymous users go to sign-in; signed-in users without approved access go to their
-    application page; clinicians and admins without TOTP go to the TOTP set-up page.
+    application page; users without TOTP go to the TOTP set-up page, and sessions that have not
+    passed TOTP to the TOTP step.
     """
 
     def decorator(view: View) -> View:
@@ -138,8 +225,8 @@ def role_required(*roles: str, mfa: bool = True) -> Callable[[View], View]:
             access = user_access(request.user)
             if not access.is_approved:
                 return redirect(APPLICATION_URL_NAME)
-            if mfa and access.needs_mfa:
-                return redirect(MFA_SETUP_URL_NAME)
+            if mfa and (to_second_factor := second_factor_redirect(request, access)):
+                return to_second_factor
             if not (access.is_admin or access.has(*roles)):
                 raise Http404
             request.access = access  # type: ignore[attr-defined]

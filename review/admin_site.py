@@ -15,20 +15,22 @@ class MedAlignAdminSite(admin.AdminSite):
 
     def has_permission(self, request: HttpRequest) -> bool:
         # is_staff alone is not enough: access ends at once when the admin approval or the
-        # training certificate expires, a new DUA is unsigned, or TOTP is not set up.
-        from review.access import user_access
+        # training certificate expires, a new DUA is unsigned, or TOTP is not set up; and this
+        # session must have passed TOTP (a password-only session never reaches the admin).
+        from review.access import second_factor_passed, user_access
 
         user = request.user
         if not (user.is_active and user.is_staff):
             return False
         access = user_access(user)
-        return access.is_admin and not access.needs_mfa
+        return access.is_admin and not access.needs_mfa and second_factor_passed(request)
 
     def login(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
         # Django's own login form would skip allauth's TOTP step: always sign in through allauth.
         next_url = request.GET.get("next") or reverse("admin:index")
         if request.user.is_authenticated:
-            # Signed in but not allowed here: the home page explains what is missing.
+            # Signed in but not allowed here: the home page explains what is missing (or asks
+            # for the TOTP step this session has not passed).
             allowed = self.has_permission(request)
             return HttpResponseRedirect(reverse("admin:index" if allowed else "home"))
         return HttpResponseRedirect(f"{reverse('account_login')}?{urlencode({'next': next_url})}")

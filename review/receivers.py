@@ -1,17 +1,24 @@
-"""Signal receivers that write the audit trail for sign-in, failed sign-in and sign-out.
+"""Signal receivers: the audit trail for sign-in, failed sign-in, sign-out and second-factor
+changes; and the clearing of cached access evaluations whenever a row they depend on changes.
 
 Connected in ReviewConfig.ready(). Application decisions, role changes and DUA events are audited
-by the services that make them (in the same transaction), not here.
+by the services that make them (in the same transaction), not here. Cache clearing is also here
+(as well as in the services) because it must hold for every write path, admin and shell included:
+a stale "approved" must never outlive a revocation.
 """
 
 from typing import Any
 
+from allauth.account.internal.flows.login import record_authentication
+from allauth.mfa.models import Authenticator
 from allauth.mfa.signals import authenticator_added, authenticator_removed, authenticator_reset
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
+from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import HttpRequest
 
-from review.models import AuditEvent
+from review.access import clear_all_cached_access, clear_cached_access
+from review.models import AccessApplication, AuditEvent, DUASignature, DUAVersion, User
 from review.services.audit import audit_record
 
 
@@ -64,3 +71,37 @@ authenticator_removed.connect(
 authenticator_reset.connect(
     _mfa_changed("reset"), dispatch_uid="review.audit_mfa_reset", weak=False
 )
+
+
+@receiver(authenticator_added, dispatch_uid="review.totp_activation_passes_second_factor")
+def on_totp_activated(
+    sender: Any, request: HttpRequest | None, user: Any, authenticator: Any, **kwargs: Any
+) -> None:
+    # Activating TOTP means typing a valid code from the new authenticator, in this session: the
+    # session has shown the second factor, as at sign-in. Other sessions of the account have not.
+    if request is None or getattr(authenticator, "type", "") != Authenticator.Type.TOTP:
+        return
+    record_authentication(request, user, "mfa", id=authenticator.pk, type=authenticator.type)
+
+
+# --- cached access evaluations (review.access.user_access) --------------------------------------
+def _clear_for_user_row(sender: Any, instance: Any, **kwargs: Any) -> None:
+    clear_cached_access(user_id=instance.user_id)
+
+
+def _clear_for_user(sender: Any, instance: User, **kwargs: Any) -> None:
+    clear_cached_access(user_id=instance.pk)
+
+
+def _clear_everyone(sender: Any, **kwargs: Any) -> None:
+    clear_all_cached_access()
+
+
+for _model in (AccessApplication, DUASignature, Authenticator):
+    post_save.connect(_clear_for_user_row, sender=_model, dispatch_uid=f"review.access_{_model}")
+    post_delete.connect(
+        _clear_for_user_row, sender=_model, dispatch_uid=f"review.access_del_{_model}"
+    )
+post_save.connect(_clear_for_user, sender=User, dispatch_uid="review.access_user")
+post_save.connect(_clear_everyone, sender=DUAVersion, dispatch_uid="review.access_dua")
+post_delete.connect(_clear_everyone, sender=DUAVersion, dispatch_uid="review.access_dua_del")

@@ -25,6 +25,7 @@ from django.db.models import Count, Q
 from django.http import HttpRequest
 from django.utils import timezone
 
+from medalign_site.logs import redact_exception
 from review.models import AuditEvent, Dataset, ModelResponse, User
 from review.services.audit import audit_record
 from scoring import learned
@@ -593,10 +594,11 @@ def report_compute(*, report_id: int) -> CorrelationReport:
         }
     except Exception as exc:
         logger.exception("report %s failed", report_id)
-        # Type and message only: these never carry patient or response text.
+        # Shown to researchers: the type only, redacted like the logs (medalign_site.logs).
         CorrelationReport.objects.filter(pk=report_id).update(
             status=CorrelationReport.Status.FAILED,
-            error=f"{type(exc).__name__}: {exc}"[:2000],
+            # The app's own ReportError messages are written for researchers and quote no data.
+            error=(str(exc) if isinstance(exc, ReportError) else redact_exception(exc))[:2000],
             finished_at=timezone.now(),
         )
         report.refresh_from_db()

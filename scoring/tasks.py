@@ -10,6 +10,7 @@ from celery.signals import worker_process_init
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+from medalign_site.logs import redact_exception
 from scoring import services
 
 logger = logging.getLogger(__name__)
@@ -19,8 +20,9 @@ TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
 
 
 def _describe(exc: BaseException) -> str:
-    # The error type and message only: never patient text or response text.
-    return f"{type(exc).__name__}: {exc}"[:500]
+    # Shown to researchers: the error type only, redacted like the logs (a message can quote the
+    # response or reference text a metric choked on).
+    return redact_exception(exc)[:500]
 
 
 class BatchTask(Task):

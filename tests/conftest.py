@@ -9,6 +9,27 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 @pytest.fixture(autouse=True)
+def _force_login_passes_the_second_factor(monkeypatch):
+    """``client.force_login(user)`` stands for a complete sign-in: password, then the TOTP step
+    when the user has TOTP. Tests of password-only sessions use
+    ``factories.sign_in(client, user, second_factor=False)``."""
+    from django.test import Client
+
+    original = Client.force_login
+
+    def force_login(self, user, backend=None):
+        original(self, user, backend)
+        from allauth.mfa.models import Authenticator
+
+        from tests.factories import record_second_factor
+
+        if Authenticator.objects.filter(user=user, type=Authenticator.Type.TOTP).exists():
+            record_second_factor(self, user)
+
+    monkeypatch.setattr(Client, "force_login", force_login)
+
+
+@pytest.fixture(autouse=True)
 def _eager_celery(request):
     """Unit tests run Celery tasks inline; tests marked `worker` use a real worker process."""
     if request.node.get_closest_marker("worker"):

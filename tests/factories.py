@@ -4,7 +4,8 @@
     applicant = make_user("a@example.edu")                          # signed up, no application
     app = make_application(applicant)                               # pending
     make_approved(user, ["researcher"], expires_on=date(...))       # another approval
-    client.force_login(user)                                        # skips the TOTP step
+    client.force_login(user)      # the session also passes TOTP if the user has it (conftest)
+    sign_in(client, user, second_factor=False)                      # password only: no TOTP step
 
 Every user gets a verified primary EmailAddress and the password ``PASSWORD``; ``totp=True``
 enrols an allauth TOTP authenticator with ``TOTP_SECRET`` (``totp_code()`` gives a valid code).
@@ -13,6 +14,7 @@ enrols an allauth TOTP authenticator with ``TOTP_SECRET`` (``totp_code()`` gives
 import time
 from collections.abc import Iterable
 from datetime import date, timedelta
+from typing import Any
 
 from allauth.account.models import EmailAddress
 from allauth.mfa import app_settings as mfa_settings
@@ -20,6 +22,7 @@ from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, hotp_value
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
+from review.access import clear_cached_access
 from review.models import AccessApplication, DUAVersion, Role, User
 from review.services import accounts as services
 
@@ -32,6 +35,47 @@ PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 def totp_code(secret: str = TOTP_SECRET, *, at: float | None = None) -> str:
     counter = int(time.time() if at is None else at) // mfa_settings.TOTP_PERIOD
     return format_hotp_value(hotp_value(secret, counter))
+
+
+def totp_code_fresh(secret: str = TOTP_SECRET, *, margin: int = 5) -> str:
+    """A code that stays valid for at least ``margin`` seconds: one computed in the last seconds
+    of its 30-second window can expire before the server checks it (a flaky test), so wait for
+    the next window instead."""
+    period = mfa_settings.TOTP_PERIOD
+    left = period - time.time() % period
+    if left < margin:
+        time.sleep(left + 0.05)
+    return totp_code(secret)
+
+
+def record_second_factor(client: Any, user: User) -> None:
+    """Mark ``client``'s session as having passed TOTP, as allauth's TOTP step does."""
+    from allauth.account.authentication import AUTHENTICATION_METHODS_SESSION_KEY
+
+    session = client.session
+    records = list(session.get(AUTHENTICATION_METHODS_SESSION_KEY) or [])
+    records += [
+        {"method": "password", "at": time.time(), "email": user.email},
+        {"method": "mfa", "at": time.time(), "type": "totp"},
+    ]
+    session[AUTHENTICATION_METHODS_SESSION_KEY] = records
+    session["account_authentication_methods_user"] = str(user.pk)
+    session.save()
+
+
+def sign_in(client: Any, user: User, *, second_factor: bool = True) -> None:
+    """``force_login``, then (by default) the TOTP step done in this session.
+
+    ``second_factor=False`` is a session that signed in with the password alone.
+    """
+    client.force_login(user)
+    if not second_factor:
+        from allauth.account.authentication import AUTHENTICATION_METHODS_SESSION_KEY
+
+        session = client.session
+        session.pop(AUTHENTICATION_METHODS_SESSION_KEY, None)
+        session.pop("account_authentication_methods_user", None)
+        session.save()
 
 
 def pdf_file(name: str = "certificate.pdf", content: bytes = PDF_BYTES) -> SimpleUploadedFile:
@@ -110,12 +154,22 @@ def make_approved(
         roles=list(roles),
         expires_on=future,
         notify=False,
+        by_operator=reviewer is None,  # test fixtures: as the demo accounts are made
     )
     if expires_on is not None and expires_on != future:
         # The service refuses past dates, as it should; tests need expired approvals too.
         AccessApplication.objects.filter(pk=application.pk).update(expires_on=expires_on)
         application.refresh_from_db()
+        clear_cached_access(user)  # a queryset update sends no signal
     return application
+
+
+def open_certificate(reviewer: User, application: AccessApplication) -> None:
+    """What opening the certificate page records (approval requires it)."""
+    from review.models import AuditEvent
+    from review.services.audit import audit_record
+
+    audit_record(action=AuditEvent.Action.CERTIFICATE_VIEWED, actor=reviewer, obj=application)
 
 
 def make_rejected(user: User, *, reason: str = "Not eligible.") -> AccessApplication:

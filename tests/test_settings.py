@@ -1,4 +1,5 @@
-"""The settings file parses its environment strictly and works with nothing set."""
+"""The settings file parses its environment strictly, works with only DEBUG=true set, and
+refuses to start in production mode without its secrets (DEBUG is opt-in)."""
 
 import os
 import subprocess
@@ -10,20 +11,31 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_settings(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+def load_settings(tmp_path: Path, _code: str = "", **env: str) -> subprocess.CompletedProcess:
     clean = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "DEBUG", "SECRET_KEY"}
+        if k
+        not in {
+            "DATABASE_URL",
+            "CELERY_BROKER_URL",
+            "CACHE_URL",
+            "DEBUG",
+            "SECRET_KEY",
+            "MFA_ENCRYPTION_KEY",
+            "ALLOWED_HOSTS",
+        }
     }
     clean.update({"DATA_DIR": str(tmp_path), **env})
     code = (
         "import medalign_site.settings as s;"
         "print(s.DEBUG, s.DATABASES['default']['ENGINE'], s.CELERY_BROKER_URL,"
-        " s.SESSION_IDLE_TIMEOUT_MINUTES)"
+        " s.SESSION_IDLE_TIMEOUT_MINUTES, s.CACHES['default']['BACKEND'])"
     )
+    if _code:
+        clean["DJANGO_SETTINGS_MODULE"] = "medalign_site.settings"
     return subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", _code or code],
         cwd=ROOT,
         env=clean,
         capture_output=True,
@@ -32,16 +44,35 @@ def load_settings(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_with_nothing_set_it_runs_on_sqlite_and_the_filesystem_broker(tmp_path) -> None:
-    result = load_settings(tmp_path)
+GOOD_KEY = "k" * 20 + "abcdefghijklmnopqrstuvwxyz0123456789"
+FERNET_KEY = "r5y0Hn6E5lqHx2a7wQ7mV9mXg0m7iYt3h8N6sXk2c1A="
+
+
+def test_with_only_debug_set_it_runs_on_sqlite_the_filesystem_broker_and_the_db_cache(
+    tmp_path,
+) -> None:
+    result = load_settings(tmp_path, DEBUG="true")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["True", "django.db.backends.sqlite3", "filesystem://", "30"]
+    assert result.stdout.split() == [
+        "True",
+        "django.db.backends.sqlite3",
+        "filesystem://",
+        "30",
+        "django.core.cache.backends.db.DatabaseCache",
+    ]
     assert (tmp_path / "celery-broker" / "queue").is_dir()
+
+
+def test_debug_is_off_unless_asked_for(tmp_path) -> None:
+    result = load_settings(tmp_path, SECRET_KEY=GOOD_KEY, MFA_ENCRYPTION_KEY=FERNET_KEY)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "False"
 
 
 def test_database_and_broker_urls_switch_to_postgresql_and_redis(tmp_path) -> None:
     result = load_settings(
         tmp_path,
+        DEBUG="true",
         DATABASE_URL="postgres://u@127.0.0.1:5432/db",
         CELERY_BROKER_URL="redis://127.0.0.1:6379/0",
     )
@@ -50,19 +81,108 @@ def test_database_and_broker_urls_switch_to_postgresql_and_redis(tmp_path) -> No
         "django.db.backends.postgresql",
         "redis://127.0.0.1:6379/0",
     ]
+    # The Redis broker is also the shared cache (rate limits, TOTP replay, sessions).
+    assert result.stdout.split()[4] == "medalign_site.cache.ResilientRedisCache"
+
+
+def test_cache_url_selects_redis_for_the_shared_cache(tmp_path) -> None:
+    result = load_settings(tmp_path, DEBUG="true", CACHE_URL="redis://127.0.0.1:6379/3")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[4] == "medalign_site.cache.ResilientRedisCache"
+
+
+def test_the_app_refuses_to_start_with_only_allowed_hosts_set(tmp_path) -> None:
+    # The reported fail-open: with only ALLOWED_HOSTS set the app used to run in DEBUG with the
+    # development key. gunicorn, as deployed, must not start at all.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DEBUG", "SECRET_KEY", "MFA_ENCRYPTION_KEY", "DATABASE_URL", "CACHE_URL"}
+    }
+    env.update({"ALLOWED_HOSTS": "review.example.org", "DATA_DIR": str(tmp_path)})
+    gunicorn = Path(sys.executable).with_name("gunicorn")
+    result = subprocess.run(
+        [str(gunicorn), "--bind", "127.0.0.1:0", "--workers", "1", "medalign_site.wsgi"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
 
 
 @pytest.mark.parametrize(
     ("env", "message"),
     [
         ({"DEBUG": "maybe"}, "DEBUG='maybe' is not a boolean"),
-        ({"SESSION_IDLE_TIMEOUT_MINUTES": "half an hour"}, "is not a whole number"),
-        ({"SESSION_IDLE_TIMEOUT_MINUTES": "0"}, "must be at least 1"),
+        ({"DEBUG": "true", "SESSION_IDLE_TIMEOUT_MINUTES": "half an hour"}, "not a whole number"),
+        ({"DEBUG": "true", "SESSION_IDLE_TIMEOUT_MINUTES": "0"}, "must be at least 1"),
         ({"DEBUG": "false"}, "SECRET_KEY must be set when DEBUG is off"),
-        ({"SCORING_REFERENCE_AGGREGATE": "median"}, "SCORING_REFERENCE_AGGREGATE must be one of"),
+        ({}, "SECRET_KEY must be set when DEBUG is off"),
+        ({"SECRET_KEY": "x"}, "SECRET_KEY is too short"),
+        ({"SECRET_KEY": "a" * 60}, "SECRET_KEY is too short"),  # 1 distinct character
+        ({"SECRET_KEY": GOOD_KEY[:49]}, "SECRET_KEY is too short"),
+        ({"SECRET_KEY": GOOD_KEY}, "MFA_ENCRYPTION_KEY must be set when DEBUG is off"),
+        ({"SECRET_KEY": GOOD_KEY, "MFA_ENCRYPTION_KEY": "short"}, "is not a Fernet key"),
+        ({"DEBUG": "true", "CACHE_URL": "memcached://x"}, "CACHE_URL must be a redis:// URL"),
+        (
+            {"DEBUG": "true", "SCORING_REFERENCE_AGGREGATE": "median"},
+            "SCORING_REFERENCE_AGGREGATE must be one of",
+        ),
     ],
 )
 def test_bad_values_stop_start_up_with_a_clear_error(tmp_path, env, message) -> None:
     result = load_settings(tmp_path, **env)
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and message in result.stderr
+
+
+# --- issue 11, item 5: the demo serves the app's own error pages ----------------------------------
+def test_the_demo_server_shows_its_own_error_pages(tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import requests
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = ROOT
+    # What rundemo runs: DEBUG settings, the app's own error pages, static files still served.
+    env = {**os.environ, "DEBUG": "true", "DEBUG_ERROR_PAGES": "false", "DATA_DIR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                static = requests.get(base + "/static/review/app.css", timeout=30)
+                break
+            except requests.RequestException:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    server.kill()
+                    raise AssertionError(server.communicate()[1].decode()[-3000:]) from None
+                time.sleep(0.5)
+        assert static.status_code == 200
+        missing = requests.get(base + "/no-such-page/", timeout=30)
+        assert missing.status_code == 404
+        assert "MedAlign Review" in missing.text
+        assert "Django tried these URL patterns" not in missing.text
+        assert "DEBUG = True" not in missing.text
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

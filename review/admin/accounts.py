@@ -6,7 +6,10 @@ read-only for everyone, superusers included.
 """
 
 from datetime import timedelta
+from typing import Any
 
+from allauth.account.models import EmailAddress, EmailConfirmation
+from allauth.mfa.models import Authenticator
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
@@ -26,10 +29,69 @@ from review.models import (
     User,
 )
 from review.services import accounts as services
+from review.services.audit import audit_record
+
+from .audited import AuditedAdmin
+
+# allauth registers admins that show every TOTP secret and recovery seed, and let an admin
+# change an email address and mark it verified (with a password reset, a way to take over an
+# account). Replaced below: factors are listed without their data and can only be removed
+# (audited: a user who lost their phone sets TOTP up again); addresses are read-only.
+for _model in (Authenticator, EmailAddress, EmailConfirmation):
+    if admin.site.is_registered(_model):
+        admin.site.unregister(_model)
+
+
+@admin.register(Authenticator)
+class AuthenticatorAdmin(AuditedAdmin):
+    list_display = ("user", "type", "created_at", "last_used_at")
+    list_filter = ("type",)
+    search_fields = ("user__email",)
+    list_select_related = ("user",)
+    fields = ("user", "type", "created_at", "last_used_at")  # never ``data``
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Authenticator | None = None) -> bool:
+        return False
+
+    def log_deletions(self, request: HttpRequest, queryset: QuerySet) -> Any:
+        for authenticator in queryset:
+            audit_record(
+                action=AuditEvent.Action.MFA_CHANGED,
+                request=request,
+                obj=authenticator,
+                details={
+                    "change": "removed by an admin",
+                    "type": authenticator.type,
+                    "user": authenticator.user.email,
+                },
+            )
+        return super().log_deletions(request, queryset)
+
+
+@admin.register(EmailAddress)
+class EmailAddressAdmin(AuditedAdmin):
+    list_display = ("email", "user", "primary", "verified")
+    list_filter = ("primary", "verified")
+    search_fields = ("email", "user__email")
+    list_select_related = ("user",)
+    readonly_fields = ("user", "email", "verified", "primary")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: EmailAddress | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: EmailAddress | None = None) -> bool:
+        return False
 
 
 @admin.register(User)
-class UserAdmin(admin.ModelAdmin):
+class UserAdmin(AuditedAdmin):
     list_display = ("email", "full_name", "pseudonym", "is_active", "is_staff", "date_joined")
     list_filter = ("is_active", "is_staff")
     search_fields = ("email", "full_name", "=pseudonym")
@@ -54,7 +116,7 @@ class UserAdmin(admin.ModelAdmin):
 
 
 @admin.register(RejectedEmailDomain)
-class RejectedEmailDomainAdmin(admin.ModelAdmin):
+class RejectedEmailDomainAdmin(AuditedAdmin):
     list_display = ("domain", "note")
     search_fields = ("domain",)
 

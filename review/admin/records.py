@@ -1,11 +1,17 @@
 """Django admin for datasets and records. Accounts, audit and assignments are added by their
-features below; the audit trail is read-only for everyone."""
+features below; the audit trail is read-only for everyone.
+
+Patient data (patients, encounters, events, instructions, reference and model responses) is
+read-only here and every page of it is audited (review.admin.audited): a correction goes through
+the import with ``--replace``, which invalidates the scores of changed text.
+"""
 
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from review.models import (
+    AuditEvent,
     Dataset,
     Encounter,
     Event,
@@ -15,17 +21,20 @@ from review.models import (
     ReferenceResponse,
     TaxonomyEntry,
 )
+from review.services.audit import audit_record
+
+from .audited import AuditedAdmin, ReadOnlyInline, RecordReadOnlyAdmin
 
 
 @admin.register(Dataset)
-class DatasetAdmin(admin.ModelAdmin):
+class DatasetAdmin(AuditedAdmin):
     list_display = ("name", "is_synthetic", "show_references_to_clinicians", "updated_at")
     list_editable = ("show_references_to_clinicians",)
     search_fields = ("name",)
 
 
 @admin.register(Patient)
-class PatientAdmin(admin.ModelAdmin):
+class PatientAdmin(RecordReadOnlyAdmin):
     list_display = (
         "person_id",
         "dataset",
@@ -42,7 +51,7 @@ class PatientAdmin(admin.ModelAdmin):
 
 
 @admin.register(Encounter)
-class EncounterAdmin(admin.ModelAdmin):
+class EncounterAdmin(RecordReadOnlyAdmin):
     list_display = ("patient", "ordinal", "encounter_type", "start", "end", "event_count")
     list_filter = ("encounter_type",)
     search_fields = ("patient__person_id",)
@@ -51,7 +60,7 @@ class EncounterAdmin(admin.ModelAdmin):
 
 
 @admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
+class EventAdmin(RecordReadOnlyAdmin):
     # Records reach 100,000+ events: no counts of the whole table, raw id widgets, no date tree.
     list_display = ("patient", "timestamp", "event_type", "code", "name", "value", "unit")
     list_filter = ("event_type",)
@@ -61,19 +70,17 @@ class EventAdmin(admin.ModelAdmin):
     list_select_related = ("patient__dataset",)
 
 
-class ReferenceInline(admin.StackedInline):
+class ReferenceInline(ReadOnlyInline):
     model = ReferenceResponse
-    extra = 0
 
 
-class ResponseInline(admin.StackedInline):
+class ResponseInline(ReadOnlyInline):
     model = ModelResponse
-    extra = 0
     fields = ("model_name", "text", "context_length", "truncation_policy", "names_own_model")
 
 
 @admin.register(Instruction)
-class InstructionAdmin(admin.ModelAdmin):
+class InstructionAdmin(RecordReadOnlyAdmin):
     list_display = (
         "instruction_id",
         "dataset",
@@ -92,7 +99,7 @@ class InstructionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ModelResponse)
-class ModelResponseAdmin(admin.ModelAdmin):
+class ModelResponseAdmin(RecordReadOnlyAdmin):
     list_display = (
         "id",
         "instruction",
@@ -109,13 +116,19 @@ class ModelResponseAdmin(admin.ModelAdmin):
 
     @admin.action(description="Clear the 'names its model' flag (checked by an admin)")
     def clear_flag(self, request: HttpRequest, queryset: QuerySet[ModelResponse]) -> None:
-        queryset.update(names_own_model=False)
+        ids = list(queryset.values_list("pk", flat=True))
+        ModelResponse.objects.filter(pk__in=ids).update(names_own_model=False)
+        audit_record(
+            action=AuditEvent.Action.ADMIN_CHANGED,
+            request=request,
+            details={"model": "review.ModelResponse", "change": "flag cleared", "ids": ids},
+        )
 
     actions = ("clear_flag",)
 
 
 @admin.register(ReferenceResponse)
-class ReferenceResponseAdmin(admin.ModelAdmin):
+class ReferenceResponseAdmin(RecordReadOnlyAdmin):
     list_display = ("instruction", "annotator")
     search_fields = ("=instruction__instruction_id",)
     raw_id_fields = ("instruction",)
@@ -123,6 +136,6 @@ class ReferenceResponseAdmin(admin.ModelAdmin):
 
 
 @admin.register(TaxonomyEntry)
-class TaxonomyEntryAdmin(admin.ModelAdmin):
+class TaxonomyEntryAdmin(AuditedAdmin):
     list_display = ("category", "subcategory", "dataset")
     list_filter = ("dataset", "category")

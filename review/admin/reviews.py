@@ -5,16 +5,25 @@ Reviews are read-only here: their state changes only through review.services.rev
 admins reach it, and they need them to audit blinding.
 """
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 
-from review.models import Assignment, ErrorTag, ResponseJudgement, Review
+from review.models import Assignment, ErrorTag, ResponseJudgement, Review, User
+from review.services import assignments as assignment_services
 from review.services.reviews import review_reopen
+
+from .audited import AuditedAdmin
+
+
+class ReassignForm(forms.Form):
+    clinician = forms.EmailField(label="New clinician's email")
 
 
 @admin.register(ErrorTag)
-class ErrorTagAdmin(admin.ModelAdmin):
+class ErrorTagAdmin(AuditedAdmin):
     list_display = ("label", "slug", "order", "is_active", "description")
     list_editable = ("order", "is_active")
     prepopulated_fields = {"slug": ("label",)}
@@ -22,18 +31,89 @@ class ErrorTagAdmin(admin.ModelAdmin):
 
 
 @admin.register(Assignment)
-class AssignmentAdmin(admin.ModelAdmin):
+class AssignmentAdmin(AuditedAdmin):
+    """Read-only rows; changes go through review.services.assignments (audited), which never
+    moves a started or submitted review to another clinician. New assignments: the app's
+    "Assign" page (balanced, with a target overlap)."""
+
     list_display = ("instruction", "clinician", "assigned_by", "created_at", "review_status")
     list_filter = ("instruction__dataset", "instruction__specialty", "instruction__category")
     search_fields = ("=instruction__instruction_id", "clinician__email")
     raw_id_fields = ("instruction", "clinician", "assigned_by")
     list_select_related = ("instruction__dataset", "clinician", "assigned_by", "review")
     readonly_fields = ("created_at",)
+    actions = ("reassign", "withdraw")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Assignment | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Assignment | None = None) -> bool:
+        return False  # the "withdraw" action, through the service
+
+    def get_actions(self, request: HttpRequest) -> dict:
+        # Django hides actions when the model has no change permission; these go to services.
+        actions = super().get_actions(request)
+        for name in self.actions:
+            actions.setdefault(name, self.get_action(name))
+        return actions
 
     @admin.display(description="Review")
     def review_status(self, obj: Assignment) -> str:
         review = getattr(obj, "review", None)
         return review.get_status_display() if review else "not started"
+
+    @admin.action(description="Reassign the selected (not started) assignments…")
+    def reassign(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        form = ReassignForm(request.POST if "apply" in request.POST else None)
+        if not form.is_bound or not form.is_valid():
+            return render(
+                request,
+                "admin/review/assignment/action_form.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": f"Reassign {queryset.count()} assignment(s)",
+                    "queryset": queryset,
+                    "form": form,
+                    "action": request.POST.get("action"),
+                    "opts": self.model._meta,
+                },
+            )
+        clinician = User.objects.filter(email__iexact=form.cleaned_data["clinician"]).first()
+        if clinician is None:
+            self.message_user(request, "No user has that email address.", messages.ERROR)
+            return None
+        self._each(
+            request,
+            queryset,
+            lambda a: assignment_services.assignment_reassign(
+                assignment=a, clinician=clinician, actor=request.user, request=request
+            ),
+        )
+        return None
+
+    @admin.action(description="Withdraw the selected (not started) assignments")
+    def withdraw(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._each(
+            request,
+            queryset,
+            lambda a: assignment_services.assignment_delete(
+                assignment=a, actor=request.user, request=request
+            ),
+        )
+
+    def _each(self, request: HttpRequest, queryset: QuerySet, call) -> None:  # noqa: ANN001
+        done = 0
+        for assignment in queryset.select_related("clinician"):
+            try:
+                call(assignment)
+                done += 1
+            except assignment_services.AssignmentError as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+        if done:
+            self.message_user(request, f"{done} assignment(s) updated.", messages.SUCCESS)
 
 
 class JudgementInline(admin.TabularInline):
@@ -48,7 +128,7 @@ class JudgementInline(admin.TabularInline):
 
 
 @admin.register(Review)
-class ReviewAdmin(admin.ModelAdmin):
+class ReviewAdmin(AuditedAdmin):
     list_display = (
         "id",
         "assignment",

@@ -110,6 +110,17 @@ def sniff_format(path: Path) -> str:
                 "DTD or entity declarations are not allowed (refused as a possible XML bomb)",
             )
         )
+    if match is None and len(head) == PROLOG_SCAN_BYTES:
+        # Whatever follows a prolog this long (a DTD, say) is out of this check's sight.
+        raise XMLImportError(
+            Problem(
+                path.name,
+                1,
+                None,
+                f"no root element in the first {PROLOG_SCAN_BYTES // 1024} KiB: a leading "
+                "comment or prolog that long is not accepted",
+            )
+        )
     if match is None:
         raise XMLImportError(Problem(path.name, 1, None, "no XML root element found"))
     root = match.group(1).decode("ascii", "replace")
@@ -132,7 +143,10 @@ def _strip_prolog_noise(head: bytes) -> bytes:
         return b" " * (m.end() - m.start())
 
     head = re.sub(rb"<\?.*?\?>", blank, head, flags=re.S)
-    return re.sub(rb"<!--.*?-->", blank, head, flags=re.S)
+    head = re.sub(rb"<!--.*?-->", blank, head, flags=re.S)
+    # A comment still open at the end of the window hides whatever follows it (a DOCTYPE, the
+    # real root): nothing inside it may be taken for the root element.
+    return re.sub(rb"<!--.*\Z", blank, head, flags=re.S)
 
 
 def _line_of(data: bytes, offset: int) -> int:
@@ -203,6 +217,42 @@ def _iterparse(reader: CountingReader) -> "etree.iterparse":
     )
 
 
+def _checked(events: "etree.iterparse", file: str) -> Iterator[tuple[str, "etree._Element"]]:
+    """The parser's events, refusing what the byte pre-check might miss.
+
+    A DTD is refused when the root element starts, whatever came before it (a comment longer
+    than the pre-check's window cannot hide one), and an entity reference in text is an import
+    error: the parser does not expand entities, so the text after one would otherwise be lost.
+    """
+    first = True
+    for action, elem in events:
+        if first:
+            first = False
+            if elem.getroottree().docinfo.doctype:
+                raise XMLImportError(
+                    Problem(
+                        file,
+                        elem.sourceline,
+                        None,
+                        "DTD or entity declarations are not allowed "
+                        "(refused as a possible XML bomb)",
+                    )
+                )
+        if action == "end":
+            entity = next(elem.iterchildren(etree.Entity), None)
+            if entity is not None:
+                raise XMLImportError(
+                    Problem(
+                        file,
+                        entity.sourceline or elem.sourceline,
+                        None,
+                        f"entity reference {entity.text} in <{elem.tag}> is not allowed: "
+                        "write the character itself",
+                    )
+                )
+        yield action, elem
+
+
 def _drop(elem: "etree._Element") -> None:
     elem.clear(keep_tail=False)
     parent = elem.getparent()
@@ -216,7 +266,7 @@ def iter_record(reader: CountingReader, file: str) -> Iterator[Item]:
     ordinal = 0
     encounter: EncounterData | None = None
     try:
-        for action, elem in _iterparse(reader):
+        for action, elem in _checked(_iterparse(reader), file):
             tag = elem.tag if isinstance(elem.tag, str) else ""
             if action == "start":
                 if tag == "visit":
@@ -283,7 +333,7 @@ def iter_eventstream(reader: CountingReader, file: str) -> Iterator[Item]:
     encounter: EncounterData | None = None
     entry_ts: datetime | None = None
     try:
-        for action, elem in _iterparse(reader):
+        for action, elem in _checked(_iterparse(reader), file):
             tag = elem.tag if isinstance(elem.tag, str) else ""
             if action == "start":
                 if tag == "encounter":

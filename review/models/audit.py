@@ -44,6 +44,9 @@ class AuditEvent(models.Model):
         MFA_CHANGED = "mfa_changed", "Two-factor authentication changed"
         API_TOKEN_CREATED = "api_token_created", "API token created"
         API_TOKEN_REVOKED = "api_token_revoked", "API token revoked"
+        ADMIN_VIEWED = "admin_viewed", "Viewed in the Django admin"
+        ADMIN_CHANGED = "admin_changed", "Changed in the Django admin"
+        ASSIGNMENT_CHANGED = "assignment_changed", "Assignment changed"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

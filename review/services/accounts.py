@@ -19,7 +19,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
-from review.access import clear_cached_access
+from review.access import clear_all_cached_access, clear_cached_access
 from review.models import (
     AccessApplication,
     AuditEvent,
@@ -180,13 +180,29 @@ def application_approve(
     expires_on: date,
     request: HttpRequest | None = None,
     notify: bool = True,
+    by_operator: bool = False,
 ) -> AccessApplication:
     """pending -> approved with the given roles, until ``expires_on`` (inclusive).
 
+    The reviewer must be another admin, and must have opened the applicant's training
+    certificate (an audited CERTIFICATE_VIEWED event) before approving. ``by_operator=True`` is
+    for management commands run on the server by its operator (``bootstrap_admin``, the demo
+    accounts), where no other admin exists yet; the audit trail records it as such.
     ``notify=False`` skips the applicant's email (demo accounts, which have no mailbox).
     """
     application = _lock(application)
     _check_transition(application, Status.APPROVED)
+    if not by_operator:
+        _check_not_own(application, reviewer)
+        if not AuditEvent.objects.filter(
+            action=AuditEvent.Action.CERTIFICATE_VIEWED,
+            actor=reviewer,
+            object_type="AccessApplication",
+            object_id=str(application.pk),
+        ).exists():
+            raise AccountsError(
+                "Open the applicant's training certificate before approving the application."
+            )
     role_set = _check_roles(roles)
     if expires_on <= timezone.localdate():
         raise AccountsError("The approval must expire after today.")
@@ -195,7 +211,13 @@ def application_approve(
     application.is_admin = Role.ADMIN in role_set
     application.expires_on = expires_on
     _decide(
-        application, Status.APPROVED, reviewer=reviewer, reason="", request=request, notify=notify
+        application,
+        Status.APPROVED,
+        reviewer=reviewer,
+        reason="",
+        request=request,
+        notify=notify,
+        by_operator=by_operator,
     )
     _role_changed(application, reviewer, before=[], request=request)
     return application
@@ -268,6 +290,7 @@ def application_set_roles(
 ) -> AccessApplication:
     """Change an approved application's roles or renew its expiry (no status change)."""
     application = _lock(application)
+    _check_not_own(application, reviewer)
     if application.status != Status.APPROVED:
         raise AccountsError("Only an approved application's roles can be changed.")
     role_set = _check_roles(roles)
@@ -346,6 +369,7 @@ def dua_publish(
     if title:
         dua.title = title
     dua.save()
+    clear_all_cached_access()  # everyone must sign the new version before their next page
     audit_record(
         action=AuditEvent.Action.DUA_PUBLISHED,
         actor=actor,
@@ -357,6 +381,12 @@ def dua_publish(
 
 
 # --- helpers -------------------------------------------------------------------------------------
+def _check_not_own(application: AccessApplication, reviewer: User) -> None:
+    # Four eyes: an admin cannot grant, extend or widen their own access.
+    if application.user_id == reviewer.pk:
+        raise AccountsError("Another admin must approve, extend or change your own access.")
+
+
 def _lock(application: AccessApplication) -> AccessApplication:
     # Two admins deciding at once must not both succeed: re-read the row under a lock.
     return (
@@ -436,6 +466,7 @@ def _decide(
     reason: str,
     request: HttpRequest | None,
     notify: bool = True,
+    by_operator: bool = False,
 ) -> None:
     previous = application.status
     application.status = status
@@ -456,6 +487,7 @@ def _decide(
             "reason": reason,
             "roles": application.roles,
             "expires_on": application.expires_on.isoformat() if application.expires_on else None,
+            **({"by_operator": True} if by_operator else {}),
         },
     )
     if notify:

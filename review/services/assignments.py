@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.db.models import Count
+from django.http import HttpRequest
 
-from review.models import Assignment, AuditEvent, Instruction, User
+from review.models import Assignment, AuditEvent, Instruction, Review, User
 
 from .audit import audit_record
 
@@ -112,3 +113,73 @@ def assignments_create(
         },
     )
     return plan
+
+
+class AssignmentError(Exception):
+    """An assignment change that would break a rule; the message is for the admin."""
+
+
+def _check_not_started(assignment: Assignment) -> None:
+    # A review (draft or submitted) is the clinician's own work: moving its assignment would
+    # show it, comments included, to another clinician and re-attribute it in exports.
+    if Review.objects.filter(assignment=assignment).exists():
+        raise AssignmentError(
+            f"{assignment.clinician.email} has started or submitted this review: it stays "
+            "theirs. Assign the instruction to another clinician in addition instead."
+        )
+
+
+@transaction.atomic
+def assignment_reassign(
+    *,
+    assignment: Assignment,
+    clinician: User,
+    actor: User,
+    request: HttpRequest | None = None,
+) -> Assignment:
+    """Give an assignment nobody has started to another approved clinician; audited."""
+    from review.access import user_access
+
+    assignment = (
+        Assignment.objects.select_for_update().select_related("clinician").get(pk=assignment.pk)
+    )
+    _check_not_started(assignment)
+    if not user_access(clinician).is_clinician:
+        raise AssignmentError(f"{clinician.email} has no current clinician access.")
+    if Assignment.objects.filter(
+        instruction_id=assignment.instruction_id, clinician=clinician
+    ).exists():
+        raise AssignmentError(f"{clinician.email} already has this instruction.")
+    previous = assignment.clinician
+    assignment.clinician = clinician
+    assignment.assigned_by = actor
+    assignment.save(update_fields=["clinician", "assigned_by"])
+    audit_record(
+        action=AuditEvent.Action.ASSIGNMENT_CHANGED,
+        actor=actor,
+        request=request,
+        obj=assignment,
+        instruction_id=assignment.instruction.instruction_id,
+        details={"change": "reassigned", "from": previous.email, "to": clinician.email},
+    )
+    return assignment
+
+
+@transaction.atomic
+def assignment_delete(
+    *, assignment: Assignment, actor: User, request: HttpRequest | None = None
+) -> None:
+    """Withdraw an assignment nobody has started; audited."""
+    assignment = (
+        Assignment.objects.select_for_update().select_related("clinician").get(pk=assignment.pk)
+    )
+    _check_not_started(assignment)
+    audit_record(
+        action=AuditEvent.Action.ASSIGNMENT_CHANGED,
+        actor=actor,
+        request=request,
+        obj=assignment,
+        instruction_id=assignment.instruction.instruction_id,
+        details={"change": "withdrawn", "clinician": assignment.clinician.email},
+    )
+    assignment.delete()

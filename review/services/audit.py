@@ -8,9 +8,21 @@ from review.models import AuditEvent, User
 
 
 def client_ip(request: HttpRequest | None) -> str | None:
+    """The client's address, as allauth's rate limits see it.
+
+    ``X-Forwarded-For`` is believed only for TRUSTED_PROXY_COUNT proxies (settings): with none,
+    anyone could write any address into the audit trail. A request that reached the app
+    without passing through the configured proxies is recorded by its socket address.
+    """
     if request is None:
         return None
-    return request.META.get("REMOTE_ADDR") or None
+    from allauth.core.internal.httpkit import get_client_ip
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        return get_client_ip(request) or None
+    except ImproperlyConfigured:
+        return request.META.get("REMOTE_ADDR") or None
 
 
 def audit_record(

@@ -128,6 +128,7 @@ def _ensure(spec: DemoAccount) -> User:
         roles=spec.roles,
         expires_on=today + timedelta(days=365),
         notify=False,
+        by_operator=True,  # synthetic demo accounts, created by load_demo on the server
     )
     return user
 

@@ -5,7 +5,7 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET
 
-from review.access import MFA_SETUP_URL_NAME, user_access
+from review.access import second_factor_redirect, user_access
 
 
 @require_GET
@@ -30,8 +30,8 @@ def home(request: HttpRequest) -> HttpResponse:
     access = user_access(request.user)
     if not access.is_approved:
         return redirect("application_status")
-    if access.needs_mfa:
-        return redirect(MFA_SETUP_URL_NAME)
+    if to_second_factor := second_factor_redirect(request, access):
+        return to_second_factor
     clinician_queue = _url_or_none("clinician_queue")
     scoring_reports = _url_or_none("scoring_reports")
     # A user with a single non-admin role goes straight to their work; others get the dashboard.

@@ -5,7 +5,6 @@ import re
 from datetime import timedelta
 
 import pytest
-from allauth.mfa.totp.internal.auth import format_hotp_value, hotp_value
 from django.core import mail
 from django.urls import reverse
 from django.utils import timezone
@@ -17,12 +16,6 @@ from tests import factories
 EMAIL = "dana.clinician@hospital.example.edu"
 PASSWORD = "Violet-Harbor-Lantern-42"
 FULL_NAME = "Dana Clinician"
-
-
-def current_code(secret: str) -> str:
-    import time
-
-    return format_hotp_value(hotp_value(secret, int(time.time()) // 30))
 
 
 def sign_in(page, base: str, email: str, password: str) -> None:
@@ -63,7 +56,7 @@ def test_signup_to_queue_and_revocation(live_server, page, browser):
     page.click("main button[type=submit]")
     page.wait_for_url(base + reverse("mfa_activate_totp"))
     secret = page.input_value("#authenticator_secret")
-    page.fill("input[name=code]", current_code(secret))
+    page.fill("input[name=code]", factories.totp_code_fresh(secret))
     page.click("main button[type=submit]")
     page.wait_for_url(lambda url: "/totp/activate" not in url)
     from review.models import AuditEvent
@@ -99,10 +92,15 @@ def test_signup_to_queue_and_revocation(live_server, page, browser):
     admin_context = browser.new_context()
     admin_page = admin_context.new_page()
     sign_in(admin_page, base, admin.email, factories.PASSWORD)
-    admin_page.fill("input[name=code]", factories.totp_code())
+    admin_page.fill("input[name=code]", factories.totp_code_fresh())
     admin_page.click("main button[type=submit]")
     admin_page.wait_for_url(base + reverse("home"))
     admin_page.goto(base + reverse("admin_applications"))
+    # Approval requires the certificate to have been opened (a download: fetched, not shown).
+    certificate = admin_page.request.get(
+        base + reverse("admin_application_certificate", args=[application.pk])
+    )
+    assert certificate.status == 200
     admin_page.click(f"a[href='{reverse('admin_application_detail', args=[application.pk])}']")
     admin_page.check("input[name=decision][value=approve]")
     admin_page.check("input[name=roles][value=clinician]")

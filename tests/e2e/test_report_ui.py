@@ -53,7 +53,7 @@ def _sign_in(page, live_server, user) -> None:
 
 
 def test_researcher_reads_the_report_and_downloads_the_csv(live_server, page):
-    researcher = factories.make_user("r@example.edu", roles=[Role.RESEARCHER], totp=False)
+    researcher = factories.make_user("r@example.edu", roles=[Role.RESEARCHER])
     report = _report()
     assert report.status == "done", report.error
     _sign_in(page, live_server, researcher)

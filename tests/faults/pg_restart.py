@@ -119,6 +119,7 @@ def _setup() -> list[dict]:
         assignment = review_data.assign(instruction, user)
         client = Client()
         client.force_login(user)
+        factories.record_second_factor(client, user)  # signed in with TOTP
         people.append(
             {
                 "assignment": assignment.pk,

@@ -168,6 +168,7 @@ def _setup(host: str) -> dict:
     def browser(user) -> Browser:  # noqa: ANN001
         client = Client()
         client.force_login(user)
+        factories.record_second_factor(client, user)  # signed in with TOTP
         return Browser(
             host, client.cookies[settings.SESSION_COOKIE_NAME].value, _get_new_csrf_string()
         )

@@ -4,6 +4,7 @@ app under gunicorn, a Celery worker on Redis, all on 127.0.0.1, all stopped at t
 Nothing here talks to anything but loopback, and every wait is bounded in time.
 """
 
+import base64
 import os
 import secrets
 import signal
@@ -59,6 +60,7 @@ def app_env(database_url: str, broker_url: str, data_dir: Path) -> dict[str, str
         **os.environ,
         "DEBUG": "false",
         "SECRET_KEY": secrets.token_urlsafe(48),
+        "MFA_ENCRYPTION_KEY": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         "ALLOWED_HOSTS": "127.0.0.1",
         "SECURE_SSL_REDIRECT": "false",
         "SECURE_HSTS_SECONDS": "0",

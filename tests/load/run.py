@@ -149,6 +149,7 @@ def _setup_accounts(args: argparse.Namespace, work: Path) -> dict:
     for user in clinicians:
         client = Client()
         client.force_login(user)
+        factories.record_second_factor(client, user)  # signed in with TOTP
         ids = list(
             Assignment.objects.filter(clinician=user)
             .order_by("id")

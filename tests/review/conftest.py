@@ -12,16 +12,25 @@ from tests import factories
 
 
 @pytest.fixture(autouse=True)
-def _private_storage_and_clean_cache(settings, tmp_path):
+def _private_storage_and_clean_cache(request, settings, tmp_path):
     # Certificates go to a throwaway private folder; allauth's rate limits live in the cache.
     settings.PRIVATE_STORAGE_ROOT = tmp_path / "private"
     settings.MEDIA_ROOT = tmp_path / "private"
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     # Real password hashing costs ~100 ms a user; these tests make dozens of users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    cache.clear()
+    # The cache is the database cache (shared by processes): only tests with a database use it.
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in request.fixturenames or bool(
+        marker and marker.kwargs.get("transaction")
+    )
+    uses_db = bool(marker) or "db" in request.fixturenames or transactional
+    if uses_db:
+        request.getfixturevalue("transactional_db" if transactional else "db")
+        cache.clear()
     yield
-    cache.clear()
+    if uses_db:
+        cache.clear()
 
 
 @pytest.fixture
@@ -45,9 +54,7 @@ def world(db):
     factories.make_revoked(w.revoked)
     w.clinician_other = factories.make_user("other@example.edu", roles=[Role.CLINICIAN])
     w.clinician = factories.make_user("clinician@example.edu", roles=[Role.CLINICIAN])
-    w.researcher = factories.make_user(
-        "researcher@example.edu", roles=[Role.RESEARCHER], totp=False
-    )
+    w.researcher = factories.make_user("researcher@example.edu", roles=[Role.RESEARCHER])
     w.admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
     w.anonymous = None
 

@@ -162,6 +162,7 @@ def pending(db):
 
 
 def test_approve_grants_roles_until_the_expiry_and_emails_the_applicant(admin, pending):
+    factories.open_certificate(admin, pending)
     mail.outbox.clear()
     expires = timezone.localdate() + timedelta(days=90)
     with patch("django.db.transaction.on_commit", lambda fn, **kw: fn()):
@@ -188,6 +189,7 @@ def test_approve_grants_roles_until_the_expiry_and_emails_the_applicant(admin, p
 
 
 def test_approving_an_admin_opens_djangos_admin(admin, pending):
+    factories.open_certificate(admin, pending)
     services.application_approve(
         application=pending,
         reviewer=admin,
@@ -334,6 +336,8 @@ def test_decisions_need_a_reason_roles_and_a_future_expiry(admin, pending):
 # --- the admin's queue (in the app and in Django's admin) ---------------------------------------
 def test_admin_approves_from_the_in_app_queue(client, admin, pending):
     client.force_login(admin)
+    certificate = reverse("admin_application_certificate", kwargs={"application_id": pending.pk})
+    assert client.get(certificate).status_code == 200  # approval needs the certificate opened
     queue = client.get(reverse("admin_applications"))
     assert pending.user.email.encode() in queue.content
     url = reverse("admin_application_detail", kwargs={"application_id": pending.pk})
@@ -367,6 +371,7 @@ def test_admin_revokes_from_the_in_app_queue(client, admin):
 
 def test_django_admin_actions_call_the_services(client, admin, pending):
     client.force_login(admin)
+    factories.open_certificate(admin, pending)
     url = reverse("admin:review_accessapplication_changelist")
     expires = (timezone.localdate() + timedelta(days=30)).isoformat()
     first = client.post(url, {"action": "approve", "_selected_action": [pending.pk]})
@@ -390,9 +395,9 @@ def test_django_admin_actions_call_the_services(client, admin, pending):
 def test_djangos_admin_closes_when_the_admin_approval_expires(client, admin):
     client.force_login(admin)
     assert client.get(reverse("admin:index")).status_code == 200
-    AccessApplication.objects.filter(user=admin).update(
-        expires_on=timezone.localdate() - timedelta(days=1)
-    )
+    application = AccessApplication.objects.get(user=admin)
+    application.expires_on = timezone.localdate() - timedelta(days=1)
+    application.save(update_fields=["expires_on"])  # any ORM save clears the cached access
     assert client.get(reverse("admin:index")).status_code == 302
 
 
@@ -511,9 +516,12 @@ def test_home_shows_admins_their_dashboard(client, admin):
         assert reverse(name).encode() in response.content
 
 
-def test_researchers_need_no_totp(client):
+def test_researchers_need_totp_too(client):
+    # Researchers download study data: the same second factor as clinicians and admins.
     user = factories.make_user(roles=[Role.RESEARCHER], totp=False)
-    assert not user_access(user).needs_mfa
+    assert user_access(user).needs_mfa
+    client.force_login(user)
+    assert client.get(reverse("home"))["Location"] == reverse("mfa_activate_totp")
 
 
 # --- demo accounts -------------------------------------------------------------------------------
@@ -532,9 +540,14 @@ def test_demo_accounts_are_approved_with_totp_and_idempotent(capsys):
         assert Authenticator.objects.filter(user=user, type="recovery_codes").exists()
         assert any(demo_totp_secret(spec.email) in line for line in lines)
     email = DEMO_ACCOUNTS[1].email
-    call_command("demo_totp", email)
-    code = capsys.readouterr().out.split()[0]
-    assert code == factories.totp_code(demo_totp_secret(email))
+    # A frozen clock: the command and the check must not straddle a 30-second window.
+    with patch("time.time", return_value=1_900_000_000.0):
+        call_command("demo_totp", email)
+        code = capsys.readouterr().out.split()[0]
+        assert code == factories.totp_code(demo_totp_secret(email))
+    # The demo's known secret still works with secrets encrypted at rest.
+    stored = Authenticator.objects.get(user__email=email, type="totp").data["secret"]
+    assert stored.startswith("fernet:") and demo_totp_secret(email) not in stored
 
 
 # --- security ------------------------------------------------------------------------------------
@@ -580,6 +593,7 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         **os.environ,
         "DEBUG": "false",
         "SECRET_KEY": "x" * 60 + "-not-a-real-key-but-long-and-random-enough-9f8e7d",
+        "MFA_ENCRYPTION_KEY": "r5y0Hn6E5lqHx2a7wQ7mV9mXg0m7iYt3h8N6sXk2c1A=",
         "ALLOWED_HOSTS": "example.org",
         "DATA_DIR": str(tmp_path),
     }

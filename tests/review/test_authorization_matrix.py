@@ -8,8 +8,13 @@ e.g.
     "clinician_queue": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
     "review_page": R(..., kwargs=lambda w: {"assignment_id": w.assignment.pk}),
 
+Second factor: every kind is checked twice, with a session that passed TOTP (the rows below) and
+with a password-only session (``without_second_factor``: approved users reach no protected page,
+they are sent to the TOTP step; Django's admin sends them to its login).
+
 Outcomes: "200", "302", "401", "403", "404", "405" (exact status); "200|302" (any of those); LOGIN (302
-to sign-in), APP (302 to the application page), MFA (302 to TOTP set-up), ADMIN_LOGIN (302 to
+to sign-in), APP (302 to the application page), MFA (302 to TOTP set-up), TOTP_STEP (302 to the
+TOTP step of this session), ADMIN_LOGIN (302 to
 the admin's login, which sends on to allauth), HOME (302 to the home page), LT500 (anything but a server error). Kinds:
 anonymous, applicant, rejected, expired, revoked (the "unapproved" group), clinician_other,
 clinician, researcher, admin (the "approved" group). GET is requested unless ``method`` says
@@ -24,6 +29,7 @@ import pytest
 from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, reverse
 
 LOGIN, APP, MFA, ADMIN_LOGIN, HOME = "login", "app", "mfa", "admin_login", "home"
+TOTP_STEP = "totp_step"
 LT500 = "lt500"
 UNAPPROVED = ("applicant", "rejected", "expired", "revoked")
 APPROVED = ("clinician_other", "clinician", "researcher", "admin")
@@ -377,6 +383,7 @@ def _matches(response: Any, expected: str) -> bool:
         LOGIN: "account_login",
         APP: "application_status",
         MFA: "mfa_activate_totp",
+        TOTP_STEP: "mfa_reauthenticate",
         ADMIN_LOGIN: "admin:login",
         HOME: "home",
     }
@@ -387,12 +394,29 @@ def _matches(response: Any, expected: str) -> bool:
     return str(status) in expected.split("|")
 
 
+def without_second_factor(key: str, rule: Rule, kind: str) -> str:
+    """The outcome for a session that signed in with the password but never passed TOTP."""
+    expected = rule.expect[kind]
+    if kind not in APPROVED:
+        return expected  # nothing beyond the application pages either way
+    if key.startswith("admin:"):
+        return {"admin:login": HOME, "admin:logout": "302"}.get(key, ADMIN_LOGIN)
+    if rule.expect["applicant"] == APP:  # a page behind the access check (role_required, home)
+        return TOTP_STEP
+    if rule.expect["applicant"] == "403":  # a JSON endpoint behind it: JSON, not a redirect
+        return "403"
+    return expected
+
+
 @pytest.mark.django_db
+@pytest.mark.parametrize("second_factor", [True, False], ids=["totp_passed", "password_only"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_authorization_matrix(kind, world, client):
+def test_authorization_matrix(kind, second_factor, world, client):
+    from tests.factories import sign_in
+
     user = getattr(world, kind)
     if user is not None:
-        client.force_login(user)
+        sign_in(client, user, second_factor=second_factor)
     failures = []
     for url in all_urls():
         rule = rule_for(url.key)
@@ -405,7 +429,9 @@ def test_authorization_matrix(kind, world, client):
             failures.append(f"{url.key}: cannot reverse with {kwargs}; give its rule kwargs=")
             continue
         response = client.generic(rule.method, path)
-        expected = rule.expect[kind]
+        expected = (
+            rule.expect[kind] if second_factor else without_second_factor(url.key, rule, kind)
+        )
         if not _matches(response, expected):
             got = f"{response.status_code} {response.headers.get('Location', '')}".strip()
             failures.append(f"{rule.method} {path} ({url.key}): expected {expected}, got {got}")

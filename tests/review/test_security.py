@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from django.contrib.admindocs.views import extract_views_from_urlpatterns, simplify_regex
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
@@ -107,7 +108,7 @@ def test_the_session_key_rotates_at_sign_in(db):
         reverse("account_login"), {"login": user.email, "password": factories.PASSWORD}
     )
     assert response.status_code == 302
-    response = client.post(reverse("mfa_authenticate"), {"code": factories.totp_code()})
+    response = client.post(reverse("mfa_authenticate"), {"code": factories.totp_code_fresh()})
     assert response.status_code == 302
     assert client.session.get("_auth_user_id") == str(user.pk)
     assert client.cookies["sessionid"].value != planted
@@ -132,7 +133,8 @@ def test_sign_in_ignores_an_offsite_next(db):
         {"login": user.email, "password": factories.PASSWORD, "next": EVIL},
     )
     response = client.post(
-        reverse("mfa_authenticate") + f"?next={EVIL}", {"code": factories.totp_code(), "next": EVIL}
+        reverse("mfa_authenticate") + f"?next={EVIL}",
+        {"code": factories.totp_code_fresh(), "next": EVIL},
     )
     assert response.status_code == 302
     assert "evil.example" not in response["Location"]
@@ -224,6 +226,7 @@ def _deploy_env_python(code: str) -> str:
         **os.environ,
         "DEBUG": "false",
         "SECRET_KEY": secrets.token_urlsafe(48),
+        "MFA_ENCRYPTION_KEY": Fernet.generate_key().decode(),
         "ALLOWED_HOSTS": "review.example.org",
         "DJANGO_SETTINGS_MODULE": "medalign_site.settings",
     }

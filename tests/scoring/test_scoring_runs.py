@@ -139,7 +139,8 @@ def test_a_failing_batch_fails_the_run_with_its_reason(monkeypatch) -> None:
         services.scoring_run_create(dataset=dataset, metrics=["bleu"])
     run = ScoringRun.objects.get()
     assert run.status == ScoringRun.Status.FAILED
-    assert "RuntimeError: model exploded" in run.error
+    # Researchers see the error's type; its message could quote response text (redacted).
+    assert "RuntimeError: <message redacted" in run.error and "exploded" not in run.error
     assert run.batches.get().status == ScoringBatch.Status.FAILED
 
 
@@ -159,7 +160,7 @@ def test_the_run_pages_start_a_run_and_report_progress(client) -> None:
     from review.models import Role
     from tests import factories
 
-    researcher = factories.make_user("r@example.edu", roles=[Role.RESEARCHER], totp=False)
+    researcher = factories.make_user("r@example.edu", roles=[Role.RESEARCHER])
     client.force_login(researcher)
     dataset = make_scoring_dataset()
     page = client.get("/research/runs/")

@@ -101,6 +101,7 @@ class Command(BaseCommand):
                 roles=roles,
                 expires_on=expires,  # type: ignore[arg-type]
                 notify=False,
+                by_operator=True,
             )
         self.stdout.write(
             self.style.SUCCESS(

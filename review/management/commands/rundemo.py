@@ -50,9 +50,19 @@ class Command(BaseCommand):
             env=env,
             start_new_session=True,
         )
+        # The app's own 404/500 pages, not Django's debug page (settings: DEBUG_ERROR_PAGES);
+        # --insecure keeps runserver serving the static files with DEBUG off.
         server = subprocess.Popen(  # noqa: S603
-            [sys.executable, "manage.py", "runserver", "--noreload", str(options["addr"])],
+            [
+                sys.executable,
+                "manage.py",
+                "runserver",
+                "--noreload",
+                "--insecure",
+                str(options["addr"]),
+            ],
             cwd=base,
+            env={**os.environ, "DEBUG_ERROR_PAGES": "false"},
             start_new_session=True,
         )
 

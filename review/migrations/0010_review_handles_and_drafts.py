@@ -24,7 +24,7 @@ def fill_handles(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('review', '0006_audit_mfa_and_token_actions'),
+        ('review', '0009_audit_admin_and_assignment_actions'),
     ]
 
     operations = [
