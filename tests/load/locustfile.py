@@ -11,9 +11,9 @@ clinician). Two user classes, chosen by the runner:
   saves its completed ranking as a draft ``LOAD_DRAFTS`` times and submits it, then takes the next
   task at once. Throughput is then what the server can do: comparable between apps.
 
-The request shapes (URLs, payloads, what an answer must hold) live only in ``open_task``,
-``open_excerpt``, ``save_draft``, ``submit`` and ``judgement_payload`` below, so a change of the
-save protocol is made in one place. What each user had acknowledged as submitted (with the time)
+The requests are made in ``open_task``, ``open_excerpt``, ``save_draft`` and ``submit`` below;
+their shapes (URLs, the save/submit body, what an answer must hold) live in ``shapes.py``, shared
+with the profiler, so a change of the save protocol is made in one place. What each user had acknowledged as submitted (with the time)
 is written to ``LOAD_RESULTS`` when the test stops, so the runner can check the database holds
 every submission exactly once and count completed annotations in its measuring window.
 
@@ -25,19 +25,36 @@ import itertools
 import json
 import os
 import random
-import re
+import sys
 import threading
 import time
-from dataclasses import dataclass
+from pathlib import Path
 
 from locust import HttpUser, between, constant, events, task
+
+# locust puts this file's folder on sys.path, not the project's: shapes.py is imported as the
+# project's module, as the profiler imports it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.load.shapes import (  # noqa: E402
+    JSON_HEADERS,
+    Annotation,
+    acknowledged,
+    excerpt_url,
+    is_submitted,
+    judgement_payload,
+    make_annotation,
+    review_page_url,
+    save_url,
+    saved_version,
+    submit_url,
+    task_data,
+)
 
 ACCOUNTS = json.loads(open(os.environ["LOAD_ACCOUNTS"]).read())  # noqa: SIM115
 _next_account = itertools.count()
 _lock = threading.Lock()
 # {"review": id, "ranks": {response: rank}, "correct": {...}, "t": unix time of the answer}
 SUBMITTED: list[dict] = []
-DATA_RE = re.compile(r'<script id="review-data" type="application/json">(.*?)</script>', re.S)
 SEARCH_TERMS = ["pain", "blood", "pressure", "note", "glucose", "heart rate"]
 
 
@@ -46,32 +63,12 @@ class _NoCookies(http.cookiejar.DefaultCookiePolicy):
         return False
 
 
-# --- the annotation a simulated clinician makes ------------------------------------------------
-@dataclass
-class Annotation:
-    ranks: list[int]  # per response, in the order the page shows them (1 = best; ties allowed)
-    correct: list[bool]
-
-
-def make_annotation(rng: random.Random, n_responses: int) -> Annotation:
-    ranks = list(range(1, n_responses + 1))
-    rng.shuffle(ranks)
-    if len(ranks) > 2 and rng.random() < 0.3:
-        ranks[-1] = ranks[-2]  # a tie
-    return Annotation(ranks, [rng.random() < 0.6 for _ in range(n_responses)])
-
-
-# --- the request shapes: the only place that knows URLs and payloads ----------------------------
+# --- the requests: URLs and bodies come from shapes.py -----------------------------------------
 def _post_json(user: HttpUser, url: str, payload: dict, name: str):  # noqa: ANN202 - a response
     return user.client.post(
         url,
         data=json.dumps(payload),
-        headers={
-            "Content-Type": "application/json",
-            "X-CSRFToken": user.account["csrf"],
-            "Accept": "application/json",
-            "Referer": user.host + "/",
-        },
+        headers={**JSON_HEADERS, "X-CSRFToken": user.account["csrf"], "Referer": user.host + "/"},
         name=name,
         catch_response=True,
     )
@@ -79,72 +76,43 @@ def _post_json(user: HttpUser, url: str, payload: dict, name: str):  # noqa: ANN
 
 def open_task(user: HttpUser, instruction: int) -> dict | None:
     """GET the review page; return the page's review data (None, a failure recorded, if absent)."""
-    url = f"/instructions/{instruction}/review/"
-    with user.client.get(url, name="review page", catch_response=True) as r:
-        match = DATA_RE.search(r.text or "")
-        if r.status_code != 200 or not match:
+    with user.client.get(
+        review_page_url(instruction), name="review page", catch_response=True
+    ) as r:
+        data = task_data(r.text or "") if r.status_code == 200 else None
+        if data is None:
             r.failure(f"review page: {r.status_code} {r.url} {(r.text or '')[:200]!r}")
-            return None
-        return json.loads(match.group(1))
+        return data
 
 
 def open_excerpt(user: HttpUser, instruction: int) -> None:
-    user.client.get(f"/instructions/{instruction}/record/excerpt/", name="record excerpt")
+    user.client.get(excerpt_url(instruction), name="record excerpt")
 
 
-def judgement_payload(task_data: dict, annotation: Annotation, upto: int) -> dict:
-    """The body of a save or submit: the first ``upto`` responses judged, the rest blank."""
-    return {
-        "version": task_data["version"],
-        "active_seconds": 3,
-        "cannot_assess": "",
-        "cannot_assess_note": "",
-        "judgements": [
-            {
-                "response": r["id"],
-                "position": r["position"],
-                "rank": annotation.ranks[i] if i < upto else None,
-                "is_correct": annotation.correct[i] if i < upto else None,
-                "error_tags": [],
-                "comment": "load test" if i < upto else "",
-            }
-            for i, r in enumerate(task_data["responses"])
-        ],
-    }
-
-
-def save_draft(user: HttpUser, task_data: dict, annotation: Annotation, upto: int) -> bool:
-    """POST an autosave; on success the new version is kept in ``task_data`` for the next one."""
-    payload = judgement_payload(task_data, annotation, upto)
-    with _post_json(user, task_data["urls"]["save"], payload, "autosave") as r:
+def save_draft(user: HttpUser, data: dict, annotation: Annotation, upto: int) -> bool:
+    """POST an autosave; on success the new version is kept in ``data`` for the next one."""
+    payload = judgement_payload(data, annotation, upto)
+    with _post_json(user, save_url(data), payload, "autosave") as r:
         if r.status_code != 200:
             r.failure(f"autosave: {r.status_code} {r.text[:200]}")
             return False
-        task_data["version"] = r.json()["version"]
+        data["version"] = saved_version(r.json())
         return True
 
 
-def submit(user: HttpUser, task_data: dict, annotation: Annotation) -> bool:
+def submit(user: HttpUser, data: dict, annotation: Annotation) -> bool:
     """POST the completed annotation; True once the server acknowledged it as submitted."""
-    payload = judgement_payload(task_data, annotation, len(task_data["responses"]))
-    with _post_json(user, task_data["urls"]["submit"], payload, "submit") as r:
-        if r.status_code != 200 or r.json().get("status") != "submitted":
+    payload = judgement_payload(data, annotation, len(data["responses"]))
+    with _post_json(user, submit_url(data), payload, "submit") as r:
+        if r.status_code != 200 or not is_submitted(r.json()):
             r.failure(f"submit: {r.status_code} {r.text[:200]}")
             return False
         return True
 
 
-def record_submitted(task_data: dict, annotation: Annotation) -> None:
-    responses = task_data["responses"]
+def record_submitted(data: dict, annotation: Annotation) -> None:
     with _lock:
-        SUBMITTED.append(
-            {
-                "review": task_data["review"],
-                "ranks": {str(r["id"]): annotation.ranks[i] for i, r in enumerate(responses)},
-                "correct": {str(r["id"]): annotation.correct[i] for i, r in enumerate(responses)},
-                "t": time.time(),
-            }
-        )
+        SUBMITTED.append({**acknowledged(data, annotation), "t": time.time()})
 
 
 # --- users ---------------------------------------------------------------------------------------
@@ -183,8 +151,8 @@ class Clinician(_SignedIn):
 
     def review_one(self, instruction: int) -> None:
         base = f"/instructions/{instruction}"
-        task_data = open_task(self, instruction)
-        if task_data is None:
+        data = open_task(self, instruction)
+        if data is None:
             return
         self.wait()  # reading the instruction and the responses
         open_excerpt(self, instruction)
@@ -204,19 +172,19 @@ class Clinician(_SignedIn):
             params={"q": self.rng.choice(SEARCH_TERMS)},
             name="record search",
         )
-        if not task_data["editable"]:
+        if not data["editable"]:
             return
-        n = len(task_data["responses"])
+        n = len(data["responses"])
         annotation = make_annotation(self.rng, n)
         for upto in range(1, n + 1, 2):  # a few autosaves as the ranking grows
             self.wait()
-            if not save_draft(self, task_data, annotation, upto):
+            if not save_draft(self, data, annotation, upto):
                 return
         self.wait()
         for _ in range(2):  # a double click: the second submit must change nothing
-            if not submit(self, task_data, annotation):
+            if not submit(self, data, annotation):
                 return
-        record_submitted(task_data, annotation)
+        record_submitted(data, annotation)
 
 
 class ClosedLoopClinician(_SignedIn):
@@ -230,18 +198,18 @@ class ClosedLoopClinician(_SignedIn):
         if not self.todo:
             self.todo = list(self.account["instructions"])  # reopen submitted ones (read only)
         instruction = self.todo.pop(0)
-        task_data = open_task(self, instruction)
-        if task_data is None:
+        data = open_task(self, instruction)
+        if data is None:
             return
         open_excerpt(self, instruction)
-        if not task_data["editable"]:
+        if not data["editable"]:
             return
-        annotation = make_annotation(self.rng, len(task_data["responses"]))
+        annotation = make_annotation(self.rng, len(data["responses"]))
         for _ in range(self.drafts):
-            if not save_draft(self, task_data, annotation, len(task_data["responses"])):
+            if not save_draft(self, data, annotation, len(data["responses"])):
                 return
-        if submit(self, task_data, annotation):
-            record_submitted(task_data, annotation)
+        if submit(self, data, annotation):
+            record_submitted(data, annotation)
 
 
 @events.test_stop.add_listener
