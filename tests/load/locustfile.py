@@ -212,6 +212,24 @@ class ClosedLoopClinician(_SignedIn):
             record_submitted(data, annotation)
 
 
+_STARTED: list[float] = []
+
+
+@events.test_start.add_listener
+def _note_start(**_: object) -> None:
+    _STARTED.append(time.time())
+
+
+@events.spawning_complete.add_listener
+def _write_spawned(**_: object) -> None:
+    # The runner measures from here (plus a warm-up) to the end of the run.
+    if os.environ.get("LOAD_SPAWNED"):
+        with open(os.environ["LOAD_SPAWNED"], "w") as fh:
+            json.dump(
+                {"started": _STARTED[0] if _STARTED else time.time(), "spawned": time.time()}, fh
+            )
+
+
 @events.test_stop.add_listener
 def _write_results(**_: object) -> None:
     with open(os.environ["LOAD_RESULTS"], "w") as fh:

@@ -338,6 +338,7 @@ def _run_locust(
         "LOAD_RESULTS": str(work / "results.json"),
         "LOAD_THINK": args.think,
         "LOAD_DRAFTS": str(args.drafts),
+        "LOAD_SPAWNED": str(work / "spawned.json"),
     }
     cmd = [
         str(harness.BIN / "locust"),
@@ -361,16 +362,22 @@ def _run_locust(
         "WARNING",
         "ClosedLoopClinician" if args.closed_loop else "Clinician",
     ]
-    # Measure once every user runs and the caches are warm, until just before the end.
-    ramp = args.users / max(args.spawn_rate, 0.1)
-    begin = min(ramp + args.warmup, args.run_time / 2)
-    started = time.monotonic()
+    # Measure from --warmup seconds after every user runs (locust says when) until just before
+    # the end of the run, which locust counts from its own start.
+    spawned_file = Path(locust_env["LOAD_SPAWNED"])
     proc = subprocess.Popen(cmd, cwd=harness.ROOT, env=locust_env)
     meter.locust_pid = proc.pid
+    window: dict = {}
     try:
-        time.sleep(max(0.0, started + begin - time.monotonic()))
+        if not harness.wait_until(spawned_file.exists, timeout=120, interval=0.1):
+            raise RuntimeError("locust did not start its users within 120 s")
+        time.sleep(0.2)  # the file is written in one go; let it land
+        times = json.loads(spawned_file.read_text())
+        end = times["started"] + args.run_time - 1
+        begin = min(times["spawned"] + args.warmup, end - 5)
+        time.sleep(max(0.0, begin - time.time()))
         window = {"start": meter.snapshot(), "start_time": time.time()}
-        time.sleep(max(0.0, started + args.run_time - 1 - time.monotonic()))
+        time.sleep(max(0.0, end - time.time()))
         window |= {"end": meter.snapshot(), "end_time": time.time()}
         proc.wait(timeout=120)
     finally:
