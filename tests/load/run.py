@@ -6,7 +6,8 @@
 
 Creates a fresh PostgreSQL database, migrates, loads a data set (``--dataset``: the demo, its
 small form, or ``medalign303``: 303 MedAlign-shaped tasks with 6 responses each on 101 records of
-3,000-23,000 events plus one of 52,000, about 1.4 million events), creates approved clinicians
+3,250-22,750 events plus one of 52,000, about 1.4 million events; ``--record-events`` scales
+them), creates approved clinicians
 with TOTP and assignments (through the services), signs them in with server-side sessions,
 serves the app with gunicorn (DEBUG off) on a free loopback port and runs locust headless.
 
@@ -68,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         "--warmup", type=float, default=10, help="seconds after all users started before measuring"
     )
     parser.add_argument("--dataset", choices=DATASETS, default="demo")
+    parser.add_argument(
+        "--record-events",
+        type=int,
+        default=13_000,
+        help="medalign303: mean events per record (the release's is about 13,000)",
+    )
     parser.add_argument("--small", action="store_true", help="same as --dataset demo-small")
     parser.add_argument(
         "--reuse-dataset",
@@ -85,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         args.workers = 4 if args.closed_loop else 3
 
     work = Path(tempfile.mkdtemp(prefix="medalign-load-"))
-    template = f"{args.database}_tpl_{args.dataset.replace('-', '_')}"
+    size = f"_{args.record_events}" if args.dataset == "medalign303" else ""
+    template = f"{args.database}_tpl_{args.dataset.replace('-', '_')}{size}"
     reused = args.reuse_dataset and harness.database_exists(template)
     database_url = harness.fresh_database(args.database, template=template if reused else None)
     broker = f"redis://127.0.0.1:6379/{args.redis_db}"
@@ -101,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         if reused:
             log(f"data set {args.dataset} copied from template database {template}")
         else:
-            _load_dataset(args.dataset, env, work)
+            _load_dataset(args.dataset, env, work, args.record_events)
             if args.reuse_dataset:
                 harness.copy_database(args.database, template)
         log(f"database ready in {time.monotonic() - t0:.0f} s")
@@ -165,22 +173,23 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def _load_dataset(name: str, env: dict[str, str], work: Path) -> None:
+def _load_dataset(name: str, env: dict[str, str], work: Path, record_events: int) -> None:
     if name in ("demo", "demo-small"):
         harness.manage(env, "load_demo", "--no-progress", *(["--small"] if name != "demo" else []))
         return
     from review.demo import DemoSpec, write_release
 
     # MedAlign's 303 instructions with clinician answers, 6 model responses each (the demo's six
-    # models), three instructions per record. Records of the release's size: it averages about
-    # 13,000 events per patient (3.6 million over 275) with a long tail; here 3,000 to 23,000
-    # (13,000 on average) and one of 52,000.
+    # models), three instructions per record. Records of the release's size by default: it
+    # averages about 13,000 events per patient (3.6 million over 275) with a long tail; here
+    # from a quarter to 1.75 times the mean, and one of four times the mean.
+    n_patients = 101
     spec = DemoSpec(
-        n_patients=101,
+        n_patients=n_patients,
         n_instructions=303,
-        big_record_events=52_000,
-        events_per_patient=3_000,
-        events_step=200,
+        big_record_events=4 * record_events,
+        events_per_patient=record_events // 4,
+        events_step=(3 * record_events // 2) // (n_patients - 1),
         seed=303,
     )
     out = work / "release"
@@ -191,7 +200,9 @@ def _load_dataset(name: str, env: dict[str, str], work: Path) -> None:
         f"{counts['patients']} records, {counts['events']:,} events "
         f"in {time.monotonic() - t0:.0f} s; importing"
     )
-    harness.manage(env, "import_medalign", str(out), "--dataset", name, "--no-progress")
+    harness.manage(
+        env, "import_medalign", str(out), "--dataset", name, "--no-progress", timeout=3 * 3600
+    )
     for path in sorted(out.rglob("*"), reverse=True):  # the XML is ~200 MB: not kept
         path.rmdir() if path.is_dir() else path.unlink()
 
