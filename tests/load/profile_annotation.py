@@ -43,8 +43,9 @@ AREAS = [
     ("JSON", ("/json/",)),
     (
         "request handling, middleware, URLs",
-        ("django/core/handlers", "django/middleware", "django/http", "django/urls", "django/utils"),
+        ("django/core/handlers", "django/middleware", "django/http", "django/urls", "whitenoise"),
     ),
+    ("Django utilities (dates, lazy strings, ...)", ("django/utils/", "asgiref")),
     ("app code (review/, scoring/)", ("/review/", "/scoring/")),
     ("Django test client", ("django/test/",)),
 ]
@@ -161,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         if user.pk not in clients:
             clients[user.pk] = Client(HTTP_HOST="127.0.0.1")
             clients[user.pk].force_login(user)
+            if len(clients) > 1:
+                # One handler, as a gunicorn worker has: a new one loads the middleware again,
+                # and WhiteNoise's scans every static file when it starts.
+                clients[user.pk].handler = next(iter(clients.values())).handler
         client = clients[user.pk]
         instruction = assignment.instruction_id
         page = run("review page", partial(client.get, shapes.review_page_url(instruction)))
