@@ -159,9 +159,12 @@ def main(argv: list[str] | None = None) -> int:
             timeout=10,
         )
         if not args.keep_db:
-            from django.db import connections
+            from django.conf import settings
 
-            connections.close_all()
+            if settings.configured:  # not when the set-up failed before Django was
+                from django.db import connections
+
+                connections.close_all()
             harness.drop_database(args.database)
 
 
