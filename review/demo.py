@@ -631,6 +631,8 @@ class DemoSpec:
     n_instructions: int = 40
     big_record_events: int = 52_000
     events_per_patient: int = 600
+    # Each further record grows by this many events, so sizes spread like a real release's.
+    events_step: int = 40
     seed: int = 20240214
 
 
@@ -644,7 +646,9 @@ def write_release(out: Path, spec: DemoSpec = DemoSpec()) -> dict[str, int]:
     )
     patients = []
     for i in range(spec.n_patients):
-        n_events = spec.big_record_events if i == 0 else spec.events_per_patient + 40 * i
+        n_events = (
+            spec.big_record_events if i == 0 else spec.events_per_patient + spec.events_step * i
+        )
         fmt = "eventstream" if i % 2 == 0 else "record"
         patient = make_patient(rng, i, n_events, fmt)
         patients.append(patient)

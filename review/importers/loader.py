@@ -30,6 +30,7 @@ from review.models import (
     ReferenceResponse,
     TaxonomyEntry,
 )
+from review.services.excerpts import record_excerpts_invalidate
 
 from .ehr_xml import (
     CountingReader,
@@ -472,6 +473,8 @@ class _Importer:
 
     def _load_record(self, path: Path, fmt: str, person_id: str, existing: Patient | None) -> None:
         if existing is not None:
+            # A reloaded record may keep its size and dates: its stored excerpts go explicitly.
+            record_excerpts_invalidate(patients=[existing.pk])
             Event.objects.filter(patient=existing).delete()
             Encounter.objects.filter(patient=existing).delete()
             patient = existing
@@ -736,6 +739,7 @@ def import_release(
             if i.pk in importer.original_questions
             and importer.original_questions[i.pk] != i.question
         )
+        record_excerpts_invalidate(instructions=importer.changed_instructions)
         if importer.changed_responses or importer.changed_instructions:
             from scoring.models import MetricScore
 

@@ -14,6 +14,7 @@ from .records import (
     Instruction,
     ModelResponse,
     Patient,
+    RecordExcerpt,
     ReferenceResponse,
     TaxonomyEntry,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "Instruction",
     "ModelResponse",
     "Patient",
+    "RecordExcerpt",
     "ReferenceResponse",
     "RejectedEmailDomain",
     "ResponseJudgement",

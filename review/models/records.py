@@ -170,6 +170,31 @@ class Instruction(models.Model):
         return f"{self.dataset.name}:{self.instruction_id}"
 
 
+class RecordExcerpt(models.Model):
+    """The excerpt of an instruction's record, computed once and reused by every clinician.
+
+    The excerpt (BM25 over the record's latest notes and event names) depends only on the
+    instruction's question and the patient's record, not on who reads it, and costs more than
+    the rest of the review page. ``fingerprint`` names what it was computed from (the excerpt
+    code's version, the question, the patient and the record's size and last event), so a row
+    that no longer matches is recomputed; the importer also deletes the rows of a record it
+    reloads or an instruction whose question changed (``--replace``), since a reloaded record
+    may keep its size. ``content`` holds patient text: it lives in the database with the record
+    it is drawn from, never in a cache server.
+    """
+
+    instruction = models.OneToOneField(
+        Instruction, on_delete=models.CASCADE, primary_key=True, related_name="record_excerpt"
+    )
+    patient = models.ForeignKey(Patient, on_delete=models.CASCADE, related_name="+")
+    fingerprint = models.CharField(max_length=64)
+    content = models.JSONField()
+    computed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"excerpt of instruction {self.instruction_id}"
+
+
 class ReferenceResponse(models.Model):
     """A clinician-written answer; several per instruction (``annotator_num``)."""
 

@@ -6,16 +6,18 @@ the number of *distinct* event names or types, which a loose index scan reads wi
 the rows themselves. Undated events (no timestamp) come after all dated ones, ordered by ``seq``.
 """
 
+import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Length, Substr
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
-from review.models import Event, Instruction, Patient
+from review.models import Event, Instruction, Patient, RecordExcerpt
 from review.search import bm25_rank, highlight, query_terms, snippet, tokenize
 
 PAGE_SIZE = 100
@@ -141,6 +143,20 @@ class Row:
     @property
     def cursor(self) -> Cursor:
         return Cursor(self.timestamp, self.seq)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["timestamp"] = self.timestamp.isoformat() if self.timestamp else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Row":
+        data = dict(data)
+        if data["timestamp"] is not None:
+            data["timestamp"] = datetime.fromisoformat(data["timestamp"])
+        if data["html"] is not None:
+            data["html"] = mark_safe(data["html"])  # noqa: S308 - HTML this module escaped
+        return cls(**data)
 
 
 def _rows(qs: QuerySet[Event], limit: int) -> list[Row]:
@@ -364,6 +380,55 @@ class Excerpt:
     note_count: int
     notes_matched: bool = True  # False: no note matched, the latest one is shown instead
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "terms": self.terms,
+            "notes": [
+                {"row": n.row.to_json(), "html": str(n.html), "score": n.score} for n in self.notes
+            ],
+            "findings": [
+                {
+                    "name": f.name,
+                    "html": str(f.html),
+                    "score": f.score,
+                    "occurrences": [o.to_json() for o in f.occurrences],
+                }
+                for f in self.findings
+            ],
+            "recent": [r.to_json() for r in self.recent],
+            "event_count": self.event_count,
+            "note_count": self.note_count,
+            "notes_matched": self.notes_matched,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Excerpt":
+        # The stored HTML was escaped and highlighted by record_excerpt() before it was stored.
+        return cls(
+            terms=list(data["terms"]),
+            notes=[
+                ExcerptNote(
+                    row=Row.from_json(n["row"]),
+                    html=mark_safe(n["html"]),  # noqa: S308
+                    score=n["score"],
+                )
+                for n in data["notes"]
+            ],
+            findings=[
+                ExcerptFinding(
+                    name=f["name"],
+                    html=mark_safe(f["html"]),  # noqa: S308
+                    score=f["score"],
+                    occurrences=[Row.from_json(o) for o in f["occurrences"]],
+                )
+                for f in data["findings"]
+            ],
+            recent=[Row.from_json(r) for r in data["recent"]],
+            event_count=data["event_count"],
+            note_count=data["note_count"],
+            notes_matched=data["notes_matched"],
+        )
+
 
 def record_excerpt(instruction: Instruction, patient: Patient) -> Excerpt:
     """The parts of the record most relevant to the instruction, and the most recent events.
@@ -426,3 +491,51 @@ def record_excerpt(instruction: Instruction, patient: Patient) -> Excerpt:
         note_count=patient.note_count,
         notes_matched=bool(ranked),
     )
+
+
+# Bump when record_excerpt() or the Excerpt it returns changes: every stored excerpt then no
+# longer matches its fingerprint and is recomputed on its next view.
+EXCERPT_VERSION = 1
+
+
+def record_excerpt_fingerprint(instruction: Instruction, patient: Patient) -> str:
+    """What an excerpt was computed from: the code's version, the question and the record."""
+    last = patient.last_event_at.isoformat() if patient.last_event_at else ""
+    source = "\x1f".join(
+        [
+            str(EXCERPT_VERSION),
+            str(patient.pk),
+            str(patient.event_count),
+            str(patient.note_count),
+            last,
+            instruction.question,
+        ]
+    )
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def record_excerpt_cached(instruction: Instruction, patient: Patient) -> Excerpt:
+    """``record_excerpt()``, computed once per instruction and stored (``RecordExcerpt``).
+
+    The excerpt does not depend on the clinician, so the first view of an instruction computes
+    and stores it and every later view, by anyone, reads one row. A row whose fingerprint no
+    longer matches (question or record changed) is recomputed; re-imports delete theirs. Two
+    first views at once both compute and the later write wins, with the same content.
+    """
+    from review.services.excerpts import record_excerpt_store  # services import selectors
+
+    fingerprint = record_excerpt_fingerprint(instruction, patient)
+    stored = (
+        RecordExcerpt.objects.filter(
+            instruction=instruction, patient=patient, fingerprint=fingerprint
+        )
+        .values_list("content", flat=True)
+        .first()
+    )
+    if stored is not None:
+        return Excerpt.from_json(stored)
+    excerpt = record_excerpt(instruction, patient)
+    record_excerpt_store(
+        instruction=instruction, patient=patient, fingerprint=fingerprint, excerpt=excerpt
+    )
+    return excerpt

@@ -76,7 +76,7 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         review, show_references=instruction.dataset.show_references_to_clinicians
     )
     patient = instruction.patient
-    excerpt = record_selectors.record_excerpt(instruction, patient) if patient else None
+    excerpt = record_selectors.record_excerpt_cached(instruction, patient) if patient else None
     audit_record_many(
         actions=[AuditEvent.Action.INSTRUCTION_VIEWED, AuditEvent.Action.RECORD_VIEWED],
         request=request,
@@ -186,7 +186,7 @@ def _cursor(request: HttpRequest) -> Cursor | None:
 @access.clinician_required
 def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
     instruction, patient = _record_for(request, instruction_id)
-    excerpt = record_selectors.record_excerpt(instruction, patient)
+    excerpt = record_selectors.record_excerpt_cached(instruction, patient)
     _audit_record_read(request, instruction, patient, {"view": "excerpt"})
     html = render_to_string(
         "review/clinician/_excerpt.html",

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -42,11 +43,27 @@ def pg_cmd(tool: str, *args: str) -> None:
     )
 
 
-def fresh_database(name: str) -> str:
-    """Drop and create ``name``; return its DATABASE_URL."""
+def fresh_database(name: str, *, template: str | None = None) -> str:
+    """Drop and create ``name`` (a copy of ``template`` if given); return its DATABASE_URL."""
     pg_cmd("dropdb", "--if-exists", "--force", name)
-    pg_cmd("createdb", name)
+    pg_cmd("createdb", *(["--template", template] if template else []), name)
     return f"postgres://{PG['user']}@{PG['host']}:{PG['port']}/{name}"
+
+
+def database_exists(name: str) -> bool:
+    result = subprocess.run(
+        ["psql", "-h", PG["host"], "-p", PG["port"], "-U", PG["user"], "-lqtA"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return name in {line.split("|", 1)[0] for line in result.stdout.splitlines()}
+
+
+def copy_database(source: str, target: str) -> None:
+    """Keep a copy of ``source`` as ``target`` (a template for later runs); nobody may be connected."""
+    pg_cmd("dropdb", "--if-exists", "--force", target)
+    pg_cmd("createdb", "--template", source, target)
 
 
 def drop_database(name: str) -> None:
@@ -191,3 +208,93 @@ def manage(env: dict[str, str], *args: str, timeout: float = 900) -> None:
     subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True, timeout=timeout
     )
+
+
+class CpuMeter:
+    """Cumulative CPU seconds of the server's parts, finished processes included.
+
+    - ``gunicorn``: the master and every worker, live or finished (a finished worker's time is
+      in the master's reaped-children counters);
+    - ``postgres``: the backends serving ``database`` (found by their process title). A backend
+      is a child of the postmaster, whose reaped-children counters mix in every other database
+      on the machine, so each backend is sampled every ``interval`` seconds and its last reading
+      kept after it exits: at most one interval of a closing connection is missed;
+    - ``locust``: the load generator's process tree (it shares the cores);
+    - ``machine``: every core's busy time, so what the rest of a shared machine used is visible.
+
+    ``snapshot()`` returns the counters; the difference of two snapshots is what each part used.
+    """
+
+    def __init__(self, *, gunicorn_pid: int, database: str, interval: float = 0.2) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self.gunicorn = psutil.Process(gunicorn_pid)
+        self.database = database
+        self.interval = interval
+        self.locust_pid: int | None = None
+        self.postmaster = _postmaster(psutil)
+        self._backend_cpu: dict[tuple[int, float], float] = {}  # (pid, create time) -> seconds
+        self._stop = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._sample_loop, daemon=True)
+        self._thread.start()
+
+    def _sample_loop(self) -> None:
+        while not self._stop:
+            with suppress(Exception):
+                self._sample_backends()
+            time.sleep(self.interval)
+
+    def _sample_backends(self) -> None:
+        if self.postmaster is None:
+            return
+        for child in self.postmaster.children():
+            with suppress(self._psutil.Error):
+                title = " ".join(child.cmdline()).split()
+                if self.database not in title:
+                    continue
+                times = child.cpu_times()
+                with self._lock:
+                    self._backend_cpu[(child.pid, child.create_time())] = times.user + times.system
+
+    def _tree(self, proc) -> float:  # noqa: ANN001 - a psutil.Process
+        total = 0.0
+        with suppress(self._psutil.Error):
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+            for child in proc.children(recursive=True):
+                with suppress(self._psutil.Error):
+                    c = child.cpu_times()
+                    total += c.user + c.system
+        return total
+
+    def snapshot(self) -> dict[str, float]:
+        self._sample_backends()
+        with self._lock:
+            postgres = sum(self._backend_cpu.values())
+        busy = self._psutil.cpu_times()
+        locust = self._tree(self._psutil.Process(self.locust_pid)) if self.locust_pid else 0.0
+        return {
+            "wall": time.monotonic(),
+            "gunicorn": self._tree(self.gunicorn),
+            "postgres": postgres,
+            "locust": locust,
+            "machine": sum(busy) - busy.idle - getattr(busy, "iowait", 0.0),
+        }
+
+    def stop(self) -> None:
+        self._stop = True
+        self._thread.join(timeout=5)
+
+
+def _postmaster(psutil):  # noqa: ANN001, ANN202 - the psutil module; a psutil.Process or None
+    """The PostgreSQL server process on this machine (the postgres whose parent is not one)."""
+    for proc in psutil.process_iter(["name", "ppid"]):
+        with suppress(psutil.Error):
+            if proc.info["name"] != "postgres":
+                continue
+            parent = psutil.Process(proc.info["ppid"])
+            if parent.name() != "postgres":
+                return proc
+    return None

@@ -2,10 +2,20 @@
 
 Each locust user is one clinician account, signed in by a session the runner created (the
 runner writes ``LOAD_ACCOUNTS``: session cookie, CSRF secret and assigned instruction ids per
-clinician). A user opens the queue, then for each assignment: opens the review page, the
-excerpt, pages through the record timeline, searches it, autosaves a few drafts and submits
-(twice, as a double click would). What each user submitted is written to ``LOAD_RESULTS`` when
-the test stops, so the runner can check the database holds every submission exactly once.
+clinician). Two user classes, chosen by the runner:
+
+- ``Clinician`` (browse mode): opens the queue, then for each assignment opens the review page,
+  the excerpt, pages through the record timeline, searches it, autosaves a few drafts and submits
+  (twice, as a double click would), with think time between requests (``LOAD_THINK``);
+- ``ClosedLoopClinician`` (closed loop, no think time): opens a task (review page and excerpt),
+  saves its completed ranking as a draft ``LOAD_DRAFTS`` times and submits it, then takes the next
+  task at once. Throughput is then what the server can do: comparable between apps.
+
+The requests are made in ``open_task``, ``open_excerpt``, ``save_draft`` and ``submit`` below;
+their shapes (URLs, the save/submit body, what an answer must hold) live in ``shapes.py``, shared
+with the profiler, so a change of the save protocol is made in one place. What each user had acknowledged as submitted (with the time)
+is written to ``LOAD_RESULTS`` when the test stops, so the runner can check the database holds
+every submission exactly once and count completed annotations in its measuring window.
 
 Only 127.0.0.1 is ever contacted: the runner passes ``--host http://127.0.0.1:<port>``.
 """
@@ -15,16 +25,36 @@ import itertools
 import json
 import os
 import random
-import re
+import sys
 import threading
+import time
+from pathlib import Path
 
-from locust import HttpUser, between, events, task
+from locust import HttpUser, between, constant, events, task
+
+# locust puts this file's folder on sys.path, not the project's: shapes.py is imported as the
+# project's module, as the profiler imports it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.load.shapes import (  # noqa: E402
+    JSON_HEADERS,
+    Annotation,
+    acknowledged,
+    excerpt_url,
+    is_submitted,
+    judgement_payload,
+    make_annotation,
+    review_page_url,
+    save_url,
+    saved_version,
+    submit_url,
+    task_data,
+)
 
 ACCOUNTS = json.loads(open(os.environ["LOAD_ACCOUNTS"]).read())  # noqa: SIM115
 _next_account = itertools.count()
 _lock = threading.Lock()
-SUBMITTED: list[dict] = []  # {"review": id, "ranks": {response: rank}, "correct": {...}}
-DATA_RE = re.compile(r'<script id="review-data" type="application/json">(.*?)</script>', re.S)
+# {"review": id, "ranks": {response: rank}, "correct": {...}, "t": unix time of the answer}
+SUBMITTED: list[dict] = []
 SEARCH_TERMS = ["pain", "blood", "pressure", "note", "glucose", "heart rate"]
 
 
@@ -33,10 +63,61 @@ class _NoCookies(http.cookiejar.DefaultCookiePolicy):
         return False
 
 
-class Clinician(HttpUser):
-    # Think time between actions, seconds (runner: --think). A clinician reads between clicks;
-    # 1-3 s between requests is already far busier than a person ranking responses.
-    wait_time = between(*map(float, os.environ.get("LOAD_THINK", "1,3").split(",")))
+# --- the requests: URLs and bodies come from shapes.py -----------------------------------------
+def _post_json(user: HttpUser, url: str, payload: dict, name: str):  # noqa: ANN202 - a response
+    return user.client.post(
+        url,
+        data=json.dumps(payload),
+        headers={**JSON_HEADERS, "X-CSRFToken": user.account["csrf"], "Referer": user.host + "/"},
+        name=name,
+        catch_response=True,
+    )
+
+
+def open_task(user: HttpUser, instruction: int) -> dict | None:
+    """GET the review page; return the page's review data (None, a failure recorded, if absent)."""
+    with user.client.get(
+        review_page_url(instruction), name="review page", catch_response=True
+    ) as r:
+        data = task_data(r.text or "") if r.status_code == 200 else None
+        if data is None:
+            r.failure(f"review page: {r.status_code} {r.url} {(r.text or '')[:200]!r}")
+        return data
+
+
+def open_excerpt(user: HttpUser, instruction: int) -> None:
+    user.client.get(excerpt_url(instruction), name="record excerpt")
+
+
+def save_draft(user: HttpUser, data: dict, annotation: Annotation, upto: int) -> bool:
+    """POST an autosave; on success the new version is kept in ``data`` for the next one."""
+    payload = judgement_payload(data, annotation, upto)
+    with _post_json(user, save_url(data), payload, "autosave") as r:
+        if r.status_code != 200:
+            r.failure(f"autosave: {r.status_code} {r.text[:200]}")
+            return False
+        data["version"] = saved_version(r.json())
+        return True
+
+
+def submit(user: HttpUser, data: dict, annotation: Annotation) -> bool:
+    """POST the completed annotation; True once the server acknowledged it as submitted."""
+    payload = judgement_payload(data, annotation, len(data["responses"]))
+    with _post_json(user, submit_url(data), payload, "submit") as r:
+        if r.status_code != 200 or not is_submitted(r.json()):
+            r.failure(f"submit: {r.status_code} {r.text[:200]}")
+            return False
+        return True
+
+
+def record_submitted(data: dict, annotation: Annotation) -> None:
+    with _lock:
+        SUBMITTED.append({**acknowledged(data, annotation), "t": time.time()})
+
+
+# --- users ---------------------------------------------------------------------------------------
+class _SignedIn(HttpUser):
+    abstract = True
 
     def on_start(self) -> None:
         account = ACCOUNTS[next(_next_account) % len(ACCOUNTS)]
@@ -50,46 +131,31 @@ class Clinician(HttpUser):
             f"sessionid={account['session']}; csrftoken={account['csrf']}"
         )
         self.todo = list(account["instructions"])
-        self.done = False
 
-    def _post_json(self, url: str, payload: dict, name: str):  # noqa: ANN202 - a response
-        return self.client.post(
-            url,
-            data=json.dumps(payload),
-            headers={
-                "Content-Type": "application/json",
-                "X-CSRFToken": self.account["csrf"],
-                "Accept": "application/json",
-                "Referer": self.host + "/",
-            },
-            name=name,
-            catch_response=True,
-        )
+
+class Clinician(_SignedIn):
+    # Think time between actions, seconds (runner: --think). A clinician reads between clicks;
+    # 1-3 s between requests is already far busier than a person ranking responses.
+    wait_time = between(*map(float, os.environ.get("LOAD_THINK", "1,3").split(",")))
 
     @task
     def work(self) -> None:
         self.client.get("/queue/", name="/queue/")
         if not self.todo:
             # Everything submitted: keep reading (a finished clinician rereading their work).
-            self.done = True
             if not self.account["instructions"]:
                 return
-            instruction = self.rng.choice(self.account["instructions"])
-            self.client.get(f"/instructions/{instruction}/review/", name="review page")
+            open_task(self, self.rng.choice(self.account["instructions"]))
             return
-        instruction = self.todo.pop(0)
-        self.review_one(instruction)
+        self.review_one(self.todo.pop(0))
 
     def review_one(self, instruction: int) -> None:
         base = f"/instructions/{instruction}"
-        with self.client.get(f"{base}/review/", name="review page", catch_response=True) as r:
-            match = DATA_RE.search(r.text or "")
-            if r.status_code != 200 or not match:
-                r.failure(f"review page: {r.status_code} {r.url} {(r.text or '')[:200]!r}")
-                return
-            data = json.loads(match.group(1))
+        data = open_task(self, instruction)
+        if data is None:
+            return
         self.wait()  # reading the instruction and the responses
-        self.client.get(f"{base}/record/excerpt/", name="record excerpt")
+        open_excerpt(self, instruction)
         cursor = ""
         for _ in range(self.rng.randint(1, 3)):  # page through the timeline
             url = f"{base}/record/events/" + (f"?cursor={cursor}" if cursor else "")
@@ -108,54 +174,59 @@ class Clinician(HttpUser):
         )
         if not data["editable"]:
             return
-        responses = data["responses"]
-        version = data["version"]
-        ranks = list(range(1, len(responses) + 1))
-        self.rng.shuffle(ranks)
-        if len(ranks) > 2 and self.rng.random() < 0.3:
-            ranks[-1] = ranks[-2]  # a tie
-        correct = [self.rng.random() < 0.6 for _ in responses]
-
-        def payload(upto: int) -> dict:
-            return {
-                "version": version,
-                "active_seconds": 3,
-                "cannot_assess": "",
-                "cannot_assess_note": "",
-                "judgements": [
-                    {
-                        "response": r["id"],
-                        "position": r["position"],
-                        "rank": ranks[i] if i < upto else None,
-                        "is_correct": correct[i] if i < upto else None,
-                        "error_tags": [],
-                        "comment": "load test" if i < upto else "",
-                    }
-                    for i, r in enumerate(responses)
-                ],
-            }
-
-        for upto in range(1, len(responses) + 1, 2):  # a few autosaves as the ranking grows
+        n = len(data["responses"])
+        annotation = make_annotation(self.rng, n)
+        for upto in range(1, n + 1, 2):  # a few autosaves as the ranking grows
             self.wait()
-            with self._post_json(data["urls"]["save"], payload(upto), "autosave") as r:
-                if r.status_code != 200:
-                    r.failure(f"autosave: {r.status_code} {r.text[:200]}")
-                    return
-                version = r.json()["version"]
-        final = payload(len(responses))
+            if not save_draft(self, data, annotation, upto):
+                return
         self.wait()
         for _ in range(2):  # a double click: the second submit must change nothing
-            with self._post_json(data["urls"]["submit"], final, "submit") as r:
-                if r.status_code != 200 or r.json().get("status") != "submitted":
-                    r.failure(f"submit: {r.status_code} {r.text[:200]}")
-                    return
-        with _lock:
-            SUBMITTED.append(
-                {
-                    "review": data["review"],
-                    "ranks": {str(r["id"]): ranks[i] for i, r in enumerate(responses)},
-                    "correct": {str(r["id"]): correct[i] for i, r in enumerate(responses)},
-                }
+            if not submit(self, data, annotation):
+                return
+        record_submitted(data, annotation)
+
+
+class ClosedLoopClinician(_SignedIn):
+    """No think time: the next request leaves as soon as the previous answer arrived."""
+
+    wait_time = constant(0)
+    drafts = int(os.environ.get("LOAD_DRAFTS", "1"))
+
+    @task
+    def annotate(self) -> None:
+        if not self.todo:
+            self.todo = list(self.account["instructions"])  # reopen submitted ones (read only)
+        instruction = self.todo.pop(0)
+        data = open_task(self, instruction)
+        if data is None:
+            return
+        open_excerpt(self, instruction)
+        if not data["editable"]:
+            return
+        annotation = make_annotation(self.rng, len(data["responses"]))
+        for _ in range(self.drafts):
+            if not save_draft(self, data, annotation, len(data["responses"])):
+                return
+        if submit(self, data, annotation):
+            record_submitted(data, annotation)
+
+
+_STARTED: list[float] = []
+
+
+@events.test_start.add_listener
+def _note_start(**_: object) -> None:
+    _STARTED.append(time.time())
+
+
+@events.spawning_complete.add_listener
+def _write_spawned(**_: object) -> None:
+    # The runner measures from here (plus a warm-up) to the end of the run.
+    if os.environ.get("LOAD_SPAWNED"):
+        with open(os.environ["LOAD_SPAWNED"], "w") as fh:
+            json.dump(
+                {"started": _STARTED[0] if _STARTED else time.time(), "spawned": time.time()}, fh
             )
 
 

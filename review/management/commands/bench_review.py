@@ -93,6 +93,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{label:<34} {p50:8.1f} {p95:8.1f} {max(timings):8.1f}  {'ok' if ok else 'SLOW'}"
             )
+        self._excerpt_stored_vs_computed(instruction, patient, n)
         if failed:
             self.stdout.write(self.style.WARNING(f"p95 over {TARGET_P95_MS:.0f} ms: {failed}"))
         else:
@@ -110,6 +111,41 @@ class Command(BaseCommand):
             f"{result.median_ms:.0f} ms median of {len(result.loads_ms)} warm loads "
             f"(target < 300; {', '.join(f'{ms:.0f}' for ms in result.loads_ms)})"
         )
+
+    def _excerpt_stored_vs_computed(
+        self, instruction: Instruction, patient: Patient, n: int
+    ) -> None:
+        """The excerpt computed on every view (record_excerpt) against stored once per
+        instruction (record_excerpt_cached), each rendered as the excerpt endpoint does."""
+        from django.template.loader import render_to_string
+        from django.test.utils import CaptureQueriesContext
+
+        from review.models import RecordExcerpt
+        from review.selectors.records import record_excerpt, record_excerpt_cached
+
+        RecordExcerpt.objects.filter(instruction=instruction).delete()
+        self.stdout.write("excerpt selector + template, in process (no request):")
+        for label, select in (
+            ("  computed on every view", record_excerpt),
+            ("  stored once per instruction", record_excerpt_cached),
+        ):
+            timings, queries = [], 0
+            for i in range(n + 2):
+                with CaptureQueriesContext(connection) as captured:
+                    start = time.perf_counter()
+                    excerpt = select(instruction, patient)
+                    render_to_string(
+                        "review/clinician/_excerpt.html",
+                        {"excerpt": excerpt, "instruction": instruction},
+                    )
+                    elapsed = (time.perf_counter() - start) * 1000
+                if i >= 2:  # the first two warm caches up (and store the excerpt)
+                    timings.append(elapsed)
+                    queries = len(captured)
+            self.stdout.write(
+                f"{label:<34} {statistics.median(timings):8.1f} "
+                f"{_percentile(timings, 95):8.1f} {max(timings):8.1f}  {queries} queries"
+            )
 
     # --- set-up ---------------------------------------------------------------------------------
     def _record(self, dataset_name: str, events: int, rebuild: bool) -> tuple[Patient, Instruction]:
