@@ -316,6 +316,10 @@ EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "MedAlign Review <noreply@localhost>")
+# Emails name the site and carry absolute links: SITE_URL is the public address (e.g.
+# https://review.example.org); unset, links use the address a request came to, or localhost.
+SITE_NAME = "MedAlign Review"
+SITE_URL = env_str("SITE_URL", "")
 
 # --- Celery -----------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")

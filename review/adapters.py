@@ -3,12 +3,16 @@
 import base64
 import hashlib
 from functools import cache
+from typing import Any
 
 from allauth.account.adapter import DefaultAccountAdapter
+from allauth.core import context as allauth_context
 from allauth.mfa.adapter import DefaultMFAAdapter
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from review.site import site_identity, site_url
 
 # Encrypted values start with this marker, so a value stored before encryption was turned on
 # (or by an older release) is recognised and re-encrypted by the data migration, never
@@ -18,6 +22,17 @@ ENCRYPTED_PREFIX = "fernet:"
 
 class AccountAdapter(DefaultAccountAdapter):
     """Project account adapter (hook point for signup rules)."""
+
+    def send_mail(self, template_prefix: str, email: str, context: dict[str, Any]) -> None:
+        # Without django.contrib.sites allauth names the site after the request's host
+        # ("Hello from localhost:8000!"); every email names MedAlign Review and its address.
+        request = allauth_context.request
+        context = {
+            **context,
+            "current_site": site_identity(request),
+            "site_url": site_url(request),
+        }
+        super().send_mail(template_prefix, email, context)
 
 
 def _fernet_key(raw: str) -> bytes:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from review.views import accounts, clinician, core
+from review.views import accounts, clinician, core, manage
 
 urlpatterns = [
     path("", core.home, name="home"),
@@ -72,5 +72,16 @@ urlpatterns += [
     path("manage/assignments/", clinician.admin_assign, name="admin_assign"),
 ]
 
+# --- admins: progress per dataset, reopening reviews (review.views.manage) --------------------
+urlpatterns += [
+    path("manage/progress/", manage.progress_index, name="progress_index"),
+    path("manage/progress/<int:dataset_id>/", manage.progress_dataset, name="progress_dataset"),
+    path(
+        "manage/reviews/<int:review_id>/reopen/",
+        manage.review_reopen,
+        name="admin_review_reopen",
+    ),
+]
+
 # Keep the imports used until the sections above are filled in.
-__all__ = ["accounts", "clinician", "core"]
+__all__ = ["accounts", "clinician", "core", "manage"]

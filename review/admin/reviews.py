@@ -13,10 +13,17 @@ from django.shortcuts import render
 
 from review.models import Assignment, ErrorTag, ResponseJudgement, Review, User
 from review.services import assignments as assignment_services
-from review.services.reviews import review_reopen
+from review.services.reviews import MAX_REOPEN_REASON_CHARS, review_reopen
 
 from .audited import AuditedAdmin
 
+
+class ReopenForm(forms.Form):
+    reason = forms.CharField(
+        max_length=MAX_REOPEN_REASON_CHARS,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="The clinician reads this in their queue and on the review page.",
+    )
 
 class ReassignForm(forms.Form):
     clinician = forms.EmailField(label="New clinician's email")
@@ -153,10 +160,27 @@ class ReviewAdmin(AuditedAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Review | None = None) -> bool:
         return False
 
-    @admin.action(description="Reopen the selected submitted reviews (the clinician may edit)")
-    def reopen(self, request: HttpRequest, queryset: QuerySet[Review]) -> None:
+    @admin.action(description="Reopen the selected submitted reviews (the clinician may edit)…")
+    def reopen(self, request: HttpRequest, queryset: QuerySet[Review]) -> HttpResponse | None:
+        # Like the application actions: ask for the reason on an intermediate page first.
+        form = ReopenForm(request.POST if "apply" in request.POST else None)
+        if not form.is_bound or not form.is_valid():
+            return render(
+                request,
+                "admin/review/review/reopen_form.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": f"Reopen {queryset.count()} review(s)",
+                    "queryset": queryset.select_related("assignment__clinician"),
+                    "form": form,
+                    "action": request.POST.get("action"),
+                    "opts": self.model._meta,
+                },
+            )
+        reason = form.cleaned_data["reason"]
         reopened = sum(
-            review_reopen(review=r, actor=request.user, request=request) for r in queryset
+            review_reopen(review=r, actor=request.user, reason=reason, request=request)
+            for r in queryset
         )
         skipped = queryset.count() - reopened
         self.message_user(request, f"Reopened {reopened} review(s).", messages.SUCCESS)
@@ -164,3 +188,4 @@ class ReviewAdmin(AuditedAdmin):
             self.message_user(
                 request, f"{skipped} review(s) were not submitted and were left as they are."
             )
+        return None

@@ -103,6 +103,10 @@ class Review(models.Model):
     reopened_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
+    reopened_at = models.DateTimeField(null=True, blank=True)
+    # Why an admin reopened it, shown to the clinician in the queue and on the review page.
+    # Kept after the clinician submits again, as the record of the last reopening.
+    reopen_reason = models.TextField(blank=True, max_length=2000)
     submission_token = models.UUIDField(default=uuid.uuid4, editable=False)
     # Edits not yet submitted, merged per response and field (review.services.reviews):
     # {"fields": {"<handle>.<field>" | "<field>": [value, edited_at_ms]}, "tabs": {tab: seq}}.

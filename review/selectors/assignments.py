@@ -4,6 +4,7 @@ from django.db.models import QuerySet
 
 from review.access import user_access
 from review.models import AccessApplication, Dataset, Instruction, User
+from review.services.demo_reviews import simulated_q
 
 
 def instructions_for_assignment(
@@ -18,17 +19,23 @@ def instructions_for_assignment(
 
 
 def clinicians_approved() -> list[User]:
-    """Users who hold clinician access today (approved, unexpired, DUA signed).
+    """Users who hold clinician access today (approved, unexpired, DUA signed), simulated
+    demo accounts left out.
 
     The database narrows to users with an approved clinician application; ``user_access`` then
     applies every rule (expiry, certificate, DUA), so this list can never disagree with what the
     views let through.
     """
-    candidates = User.objects.filter(
-        is_active=True,
-        applications__status=AccessApplication.Status.APPROVED,
-        applications__is_clinician=True,
-    ).distinct()
+    candidates = (
+        User.objects.filter(
+            is_active=True,
+            applications__status=AccessApplication.Status.APPROVED,
+            applications__is_clinician=True,
+        )
+        # The demo's simulated clinicians are not people to give work to.
+        .exclude(simulated_q())
+        .distinct()
+    )
     return [user for user in candidates.order_by("email") if user_access(user).is_clinician]
 
 

@@ -33,6 +33,8 @@ class QueueItem:
     specialty: str
     status: str  # "new" | "draft" | "submitted"
     updated_at: datetime | None
+    # Set while an admin has reopened the review: their reason, for the clinician to read.
+    reopen_reason: str = ""
 
 
 @dataclass
@@ -76,6 +78,7 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
             "review__status",
             "review__updated_at",
             "review__edited_at",
+            "review__reopen_reason",
         )
         .order_by("id")
     )
@@ -93,6 +96,11 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
                 specialty=a.instruction.specialty,
                 status=_queue_status(review),
                 updated_at=review.updated_at if review else None,
+                reopen_reason=(
+                    review.reopen_reason
+                    if review and review.status == Review.Status.REOPENED
+                    else ""
+                ),
             )
         )
     counts = {s: sum(1 for i in every if i.status == s) for s in QUEUE_STATUSES}
@@ -108,6 +116,10 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
         counts=counts,
         categories=sorted({i.category for i in every if i.category}),
     )
+
+
+def clinician_has_assignments(user: User) -> bool:
+    return Assignment.objects.filter(clinician=user).exists()
 
 
 def clinician_next_instruction(user: User, *, after_assignment: int | None = None) -> int | None:

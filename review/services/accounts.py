@@ -30,6 +30,7 @@ from review.models import (
 )
 from review.selectors.accounts import application_open_for_user, email_domain_is_rejected
 from review.services.audit import audit_record, client_ip
+from review.site import absolute
 
 Status = AccessApplication.Status
 
@@ -536,7 +537,8 @@ def _email_decision(application_id: int) -> None:
     application = AccessApplication.objects.select_related("user").get(pk=application_id)
     context = {
         "application": application,
-        "status_url": reverse("application_status"),
+        "status_url": absolute(reverse("application_status")),
+        "site_name": settings.SITE_NAME,
         "roles": [Role(r).label for r in application.roles],
     }
     subject = render_to_string("review/accounts/email/decision_subject.txt", context)

@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from review.models import Assignment, AuditEvent, Instruction, Review, User
 
 from .audit import audit_record
+from .demo_reviews import is_simulated_email, simulated_q
 
 MAX_OVERLAP = 20
 
@@ -40,16 +41,25 @@ def assignments_plan(
     an instruction twice. Each instruction goes to the least-loaded eligible clinicians, load
     counting every assignment a clinician holds in any dataset, ties broken by user id, and
     instructions are taken in id order: the same inputs always give the same plan.
+
+    The demo's simulated clinicians (``demo_reviews``) are not clinicians: their assignments do
+    not count towards the overlap (they review every instruction, so counting them would leave
+    nothing for real people) and they are never given new work.
     """
     if not 1 <= overlap <= MAX_OVERLAP:
         raise ValueError(f"overlap must be between 1 and {MAX_OVERLAP}")
     instruction_ids = sorted({i.pk for i in instructions})
-    people = sorted({c.pk: c for c in clinicians}.values(), key=lambda c: c.pk)
+    people = sorted(
+        {c.pk: c for c in clinicians if not is_simulated_email(c.email)}.values(),
+        key=lambda c: c.pk,
+    )
     plan = AssignmentPlan(overlap=overlap, instructions=len(instruction_ids))
     holders: dict[int, set[int]] = defaultdict(set)
-    for instruction_id, clinician_id in Assignment.objects.filter(
-        instruction_id__in=instruction_ids
-    ).values_list("instruction_id", "clinician_id"):
+    for instruction_id, clinician_id in (
+        Assignment.objects.filter(instruction_id__in=instruction_ids)
+        .exclude(simulated_q("clinician__email"))
+        .values_list("instruction_id", "clinician_id")
+    ):
         holders[instruction_id].add(clinician_id)
     load = Counter(
         dict(

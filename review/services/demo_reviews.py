@@ -16,6 +16,7 @@ import hashlib
 
 import numpy as np
 from django.db import transaction
+from django.db.models import Q
 from scipy.stats import rankdata
 
 from review.models import Assignment, Dataset, ErrorTag, ModelResponse, Review, Role, User
@@ -37,6 +38,13 @@ def is_simulated_email(email: str | None) -> bool:
         bool(email)
         and email.startswith(SIMULATED_PREFIX)
         and email.endswith("@" + SIMULATED_DOMAIN)
+    )
+
+
+def simulated_q(email_field: str = "email") -> Q:
+    """A filter matching simulated accounts, ``is_simulated_email`` in SQL (for ``exclude``)."""
+    return Q(**{f"{email_field}__startswith": SIMULATED_PREFIX}) & Q(
+        **{f"{email_field}__endswith": "@" + SIMULATED_DOMAIN}
     )
 
 

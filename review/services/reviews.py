@@ -520,9 +520,25 @@ def review_submit(
     return review_state(review)
 
 
+MAX_REOPEN_REASON_CHARS = 2000
+
+
 @transaction.atomic
-def review_reopen(*, review: Review, actor: User, request: HttpRequest | None = None) -> bool:
-    """Let the clinician edit a submitted review again. False if it was not submitted."""
+def review_reopen(
+    *, review: Review, actor: User, reason: str, request: HttpRequest | None = None
+) -> bool:
+    """Let the clinician edit a submitted review again, saying why. False if it was not submitted.
+
+    The reason is required: the clinician reads it in their queue and on the review page, and
+    the audit row keeps it, so a reopening is never unexplained.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidReview("say why the review is reopened", field="reason")
+    if len(reason) > MAX_REOPEN_REASON_CHARS:
+        raise InvalidReview(
+            f"the reason is longer than {MAX_REOPEN_REASON_CHARS} characters", field="reason"
+        )
     review = (
         Review.objects.select_for_update(of=("self",))
         .select_related("assignment__instruction")
@@ -530,10 +546,13 @@ def review_reopen(*, review: Review, actor: User, request: HttpRequest | None = 
     )
     if review.status != Review.Status.SUBMITTED:
         return False
+    now = timezone.now()
     review.status = Review.Status.REOPENED
     review.reopened_by = actor
+    review.reopened_at = now
+    review.reopen_reason = reason
     review.version += 1  # an open tab still showing the read-only review must reload
-    review.updated_at = timezone.now()
+    review.updated_at = now
     review.save()
     instruction = review.assignment.instruction
     audit_record(
@@ -543,5 +562,6 @@ def review_reopen(*, review: Review, actor: User, request: HttpRequest | None = 
         obj=review,
         person_id=instruction.person_id,
         instruction_id=instruction.instruction_id,
+        details={"reason": reason, "clinician": review.assignment.clinician_id},
     )
     return True

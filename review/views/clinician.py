@@ -27,6 +27,7 @@ from review.selectors.assignments import instructions_for_assignment
 from review.selectors.records import Cursor
 from review.selectors.reviews import (
     QUEUE_STATUSES,
+    clinician_has_assignments,
     clinician_next_instruction,
     clinician_queue,
     review_page_data,
@@ -60,7 +61,14 @@ def next_review(request: HttpRequest) -> HttpResponse:
         after = None
     instruction_pk = clinician_next_instruction(request.user, after_assignment=after)
     if instruction_pk is None:
-        messages.success(request, "Nothing left to review: every assignment is submitted.")
+        # Two different situations: "all done" must not be claimed when nothing was assigned.
+        if clinician_has_assignments(request.user):
+            messages.success(request, "Nothing left to review: every assignment is submitted.")
+        else:
+            messages.info(
+                request,
+                "Nothing is assigned to you yet: an admin will assign instructions to review.",
+            )
         return redirect("clinician_queue")
     return redirect("clinician_review", instruction_id=instruction_pk)
 

@@ -210,6 +210,10 @@ RULES: dict[str, Rule] = {
     ),
     "session_resumed": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
     "admin_assign": admin_only(),
+    # --- admins' progress pages and reopening (review.views.manage) -------------------------
+    "progress_index": admin_only(),
+    "progress_dataset": admin_only(kwargs=lambda w: {"dataset_id": w.dataset.pk}),
+    "admin_review_reopen": admin_only("405", kwargs=lambda w: {"review_id": _review(w).pk}),
     # --- scoring runs: researchers and admins ------------------------------------------------
     "scoring_runs": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
     "scoring_run_detail": R(

@@ -235,7 +235,7 @@ def test_a_submitted_review_is_read_only_until_an_admin_reopens_it(signed_in, se
     assert page.context["data"]["editable"] is False
 
     admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
-    assert review_reopen(review=review, actor=admin) is True
+    assert review_reopen(review=review, actor=admin, reason="Rank D again, please.") is True
     review.refresh_from_db()
     assert review.status == Review.Status.REOPENED
     assert AuditEvent.objects.filter(action=AuditEvent.Action.REVIEW_REOPENED).count() == 1
@@ -257,13 +257,25 @@ def test_the_admin_reopen_action_reopens_submitted_reviews(client, setup):
     assert post(client, "review_submit", review, payload(review)).status_code == 200
     admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
     client.force_login(admin)
+    changelist = reverse("admin:review_review_changelist")
+    # First the action asks for the reason (the clinician will read it), then it reopens.
+    asked = client.post(changelist, {"action": "reopen", "_selected_action": [review.pk]})
+    assert asked.status_code == 200 and b'name="reason"' in asked.content
+    review.refresh_from_db()
+    assert review.status == Review.Status.SUBMITTED
     response = client.post(
-        reverse("admin:review_review_changelist"),
-        {"action": "reopen", "_selected_action": [review.pk]},
+        changelist,
+        {
+            "action": "reopen",
+            "_selected_action": [review.pk],
+            "apply": "1",
+            "reason": "Response B was ranked before the record loaded.",
+        },
     )
     assert response.status_code == 302
     review.refresh_from_db()
     assert review.status == Review.Status.REOPENED and review.reopened_by == admin
+    assert review.reopen_reason == "Response B was ranked before the record loaded."
 
 
 def _bad_payloads(review: Review, foreign_handle: str) -> dict[str, dict]:

@@ -1,0 +1,204 @@
+"""Reads for the admins' progress pages: per dataset, each clinician's progress and each
+instruction's reviews. A fixed number of queries whatever the size of the dataset."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Max, Q
+
+from review.models import Assignment, Dataset, Instruction, Review
+from review.services.demo_reviews import is_simulated_email
+
+INSTRUCTIONS_PER_PAGE = 50
+
+
+@dataclass
+class DatasetProgress:
+    dataset: Dataset
+    instructions: int
+    assignments: int
+    submitted: int
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.submitted / self.assignments) if self.assignments else 0
+
+
+def datasets_progress() -> list[DatasetProgress]:
+    """Every dataset with its instruction, assignment and submitted-review counts (3 queries)."""
+    datasets = list(Dataset.objects.order_by("name"))
+    instructions = dict(
+        Instruction.objects.values("dataset").annotate(n=Count("id")).values_list("dataset", "n")
+    )
+    assignments = {
+        row["instruction__dataset"]: row
+        for row in Assignment.objects.values("instruction__dataset").annotate(
+            n=Count("id"),
+            submitted=Count("id", filter=Q(review__status=Review.Status.SUBMITTED)),
+        )
+    }
+    return [
+        DatasetProgress(
+            dataset=d,
+            instructions=instructions.get(d.pk, 0),
+            assignments=assignments.get(d.pk, {}).get("n", 0),
+            submitted=assignments.get(d.pk, {}).get("submitted", 0),
+        )
+        for d in datasets
+    ]
+
+
+@dataclass
+class ClinicianProgress:
+    clinician_id: int
+    email: str
+    full_name: str
+    assigned: int
+    submitted: int
+    in_progress: int  # draft or reopened
+    reopened: int
+    last_activity: datetime | None
+
+    @property
+    def not_started(self) -> int:
+        return self.assigned - self.submitted - self.in_progress
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.submitted / self.assigned) if self.assigned else 0
+
+    @property
+    def is_simulated(self) -> bool:
+        return is_simulated_email(self.email)
+
+
+@dataclass
+class ReviewRow:
+    review_id: int | None  # None: assigned, never opened
+    clinician_email: str
+    status: str  # "new" | Review.Status
+    submitted_at: datetime | None
+    updated_at: datetime | None
+    reopen_reason: str
+
+    @property
+    def can_reopen(self) -> bool:
+        return self.status == Review.Status.SUBMITTED
+
+    @property
+    def is_simulated(self) -> bool:
+        return is_simulated_email(self.clinician_email)
+
+
+@dataclass
+class InstructionRow:
+    pk: int
+    instruction_id: str
+    question: str
+    category: str
+    specialty: str
+    reviews: list[ReviewRow] = field(default_factory=list)
+
+    @property
+    def submitted(self) -> int:
+        return sum(1 for r in self.reviews if r.status == Review.Status.SUBMITTED)
+
+
+@dataclass
+class DatasetDetail:
+    clinicians: list[ClinicianProgress]
+    instructions: list[InstructionRow]
+    page: Page
+
+
+def clinicians_progress(dataset: Dataset) -> list[ClinicianProgress]:
+    """One row per clinician with assignments in ``dataset`` (one query, grouped in SQL)."""
+    rows = (
+        Assignment.objects.filter(instruction__dataset=dataset)
+        .values("clinician_id", "clinician__email", "clinician__full_name")
+        .annotate(
+            assigned=Count("id"),
+            submitted=Count("id", filter=Q(review__status=Review.Status.SUBMITTED)),
+            in_progress=Count(
+                "id",
+                filter=Q(review__status__in=[Review.Status.DRAFT, Review.Status.REOPENED]),
+            ),
+            reopened=Count("id", filter=Q(review__status=Review.Status.REOPENED)),
+            last_activity=Max("review__updated_at"),
+        )
+        .order_by("clinician__email")
+    )
+    return [
+        ClinicianProgress(
+            clinician_id=r["clinician_id"],
+            email=r["clinician__email"],
+            full_name=r["clinician__full_name"],
+            assigned=r["assigned"],
+            submitted=r["submitted"],
+            in_progress=r["in_progress"],
+            reopened=r["reopened"],
+            last_activity=r["last_activity"],
+        )
+        for r in rows
+    ]
+
+
+def dataset_progress_detail(
+    dataset: Dataset, *, page_number: int | str = 1, status: str = ""
+) -> DatasetDetail:
+    """Clinicians' progress and one page of instructions with their reviews (4 queries).
+
+    ``status`` ("submitted", "reopened", "draft", "new") keeps only instructions that have a
+    review in that state, so an admin looking for something to reopen finds it on page one.
+    """
+    clinicians = clinicians_progress(dataset)
+    instructions = Instruction.objects.filter(dataset=dataset).order_by("pk")
+    if status == "new":
+        instructions = instructions.filter(
+            assignments__isnull=False, assignments__review__isnull=True
+        )
+    elif status in Review.Status.values:
+        instructions = instructions.filter(assignments__review__status=status)
+    instructions = instructions.distinct().only(
+        "id", "instruction_id", "question", "category", "specialty"
+    )
+    page = Paginator(instructions, INSTRUCTIONS_PER_PAGE).get_page(page_number)
+    rows = {
+        i.pk: InstructionRow(
+            pk=i.pk,
+            instruction_id=i.instruction_id,
+            question=i.question,
+            category=i.category,
+            specialty=i.specialty,
+        )
+        for i in page.object_list
+    }
+    assignments = (
+        Assignment.objects.filter(instruction_id__in=list(rows))
+        .select_related("clinician", "review")
+        .only(
+            "id",
+            "instruction_id",
+            "clinician__email",
+            "review__id",
+            "review__status",
+            "review__submitted_at",
+            "review__updated_at",
+            "review__reopen_reason",
+        )
+        .order_by("instruction_id", "clinician__email")
+    )
+    for a in assignments:
+        review = getattr(a, "review", None)
+        rows[a.instruction_id].reviews.append(
+            ReviewRow(
+                review_id=review.pk if review else None,
+                clinician_email=a.clinician.email,
+                status=review.status if review else "new",
+                submitted_at=review.submitted_at if review else None,
+                updated_at=review.updated_at if review else None,
+                reopen_reason=review.reopen_reason if review else "",
+            )
+        )
+    return DatasetDetail(clinicians=clinicians, instructions=list(rows.values()), page=page)

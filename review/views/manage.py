@@ -1,0 +1,84 @@
+"""Admins' progress pages: per dataset, each clinician's progress and each instruction's reviews,
+with reopening a submitted review (with a reason) in place."""
+
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from review import access
+from review.models import Dataset, Review
+from review.selectors.progress import dataset_progress_detail, datasets_progress
+from review.services import reviews as review_services
+
+PROGRESS_STATUSES = (
+    ("", "All"),
+    ("new", "Not started"),
+    (Review.Status.DRAFT, "In progress"),
+    (Review.Status.REOPENED, "Reopened"),
+    (Review.Status.SUBMITTED, "Submitted"),
+)
+
+
+class ReopenForm(forms.Form):
+    reason = forms.CharField(
+        max_length=review_services.MAX_REOPEN_REASON_CHARS,
+        strip=True,
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+    next = forms.CharField(required=False, widget=forms.HiddenInput)
+
+
+@require_GET
+@access.admin_required
+def progress_index(request: HttpRequest) -> HttpResponse:
+    return render(request, "review/admin/progress_index.html", {"datasets": datasets_progress()})
+
+
+@require_GET
+@access.admin_required
+def progress_dataset(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    dataset = get_object_or_404(Dataset, pk=dataset_id)
+    status = request.GET.get("status", "")
+    status = status if status in dict(PROGRESS_STATUSES) else ""
+    detail = dataset_progress_detail(dataset, page_number=request.GET.get("page", 1), status=status)
+    return render(
+        request,
+        "review/admin/progress_dataset.html",
+        {
+            "dataset": dataset,
+            "detail": detail,
+            "status": status,
+            "statuses": PROGRESS_STATUSES,
+        },
+    )
+
+
+@access.admin_required  # outermost: strangers are sent to sign in, whatever the method
+@require_POST
+def review_reopen(request: HttpRequest, review_id: int) -> HttpResponse:
+    review = get_object_or_404(
+        Review.objects.select_related("assignment__instruction"), pk=review_id
+    )
+    fallback = reverse("progress_dataset", args=[review.assignment.instruction.dataset_id])
+    form = ReopenForm(request.POST)
+    # Back to the page (and filter) the admin came from, never to another site.
+    back = request.POST.get("next", "")
+    back = back if back.startswith(fallback) else fallback
+    if not form.is_valid():
+        messages.error(request, "Say why the review is reopened: the clinician will read it.")
+        return redirect(back)
+    reopened = review_services.review_reopen(
+        review=review, actor=request.user, reason=form.cleaned_data["reason"], request=request
+    )
+    if reopened:
+        messages.success(
+            request,
+            f"Reopened the review of #{review.assignment.instruction.instruction_id}: "
+            "the clinician sees your reason in their queue.",
+        )
+    else:
+        messages.info(request, "That review is not submitted, so there was nothing to reopen.")
+    return redirect(back)
