@@ -46,7 +46,7 @@ test-fast: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
+	DEBUG=true $(VENV)/bin/mypy
 
 format: install
 	$(VENV)/bin/ruff format .

@@ -25,6 +25,7 @@ class ReopenForm(forms.Form):
         help_text="The clinician reads this in their queue and on the review page.",
     )
 
+
 class ReassignForm(forms.Form):
     clinician = forms.EmailField(label="New clinician's email")
 
