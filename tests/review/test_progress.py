@@ -24,22 +24,15 @@ pytestmark = pytest.mark.django_db
 
 def submit(client, clinician: User, assignment: Assignment) -> Review:
     review = review_get_or_start(assignment=assignment)
-    order = [int(x) for x in review.shown_order]
     body = {
-        "version": review.version,
-        "active_seconds": 3,
-        "cannot_assess": "",
-        "cannot_assess_note": "",
-        "judgements": [
-            {
-                "response": rid,
-                "position": position,
-                "rank": position + 1,
-                "is_correct": True,
-                "error_tags": [],
-                "comment": "",
-            }
-            for position, rid in enumerate(order)
+        "tab": "t",
+        "edits": [
+            e
+            for position, handle in enumerate(review.handles)
+            for e in (
+                {"handle": handle, "field": "rank", "value": position + 1, "at": 1},
+                {"handle": handle, "field": "is_correct", "value": True, "at": 1},
+            )
         ],
     }
     client.force_login(clinician)
