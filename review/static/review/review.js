@@ -676,6 +676,7 @@
           notice("");
           showErrors([]);
           var next = document.getElementById("next-review");
+          next.classList.remove("quiet");
           next.classList.add("primary");
           next.focus();
           announce("Review submitted.");
