@@ -8,12 +8,13 @@ point at an encounter before its row exists.
 """
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from django.conf import settings
+from django.utils import timezone
 
 from review.models import Encounter, Event, Patient
 
@@ -33,7 +34,14 @@ def local_times(column: pa.Array | pa.ChunkedArray) -> list[datetime | None]:
         column = pc.assume_timezone(
             column, settings.TIME_ZONE, ambiguous="earliest", nonexistent="earliest"
         )
-    return column.to_pylist()
+    # pyarrow's own conversion of zoned timestamps tries to import pytz once per value (a failed
+    # import each time when it is absent: 90% of the import's time). Naive UTC values convert
+    # fast; the zone is attached here.
+    utc_values = column.cast(pa.timestamp("us")).to_pylist()
+    zone = timezone.get_default_timezone()
+    if str(zone) == "UTC":
+        return [v.replace(tzinfo=UTC) if v is not None else None for v in utc_values]
+    return [v.replace(tzinfo=UTC).astimezone(zone) if v is not None else None for v in utc_values]
 
 
 class CohortWriter:

@@ -26,6 +26,7 @@ Mapping onto the review app's record:
 import json
 import math
 from datetime import date, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,16 @@ def find_meds_root(path: Path) -> Path | None:
 
 def vocabulary(code: str) -> str:
     return code.split("/", 1)[0].strip().upper()
+
+
+@lru_cache(maxsize=65536)
+def code_kind(code: str) -> tuple[str, bool, bool]:
+    """(event type, opens a visit, closes a visit): cached, a cohort has few distinct codes."""
+    vocab = vocabulary(code)
+    closes = vocab.startswith(VISIT_END)
+    opens = vocab.startswith(VISIT_START) and not closes
+    event_type = EVENT_TYPES.get(vocab) or ("visit" if opens or closes else "observation")
+    return event_type, opens, closes
 
 
 def check_schema(schema: pa.Schema, file: str, importer: _Importer) -> bool:
@@ -340,7 +351,6 @@ class MedsLoader:
         attributes: dict[str, str],
     ) -> EventData:
         description = self.descriptions.get(code, "")
-        vocab = vocabulary(code)
         if text is not None and text.strip() and _is_note(code, text):
             note_type = description or code.split("/", 1)[-1].strip("/").replace("//", " ")
             return EventData(
@@ -352,9 +362,7 @@ class MedsLoader:
                 note_type=note_type,
                 attributes=attributes,
             )
-        event_type = EVENT_TYPES.get(vocab) or (
-            "visit" if vocab.startswith(VISIT_START + VISIT_END) else "observation"
-        )
+        event_type = code_kind(code)[0]
         value = ""
         if numeric is not None:
             value = f"{numeric:g}"
@@ -375,18 +383,18 @@ class MedsLoader:
         """Pick (or open) the encounter this row belongs to; see the module docstring."""
         writer = subject.writer
         assert writer is not None
-        vocab = vocabulary(code)
+        _, opens, closes = code_kind(code)
         current = subject.current
         if code in (meds.birth_code, meds.death_code):
             # Life events belong to no visit; the next row opens its own encounter.
             subject.current = None
             writer.encounter_id = None
             return
-        if vocab.startswith(VISIT_START) and not vocab.startswith(VISIT_END):
+        if opens:
             kind = code.split("/", 1)[-1].strip("/") or code
             self._open_encounter(subject, self.descriptions.get(code) or kind, time, end, True)
             return
-        if vocab.startswith(VISIT_END) and current is not None and subject.current_is_visit:
+        if closes and current is not None and subject.current_is_visit:
             current.end = time
             return
         if (
