@@ -25,6 +25,7 @@ Mapping onto the review app's record:
 
 import json
 import math
+from collections.abc import Hashable
 from datetime import date, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -270,7 +271,9 @@ class MedsLoader:
             # Duplicates share a time, and rows come in time order: only this time's keys matter.
             subject.key_time = time
             subject.same_time_keys = set()
-        key = (time, code, numeric, text, *extra)
+        key: Any = (time, code, numeric, text, *extra)
+        if extras and not all(isinstance(v, Hashable) for v in extra):
+            key = repr(key)  # a list or struct extension column
         if key in subject.same_time_keys:
             self.importer.summary.skipped["duplicate MEDS rows"] += 1
             return

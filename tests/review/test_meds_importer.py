@@ -275,3 +275,13 @@ def test_the_command_reads_a_meds_folder_and_prints_a_summary(tmp_path: Path, ca
     (root / "data" / "0.parquet").write_bytes(b"broken")
     with pytest.raises(CommandError, match="data/0.parquet: not a readable Parquet file"):
         call_command("import_medalign", str(root), "--dataset", "m2", "--no-progress")
+
+
+def test_extension_columns_become_event_attributes(tmp_path: Path) -> None:
+    schema = pa.schema([*MEDS_SCHEMA, ("visit_id", pa.int64()), ("tags", pa.list_(pa.string()))])
+    row = (3, T(2020, 1, 1), "LOINC/8867-4", 90.0, None, 7, ["triage"])
+    summary = import_release(
+        write_meds(tmp_path, {"0.parquet": table([row, row], schema)}), dataset_name="m"
+    )
+    assert summary.skipped["duplicate MEDS rows"] == 1
+    assert Event.objects.get().attributes == {"visit_id": "7", "tags": '["triage"]'}
