@@ -261,3 +261,23 @@ def test_reimporting_is_idempotent_and_replace_reloads(tmp_path: Path) -> None:
     assert Event.objects.count() == 4
     assert Encounter.objects.count() == 2
     assert Patient.objects.get(person_id="11").event_count == 2
+
+
+def test_csv_tables_are_read_in_blocks_and_rows_keep_their_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 4096)
+    blocks: list[int] = []
+    original = omop_module.iter_batches
+
+    def counting(path: Path):  # noqa: ANN202
+        for batch in original(path):
+            blocks.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(omop_module, "iter_batches", counting)
+    rows = [[i, 11, 3027018, "2020-01-01", "", str(i), "", "", "HR"] for i in range(1, 601)]
+    rows[449][3] = "not a date"
+    message = refused(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)))
+    assert "measurement.csv, row 450, field 'measurement_date': unparseable timestamp" in message
+    assert len(blocks) > 5
