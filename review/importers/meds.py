@@ -152,6 +152,7 @@ def read_code_descriptions(root: Path, importer: _Importer) -> dict[str, str]:
             if code and description:
                 descriptions[code] = str(description)
     importer.summary.files[file] = "meds:codes"
+    importer.progress(path.stat().st_size)
     return descriptions
 
 

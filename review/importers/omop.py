@@ -229,7 +229,7 @@ class OmopLoader:
     def _read(self, name: str, required: tuple[str, ...], handle: Any) -> None:
         path = self.tables[name]
         size = path.stat().st_size
-        row = 0
+        row = reported = 0
         try:
             for batch in iter_batches(path):
                 if row == 0:
@@ -247,9 +247,14 @@ class OmopLoader:
                         handle(path.name, row, values)
                     except _BadValue as exc:
                         self.problem(path.name, row, exc.column, exc.message)
+                # The reader does not say how many bytes a batch came from; its Arrow size is
+                # close for text columns, and the bar is squared up at the end of the table.
+                step = min(batch.nbytes, size - reported)
+                self.importer.progress(step)
+                reported += step
         except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
             self.problem(path.name, row + 1, None, f"unreadable table ({exc})")
-        self.importer.progress(size)
+        self.importer.progress(size - reported)
 
     def _value(self, values: dict[str, Any], column: str, parse: Any) -> Any:
         try:

@@ -285,3 +285,13 @@ def test_extension_columns_become_event_attributes(tmp_path: Path) -> None:
     )
     assert summary.skipped["duplicate MEDS rows"] == 1
     assert Event.objects.get().attributes == {"visit_id": "7", "tags": '["triage"]'}
+
+
+def test_the_progress_bar_follows_every_byte_of_the_shards(tmp_path: Path) -> None:
+    rows = [(3, T(2020, 1, 1, h), "LOINC/8867-4", float(h), None) for h in range(24)]
+    root = write_meds(tmp_path, {"0.parquet": table(COHORT), "1.parquet": table(rows)})
+    steps: list[int] = []
+    import_release(root, dataset_name="m", progress=steps.append)
+    files = [*(root / "data").glob("*.parquet"), root / "metadata" / "codes.parquet"]
+    assert sum(steps) == sum(f.stat().st_size for f in files)
+    assert min(steps) >= 0

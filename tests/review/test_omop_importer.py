@@ -281,3 +281,11 @@ def test_csv_tables_are_read_in_blocks_and_rows_keep_their_numbers(
     message = refused(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)))
     assert "measurement.csv, row 450, field 'measurement_date': unparseable timestamp" in message
     assert len(blocks) > 5
+
+
+def test_the_progress_bar_follows_every_byte_of_the_tables(tmp_path: Path) -> None:
+    write_omop(tmp_path)
+    steps: list[int] = []
+    import_release(tmp_path, dataset_name="o", progress=steps.append)
+    assert sum(steps) == sum(f.stat().st_size for f in tmp_path.glob("*.csv"))
+    assert min(steps) >= 0
