@@ -753,6 +753,10 @@ def write_release(out: Path, spec: DemoSpec = DemoSpec()) -> dict[str, int]:
                     ]
                 )
                 n_responses += 1
+    # A small synthetic MEDS cohort beside the XML records; the same import picks it up.
+    from review.demo_meds import write_meds_cohort
+
+    write_meds_cohort(out / "meds-cohort", seed=spec.seed)
     return {
         "patients": len(patients),
         "instructions": len(instructions),

@@ -113,11 +113,14 @@ def classify_table(header: list[str]) -> str | None:
     return None
 
 
-def discover(path: Path) -> tuple[dict[str, list[Path]], list[Path], list[str]]:
-    """Tables by kind, XML files, and files ignored (with why)."""
+def discover(
+    path: Path, skip: frozenset[Path] = frozenset()
+) -> tuple[dict[str, list[Path]], list[Path], list[str]]:
+    """Tables by kind, XML files, and files ignored (with why). ``skip``: MEDS/OMOP files."""
     if not path.exists():
         raise ImportFailed([Problem(str(path), None, None, "no such file or folder")])
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    files = [f for f in files if f not in skip]
     tables: dict[str, list[Path]] = {kind: [] for kind in KIND_ORDER}
     xml: list[Path] = []
     ignored: list[str] = []
@@ -615,11 +618,13 @@ class _EventWriter:
         "attributes",
     )
 
-    def __init__(self, patient: Patient) -> None:
+    def __init__(self, patient: Patient, rows: list[tuple[Any, ...]] | None = None) -> None:
         self.patient_id = patient.pk
         self.encounter_id: int | None = None
         self.encounter_ordinal = 0
-        self.rows: list[tuple[Any, ...]] = []
+        # MEDS and OMOP share one buffer between many patients' writers, so a cohort of small
+        # records still goes to the database in large COPY batches.
+        self.rows: list[tuple[Any, ...]] = rows if rows is not None else []
         self.total = 0
         self.notes = 0
         self.first = None
@@ -670,7 +675,7 @@ class _EventWriter:
                 (Event(**dict(zip(self.COLUMNS, row, strict=True))) for row in self.rows),
                 batch_size=2000,
             )
-        self.rows = []
+        self.rows.clear()
 
     def _copy(self, rows: Iterable[tuple[Any, ...]]) -> None:
         table = Event._meta.db_table
@@ -700,8 +705,22 @@ def import_release(
     is_synthetic: bool = False,
 ) -> ImportSummary:
     """Import every release file under ``path`` into dataset ``dataset_name``, all or nothing."""
+    # Imported here: both modules build on this one's machinery (writer, id reserver, importer).
+    from .meds import find_meds_root, load_meds
+    from .omop import find_omop_tables, load_omop
+
     path = Path(path)
-    tables, xml_files, ignored = discover(path)
+    meds_root = find_meds_root(path)
+    omop_tables = find_omop_tables(path, meds_root)
+    skip = frozenset(omop_tables.values())
+    if meds_root is not None:
+        skip |= frozenset(
+            p
+            for sub in ("data", "metadata")
+            if (meds_root / sub).is_dir()
+            for p in (meds_root / sub).rglob("*")
+        )
+    tables, xml_files, ignored = discover(path, skip)
     for name in [*xml_files, *(p for ps in tables.values() for p in ps)]:
         if name.stat().st_size > settings.IMPORT_MAX_FILE_BYTES:
             raise ImportFailed(
@@ -715,7 +734,7 @@ def import_release(
                     )
                 ]
             )
-    if not xml_files and not any(tables.values()):
+    if not xml_files and not any(tables.values()) and meds_root is None and not omop_tables:
         raise ImportFailed([Problem(str(path), None, None, "no release files found")])
     with transaction.atomic():
         dataset, _ = Dataset.objects.get_or_create(
@@ -732,6 +751,12 @@ def import_release(
         for xml_file in xml_files:
             importer.load_xml(xml_file)
         importer.problems.raise_if_any()
+        if meds_root is not None:
+            load_meds(importer, meds_root)
+            importer.problems.raise_if_any()
+        if omop_tables:
+            load_omop(importer, omop_tables)
+            importer.problems.raise_if_any()
         importer.link_patients()
         importer.changed_instructions.update(
             i.pk

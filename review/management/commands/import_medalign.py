@@ -10,8 +10,9 @@ from review.services.imports import dataset_import
 class Command(BaseCommand):
     help = (
         "Import MedAlign release files (a folder holding any subset of them, or one file) into a "
-        "dataset: the two TSVs, the instructions and taxonomy CSVs, and EHR XML in both formats. "
-        "All or nothing; re-running is idempotent."
+        "dataset: the two TSVs, the instructions and taxonomy CSVs, and EHR XML in both formats; "
+        "records may also come as a MEDS dataset (data/*.parquet) or OMOP CDM tables "
+        "(person.csv, measurement.csv…). All or nothing; re-running is idempotent."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

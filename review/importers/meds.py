@@ -1,0 +1,449 @@
+"""MEDS (Medical Event Data Standard) importer: ``data/**/*.parquet`` + ``metadata/codes.parquet``.
+
+Shards are read with pyarrow in record batches of ``BATCH_ROWS``, never a whole shard at once, and
+their schema is checked against the ``meds`` package's ``DataSchema``. Lossless variants that
+MEDS writers produce in practice (``string`` for ``large_string``, ``double`` for ``float``,
+other timestamp units) are accepted and cast; anything else is a problem naming the column.
+
+MEDS keeps each subject's rows together, in one shard, sorted by time; the importer relies on
+it (one patient open at a time, memory flat in shard size) and names the row where it breaks.
+
+Mapping onto the review app's record:
+- null-time rows are static: ``GENDER/…``, ``RACE/…``, ``ETHNICITY/…`` fill the demographics,
+  anything else goes to ``Patient.demographics`` under its code;
+- ``MEDS_BIRTH`` sets the birth date (an event dated before it is a problem);
+- a row with free text (a note or report code, text over ``VALUE_MAX`` characters, or several
+  lines) becomes a note, radiology report sections included; short text is a value
+  (a categorical lab result such as "positive");
+- other rows are coded events, typed by their vocabulary (``LOINC/`` → measurement, …), with the
+  numeric value and the ``unit`` column when the shard has one;
+- encounters: a visit code (``VISIT/…``, ``HOSPITAL_ADMISSION…``, ``ED_REGISTRATION…``) opens one,
+  which ends at the row's ``end`` column when there is one, at a discharge code, or at the next
+  visit; rows outside any visit are grouped by day;
+- exact duplicate rows (same subject, time, code and values) are skipped and counted.
+"""
+
+import json
+import math
+from collections.abc import Hashable
+from datetime import date, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import meds
+import pyarrow as pa
+import pyarrow.parquet as pq
+from flexible_schema.exceptions import SchemaValidationError
+
+from review.models import Encounter
+
+from .columnar import BATCH_ROWS, CohortWriter, batch_rows, local_times
+from .ehr_xml import EventData
+from .loader import _EventWriter, _Importer
+
+VALUE_MAX = 100  # Event.value's length: longer text is a note, not a value
+VISIT_START = ("VISIT", "HOSPITAL_ADMISSION", "ED_REGISTRATION", "ENCOUNTER")
+VISIT_END = ("HOSPITAL_DISCHARGE", "ED_OUT", "VISIT_END", "ENCOUNTER_END")
+NOTE_WORDS = ("NOTE", "REPORT", "RADIOLOGY", "IMPRESSION", "FINDINGS")
+EVENT_TYPES = {
+    "LOINC": "measurement",
+    "LAB": "measurement",
+    "VITALS": "measurement",
+    "ICD9CM": "condition",
+    "ICD10CM": "condition",
+    "SNOMED": "condition",
+    "DIAGNOSIS": "condition",
+    "RXNORM": "drug",
+    "RXNORM EXTENSION": "drug",
+    "ATC": "drug",
+    "NDC": "drug",
+    "MEDICATION": "drug",
+    "CPT4": "procedure",
+    "HCPCS": "procedure",
+    "ICD10PCS": "procedure",
+    "ICD9PROC": "procedure",
+    "PROCEDURE": "procedure",
+    meds.death_code: "death",
+    meds.birth_code: "birth",
+}
+LIFE_EVENT_NAMES = {meds.birth_code: "Birth", meds.death_code: "Death"}
+DEMOGRAPHIC_FIELDS = {"GENDER": "gender", "SEX": "gender", "RACE": "race", "ETHNICITY": "ethnicity"}
+# What the importer accepts for each MEDS column: the standard's type or a lossless variant.
+ACCEPTED_TYPES = {
+    "subject_id": pa.types.is_integer,
+    "time": lambda t: pa.types.is_timestamp(t) or pa.types.is_date(t),
+    "code": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+    "numeric_value": lambda t: pa.types.is_floating(t) or pa.types.is_integer(t),
+    "text_value": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+}
+CORE = ("subject_id", "time", "code", "numeric_value", "text_value")
+_UNSET = object()
+
+
+def find_meds_root(path: Path) -> Path | None:
+    """``path`` (or a folder directly inside it) when it holds ``data/`` with Parquet shards."""
+    if not path.is_dir():
+        return None
+    for candidate in [path, *sorted(d for d in path.iterdir() if d.is_dir())]:
+        data = candidate / meds.data_subdirectory
+        if data.is_dir() and any(data.rglob("*.parquet")):
+            return candidate
+    return None
+
+
+def vocabulary(code: str) -> str:
+    return code.split("/", 1)[0].strip().upper()
+
+
+@lru_cache(maxsize=65536)
+def code_kind(code: str) -> tuple[str, bool, bool]:
+    """(event type, opens a visit, closes a visit): cached, a cohort has few distinct codes."""
+    vocab = vocabulary(code)
+    closes = vocab.startswith(VISIT_END)
+    opens = vocab.startswith(VISIT_START) and not closes
+    event_type = EVENT_TYPES.get(vocab) or ("visit" if opens or closes else "observation")
+    return event_type, opens, closes
+
+
+def check_schema(schema: pa.Schema, file: str, importer: _Importer) -> bool:
+    """Validate against ``meds.DataSchema``; accept lossless variants; name each bad column."""
+    try:
+        meds.DataSchema.validate(schema)
+        return True
+    except SchemaValidationError:
+        pass
+    ok = True
+    for name in CORE:
+        if name not in schema.names:
+            if name in meds.DataSchema.required_columns():
+                importer.problems.add(file, None, name, "required MEDS column is missing")
+                ok = False
+            continue
+        actual = schema.field(name).type
+        if not ACCEPTED_TYPES[name](actual):
+            wanted = meds.DataSchema.schema().field(name).type
+            importer.problems.add(
+                file, None, name, f"has type {actual}; MEDS wants {wanted} (meds.DataSchema)"
+            )
+            ok = False
+    return ok
+
+
+def read_code_descriptions(root: Path, importer: _Importer) -> dict[str, str]:
+    path = root / meds.code_metadata_filepath
+    if not path.exists():
+        return {}
+    file = meds.code_metadata_filepath
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        importer.problems.add(file, None, None, f"not a readable Parquet file ({exc})")
+        return {}
+    names = parquet.schema_arrow.names
+    if "code" not in names:
+        importer.problems.add(file, None, "code", "required column is missing")
+        return {}
+    if "description" not in names:
+        return {}
+    descriptions: dict[str, str] = {}
+    for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=["code", "description"]):
+        for code, description in batch_rows(batch, ["code", "description"]):
+            if code and description:
+                descriptions[code] = str(description)
+    importer.summary.files[file] = "meds:codes"
+    importer.progress(path.stat().st_size)
+    return descriptions
+
+
+class _Subject:
+    """One subject being read: their writer, encounters and what the checks need."""
+
+    def __init__(self, subject_id: int, writer: _EventWriter | None) -> None:
+        self.subject_id = subject_id
+        self.writer = writer
+        self.encounters: dict[int, Encounter] = {}
+        self.current: Encounter | None = None
+        self.current_is_visit = False
+        self.current_day: date | None = None
+        self.last_time: datetime | None = None
+        self.key_time: object = _UNSET
+        self.same_time_keys: set[tuple[Any, ...]] = set()
+        self.first_timed: tuple[datetime, int] | None = None  # (time, row)
+        self.unsorted_reported = False
+
+
+class MedsLoader:
+    def __init__(self, importer: _Importer, root: Path) -> None:
+        self.importer = importer
+        self.root = root
+        self.cohort = CohortWriter(importer, "meds")
+        self.descriptions: dict[str, str] = {}
+        self.seen_subjects: set[int] = set()
+        self.subject: _Subject | None = None
+
+    def run(self) -> None:
+        self.descriptions = read_code_descriptions(self.root, self.importer)
+        shards = sorted((self.root / meds.data_subdirectory).rglob("*.parquet"))
+        for shard in shards:
+            self.load_shard(shard)
+        self._close_subject()
+        self.cohort.finish()
+
+    def problem(self, file: str, row: int | None, field: str | None, message: str) -> None:
+        self.importer.problems.add(file, row, field, message, unit="row")
+
+    def load_shard(self, path: Path) -> None:
+        file = str(path.relative_to(self.root))
+        size = path.stat().st_size
+        try:
+            parquet = pq.ParquetFile(path)
+        except (pa.ArrowException, OSError) as exc:
+            self.problem(file, None, None, f"not a readable Parquet file ({exc})")
+            self.importer.progress(size)
+            return
+        schema = parquet.schema_arrow
+        if not check_schema(schema, file, self.importer):
+            self.importer.progress(size)
+            return
+        self.importer.summary.files[file] = "meds"
+        extras = [n for n in schema.names if n not in CORE]
+        names = [*CORE, *extras]
+        total_rows = max(parquet.metadata.num_rows, 1)
+        row = 0
+        reported = 0
+        try:
+            for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
+                times = local_times(batch.column("time"))
+                ends = local_times(batch.column("end")) if "end" in extras else None
+                values = batch_rows(batch, names)
+                for i, (sid, _t, code, numeric, text, *extra) in enumerate(values):
+                    row += 1
+                    end = ends[i] if ends is not None else None
+                    self.load_row(file, row, sid, times[i], code, numeric, text, extras, extra, end)
+                done = size * row // total_rows
+                self.importer.progress(done - reported)
+                reported = done
+        except (pa.ArrowException, OSError) as exc:
+            self.problem(file, row + 1, None, f"unreadable Parquet data ({exc})")
+        self.importer.progress(size - reported)
+
+    def load_row(
+        self,
+        file: str,
+        row: int,
+        sid: int | None,
+        time: datetime | None,
+        code: str | None,
+        numeric: float | None,
+        text: str | None,
+        extras: list[str],
+        extra: list[Any],
+        end: datetime | None,
+    ) -> None:
+        if sid is None:
+            self.problem(file, row, "subject_id", "required value is empty")
+            return
+        if self.subject is None or sid != self.subject.subject_id:
+            self._open_subject(file, row, sid)
+        subject = self.subject
+        assert subject is not None
+        if code is None or not code.strip():
+            self.problem(file, row, "code", "required value is empty")
+            return
+        if subject.writer is None:
+            return  # kept as imported, or already refused
+        if numeric is not None and math.isnan(numeric):
+            numeric = None
+        if time != subject.key_time:
+            if time is not None and subject.last_time is not None and time < subject.last_time:
+                if not subject.unsorted_reported:
+                    self.problem(
+                        file,
+                        row,
+                        "time",
+                        f"subject {sid}'s rows are not sorted by time "
+                        "(MEDS requires each subject's rows in time order)",
+                    )
+                    subject.unsorted_reported = True
+                return
+            if time is not None:
+                subject.last_time = time
+            # Duplicates share a time, and rows come in time order: only this time's keys matter.
+            subject.key_time = time
+            subject.same_time_keys = set()
+        key: Any = (time, code, numeric, text, *extra)
+        if extras and not all(isinstance(v, Hashable) for v in extra):
+            key = repr(key)  # a list or struct extension column
+        if key in subject.same_time_keys:
+            self.importer.summary.skipped["duplicate MEDS rows"] += 1
+            return
+        subject.same_time_keys.add(key)
+        if time is None:
+            self._static(subject, code, numeric, text)
+            return
+        attributes = {
+            name: _text(value)
+            for name, value in zip(extras, extra, strict=True)
+            if value is not None and name not in ("unit", "end")
+        }
+        unit = str(extra[extras.index("unit")] or "") if "unit" in extras else ""
+        if code == meds.birth_code:
+            self._birth(file, row, subject, time)
+        elif subject.first_timed is None:
+            subject.first_timed = (time, row)
+        event = self._event(code, time, numeric, text, unit, attributes)
+        self._place(subject, code, time, end)
+        self.cohort.add(subject.writer, event)
+
+    def _open_subject(self, file: str, row: int, sid: int) -> None:
+        self._close_subject()
+        if sid in self.seen_subjects:
+            self.problem(
+                file,
+                row,
+                "subject_id",
+                f"subject {sid} appears again after other subjects "
+                "(MEDS keeps each subject's rows together, in one shard)",
+            )
+            self.subject = _Subject(sid, None)
+            return
+        self.seen_subjects.add(sid)
+        self.subject = _Subject(sid, self.cohort.open_patient(str(sid), file))
+
+    def _close_subject(self) -> None:
+        subject = self.subject
+        if subject is not None and subject.writer is not None:
+            self.cohort.close_patient(subject.writer, subject.encounters)
+        self.subject = None
+
+    def _static(
+        self, subject: _Subject, code: str, numeric: float | None, text: str | None
+    ) -> None:
+        assert subject.writer is not None
+        patient = subject.writer.patient  # type: ignore[attr-defined]
+        vocab, _, rest = code.partition("/")
+        value = rest.strip("/") or self.descriptions.get(code, "")
+        target = DEMOGRAPHIC_FIELDS.get(vocab.strip().upper())
+        if target and value:
+            setattr(patient, target, value[:100] if target != "gender" else value[:32])
+            return
+        shown = text if text is not None else (f"{numeric:g}" if numeric is not None else "")
+        patient.demographics[code[:120]] = shown or self.descriptions.get(code, "yes")
+
+    def _birth(self, file: str, row: int, subject: _Subject, time: datetime) -> None:
+        assert subject.writer is not None
+        patient = subject.writer.patient  # type: ignore[attr-defined]
+        patient.birth_date = time.date()
+        if subject.first_timed is not None and subject.first_timed[0].date() < time.date():
+            first_time, first_row = subject.first_timed
+            self.problem(
+                file,
+                first_row,
+                "time",
+                f"subject {subject.subject_id} has an event on {first_time.date()}, before "
+                f"their birth on {time.date()} ({meds.birth_code}, row {row})",
+            )
+
+    def _event(
+        self,
+        code: str,
+        time: datetime,
+        numeric: float | None,
+        text: str | None,
+        unit: str,
+        attributes: dict[str, str],
+    ) -> EventData:
+        description = self.descriptions.get(code, "")
+        if text is not None and text.strip() and _is_note(code, text):
+            note_type = description or code.split("/", 1)[-1].strip("/").replace("//", " ")
+            return EventData(
+                timestamp=time,
+                event_type="note",
+                code=code,
+                name=note_type,
+                text=text.strip(),
+                note_type=note_type,
+                attributes=attributes,
+            )
+        event_type = code_kind(code)[0]
+        value = ""
+        if numeric is not None:
+            value = f"{numeric:g}"
+        elif text is not None:
+            value = text.strip()
+        return EventData(
+            timestamp=time,
+            event_type=event_type,
+            code=code,
+            name=description or LIFE_EVENT_NAMES.get(code, code),
+            value=value,
+            value_numeric=numeric,
+            unit=unit,
+            attributes=attributes,
+        )
+
+    def _place(self, subject: _Subject, code: str, time: datetime, end: datetime | None) -> None:
+        """Pick (or open) the encounter this row belongs to; see the module docstring."""
+        writer = subject.writer
+        assert writer is not None
+        _, opens, closes = code_kind(code)
+        current = subject.current
+        if code in (meds.birth_code, meds.death_code):
+            # Life events belong to no visit; the next row opens its own encounter.
+            subject.current = None
+            writer.encounter_id = None
+            return
+        if opens:
+            kind = code.split("/", 1)[-1].strip("/") or code
+            self._open_encounter(subject, self.descriptions.get(code) or kind, time, end, True)
+            return
+        if closes and current is not None and subject.current_is_visit:
+            current.end = time
+            return
+        if (
+            current is not None
+            and subject.current_is_visit
+            and (current.end is None or time <= current.end)
+        ):
+            return
+        if (
+            current is not None
+            and not subject.current_is_visit
+            and subject.current_day == time.date()
+        ):
+            current.end = time
+            return
+        self._open_encounter(subject, "day (no visit code)", time, time, False)
+
+    def _open_encounter(
+        self, subject: _Subject, kind: str, start: datetime, end: datetime | None, visit: bool
+    ) -> None:
+        writer = subject.writer
+        assert writer is not None
+        ordinal = len(subject.encounters) + 1
+        encounter = self.cohort.new_encounter(writer, ordinal, kind, start, end)
+        subject.encounters[ordinal] = encounter
+        subject.current = encounter
+        subject.current_is_visit = visit
+        subject.current_day = start.date()
+        writer.encounter_id = encounter.id
+        writer.encounter_ordinal = ordinal
+
+
+def _is_note(code: str, text: str) -> bool:
+    upper = code.upper()
+    return any(w in upper for w in NOTE_WORDS) or len(text) > VALUE_MAX or "\n" in text
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+def load_meds(importer: _Importer, root: Path) -> None:
+    """Load the MEDS dataset at ``root`` through ``importer`` (inside its transaction)."""
+    MedsLoader(importer, root).run()

@@ -1,0 +1,291 @@
+"""OMOP CDM importer: CSV and Parquet tables the tests write themselves, good and bad."""
+
+import csv
+from datetime import date
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from review.importers import ImportFailed, import_release
+from review.importers import omop as omop_module
+from review.models import Encounter, Event, Instruction, Patient
+
+pytestmark = pytest.mark.django_db
+
+PERSON = (
+    ["person_id", "gender_concept_id", "year_of_birth", "month_of_birth", "day_of_birth"]
+    + ["birth_datetime", "race_concept_id", "ethnicity_concept_id", "gender_source_value"],
+    [[11, 8507, 1950, 3, 4, "", 0, 0, "M"], [12, 8532, 1980, "", "", "1980-05-06", 0, 0, "F"]],
+)
+CONCEPT = (
+    ["concept_id", "concept_name", "domain_id", "vocabulary_id", "concept_code"],
+    [
+        [8507, "MALE", "Gender", "Gender", "M"],
+        [8532, "FEMALE", "Gender", "Gender", "F"],
+        [3027018, "Heart rate", "Measurement", "LOINC", "8867-4"],
+        [9201, "Inpatient Visit", "Visit", "Visit", "IP"],
+        [9202, "Outpatient Visit", "Visit", "Visit", "OP"],
+        [8541, "per minute", "Unit", "UCUM", "/min"],
+        [201826, "Type 2 diabetes mellitus", "Condition", "SNOMED", "44054006"],
+        [1503297, "metformin", "Drug", "RxNorm", "6809"],
+    ],
+)
+VISITS = (
+    ["visit_occurrence_id", "person_id", "visit_concept_id", "visit_start_date"]
+    + ["visit_start_datetime", "visit_end_date"],
+    # Out of order on purpose: ordinals follow start time, not file order.
+    [
+        [5, 11, 9201, "2020-01-01", "2020-01-01 08:00:00", "2020-01-03"],
+        [4, 11, 9202, "2019-01-01", "", ""],
+    ],
+)
+MEASUREMENT_HEADER = [
+    "measurement_id",
+    "person_id",
+    "measurement_concept_id",
+    "measurement_date",
+    "measurement_datetime",
+    "value_as_number",
+    "unit_concept_id",
+    "visit_occurrence_id",
+    "measurement_source_value",
+]
+MEASUREMENTS = (
+    MEASUREMENT_HEADER,
+    [
+        [1, 11, 3027018, "2020-01-01", "2020-01-01 09:00:00", "104", 8541, 5, "HR"],
+        [2, 12, 0, "2021-01-01", "", "7.5", "", "", "A1C local"],
+    ],
+)
+CONDITIONS = (
+    ["condition_occurrence_id", "person_id", "condition_concept_id", "condition_start_date"]
+    + ["visit_occurrence_id"],
+    [[1, 11, 201826, "2019-01-01", 4]],
+)
+DRUGS = (
+    ["drug_exposure_id", "person_id", "drug_concept_id", "drug_exposure_start_date"],
+    [[1, 11, 1503297, "2019-01-02"]],
+)
+REPORT = "FINDINGS: clear lungs.\nIMPRESSION: no pulmonary embolism."
+NOTES = (
+    ["note_id", "person_id", "note_date", "note_datetime", "note_type_concept_id"]
+    + ["note_class_concept_id", "note_title", "note_text"],
+    [[1, 12, "2021-02-02", "", 0, 0, "CT angiogram chest", REPORT]],
+)
+TABLES = {
+    "person": PERSON,
+    "concept": CONCEPT,
+    "visit_occurrence": VISITS,
+    "measurement": MEASUREMENTS,
+    "condition_occurrence": CONDITIONS,
+    "drug_exposure": DRUGS,
+    "note": NOTES,
+}
+
+
+def write_csv(folder: Path, name: str, header: list, rows: list) -> None:
+    with (folder / f"{name}.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def write_omop(folder: Path, **overrides: tuple[list, list] | None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in {**TABLES, **overrides}.items():
+        if content is not None:
+            write_csv(folder, name, *content)
+    return folder
+
+
+def refused(folder: Path) -> str:
+    with pytest.raises(ImportFailed) as failure:
+        import_release(folder, dataset_name="o")
+    assert not Patient.objects.exists()
+    assert not Event.objects.exists()
+    return str(failure.value)
+
+
+def test_it_imports_omop_tables_with_concept_names_visits_and_notes(tmp_path: Path) -> None:
+    summary = import_release(write_omop(tmp_path), dataset_name="o")
+
+    assert summary.counts["patients"] == 2
+    assert summary.counts["events"] == 5
+    assert summary.counts["encounters"] == 2
+    assert summary.files["person.csv"] == "omop:person"
+    eleven = Patient.objects.get(person_id="11")
+    assert (eleven.gender, eleven.birth_date, eleven.source_format) == (
+        "MALE",
+        date(1950, 3, 4),
+        "omop",
+    )
+    assert Patient.objects.get(person_id="12").birth_date == date(1980, 5, 6)
+
+    heart = Event.objects.get(code="LOINC/8867-4")
+    assert (heart.event_type, heart.name, heart.value, heart.unit) == (
+        "measurement",
+        "Heart rate",
+        "104",
+        "/min",
+    )
+    assert heart.attributes == {"source_value": "HR"}
+    unmapped = Event.objects.get(patient__person_id="12", event_type="measurement")
+    assert (unmapped.code, unmapped.name, unmapped.value) == ("", "A1C local", "7.5")
+    assert Event.objects.get(event_type="drug").name == "metformin"
+    note = Event.objects.get(event_type="note")
+    assert (note.note_type, note.text) == ("CT angiogram chest", REPORT)
+
+    outpatient, inpatient = Encounter.objects.filter(patient=eleven).order_by("ordinal")
+    assert (outpatient.encounter_type, inpatient.encounter_type) == (
+        "Outpatient Visit",
+        "Inpatient Visit",
+    )
+    assert heart.encounter_id == inpatient.pk
+    assert Event.objects.get(event_type="condition").encounter_id == outpatient.pk
+    assert (inpatient.event_count, outpatient.event_count) == (1, 1)
+    assert inpatient.end.date() == date(2020, 1, 3)
+
+
+def test_without_a_concept_table_codes_keep_their_concept_ids(tmp_path: Path) -> None:
+    import_release(write_omop(tmp_path, concept=None), dataset_name="o")
+    heart = Event.objects.get(patient__person_id="11", event_type="measurement")
+    assert (heart.code, heart.name, heart.unit) == ("CONCEPT/3027018", "HR", "")
+
+
+def test_an_unknown_concept_id_is_named_by_table_row_and_column(tmp_path: Path) -> None:
+    rows = [[1, 11, 999999, "2020-01-01", "", "1", "", "", "X"]]
+    message = refused(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)))
+    assert (
+        "measurement.csv, row 1, field 'measurement_concept_id': "
+        "concept 999999 is not in the concept table"
+    ) in message
+
+
+def test_events_before_birth_are_refused(tmp_path: Path) -> None:
+    rows = [[1, 11, 3027018, "1949-12-31", "", "1", "", "", "HR"]]
+    message = refused(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)))
+    assert (
+        "measurement.csv, row 1, field 'measurement_date': event on 1949-12-31 is before "
+        "person 11's birth on 1950-03-04"
+    ) in message
+
+
+def test_duplicate_rows_are_refused_naming_both_rows(tmp_path: Path) -> None:
+    rows = [MEASUREMENTS[1][0], MEASUREMENTS[1][1], MEASUREMENTS[1][0]]
+    message = refused(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)))
+    assert (
+        "measurement.csv, row 3, field 'measurement_id': measurement_id 1 appears again "
+        "(first at row 1)"
+    ) in message
+
+
+def test_a_duplicate_person_is_refused(tmp_path: Path) -> None:
+    message = refused(write_omop(tmp_path, person=(PERSON[0], [*PERSON[1], PERSON[1][0]])))
+    assert "person.csv, row 3, field 'person_id': person 11 appears twice" in message
+
+
+def test_an_event_for_an_unknown_person_or_visit_is_refused(tmp_path: Path) -> None:
+    rows = [
+        [1, 99, 3027018, "2020-01-01", "", "1", "", "", "HR"],
+        [2, 11, 3027018, "2020-01-01", "", "1", "", 77, "HR"],
+        [3, 12, 3027018, "2020-01-01", "", "1", "", 5, "HR"],
+    ]
+    message = refused(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)))
+    assert "row 1, field 'person_id': person 99 is not in the person table" in message
+    assert "row 2, field 'visit_occurrence_id': visit 77 is not in the table" in message
+    assert "row 3, field 'visit_occurrence_id': visit 5 belongs to another person" in message
+
+
+def test_bad_values_and_missing_columns_are_named(tmp_path: Path) -> None:
+    rows = [[1, 11, 3027018, "31/31/2020", "", "lots", "", "", "HR"]]
+    message = refused(
+        write_omop(
+            tmp_path,
+            measurement=(MEASUREMENT_HEADER, rows),
+            drug_exposure=(["drug_exposure_id", "person_id"], [[1, 11]]),
+        )
+    )
+    assert "measurement.csv, row 1, field 'measurement_date': unparseable timestamp" in message
+    assert "drug_exposure.csv, field 'drug_exposure_start_date': required column" in message
+
+
+def test_tables_without_a_person_table_are_refused(tmp_path: Path) -> None:
+    message = refused(write_omop(tmp_path, person=None))
+    assert "OMOP tables need the person table" in message
+
+
+def test_parquet_tables_are_read_in_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(omop_module, "BATCH_ROWS", 100)
+    write_omop(tmp_path, measurement=None)
+    pq.write_table(
+        pa.table(
+            {
+                "measurement_id": pa.array(range(1, 1001), pa.int64()),
+                "person_id": pa.array([11] * 1000, pa.int64()),
+                "measurement_concept_id": pa.array([3027018] * 1000, pa.int32()),
+                "measurement_date": pa.array([date(2020, 1, 1)] * 1000, pa.date32()),
+                "value_as_number": pa.array([float(i) for i in range(1000)]),
+            }
+        ),
+        tmp_path / "measurement.parquet",
+        row_group_size=100,
+    )
+    summary = import_release(tmp_path, dataset_name="o")
+    assert summary.files["measurement.parquet"] == "omop:measurement"
+    assert Event.objects.filter(code="LOINC/8867-4").count() == 1000
+    assert Patient.objects.get(person_id="11").event_count == 1002
+
+
+def test_instructions_keyed_by_person_id_reach_the_omop_record(tmp_path: Path) -> None:
+    write_omop(tmp_path)
+    (tmp_path / "instructions.csv").write_text(
+        'instruction_id,question,person_id\n601,"Was a PE found?",12\n'
+    )
+    import_release(tmp_path, dataset_name="o")
+    assert Instruction.objects.get().patient == Patient.objects.get(person_id="12")
+
+
+def test_reimporting_is_idempotent_and_replace_reloads(tmp_path: Path) -> None:
+    write_omop(tmp_path)
+    import_release(tmp_path, dataset_name="o")
+    again = import_release(tmp_path, dataset_name="o")
+    assert again.skipped["record already imported (use --replace)"] == 2
+    assert Event.objects.count() == 5
+    write_omop(tmp_path, drug_exposure=None)
+    (tmp_path / "drug_exposure.csv").unlink()
+    import_release(tmp_path, dataset_name="o", replace=True)
+    assert Event.objects.count() == 4
+    assert Encounter.objects.count() == 2
+    assert Patient.objects.get(person_id="11").event_count == 2
+
+
+def test_csv_tables_are_read_in_blocks_and_rows_keep_their_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 4096)
+    blocks: list[int] = []
+    original = omop_module.iter_batches
+
+    def counting(path: Path):  # noqa: ANN202
+        for batch in original(path):
+            blocks.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(omop_module, "iter_batches", counting)
+    rows = [[i, 11, 3027018, "2020-01-01", "", str(i), "", "", "HR"] for i in range(1, 601)]
+    rows[449][3] = "not a date"
+    message = refused(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)))
+    assert "measurement.csv, row 450, field 'measurement_date': unparseable timestamp" in message
+    assert len(blocks) > 5
+
+
+def test_the_progress_bar_follows_every_byte_of_the_tables(tmp_path: Path) -> None:
+    write_omop(tmp_path)
+    steps: list[int] = []
+    import_release(tmp_path, dataset_name="o", progress=steps.append)
+    assert sum(steps) == sum(f.stat().st_size for f in tmp_path.glob("*.csv"))
+    assert min(steps) >= 0
