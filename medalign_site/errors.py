@@ -65,6 +65,10 @@ SIGNED_OUT_MESSAGE = (
     "Your session has ended. Sign in again to save: your changes are kept on this page "
     "until the server has them."
 )
+SECOND_FACTOR_MESSAGE = (
+    "This session has not passed the second factor. Enter your authenticator code to save: your "
+    "changes are kept on this page until the server has them."
+)
 NO_ACCESS_MESSAGE = (
     "Your access to the records needs attention (approval, training certificate, data use "
     "agreement or second factor). Open the app in a new tab to see what is missing; your "
@@ -90,12 +94,25 @@ class JsonAuthMiddleware:
         if not _wants_json(request) or "application/json" in response.get("Content-Type", ""):
             return response
         if response.status_code in (301, 302, 303, 307, 308):
+            # Where the page's sign-in window should go; it ends on a page that tells the review
+            # page to send its edits (review.views.clinician.session_resumed).
+            resume = "?next=" + reverse("session_resumed")
             if not request.user.is_authenticated:
                 return JsonResponse(
                     {
                         "error": "signed_out",
                         "message": SIGNED_OUT_MESSAGE,
-                        "login_url": reverse(settings.LOGIN_URL),
+                        "login_url": reverse(settings.LOGIN_URL) + resume,
+                    },
+                    status=401,
+                )
+            if response["Location"].startswith(reverse("mfa_reauthenticate")):
+                # Signed in, but this session has not passed the second factor.
+                return JsonResponse(
+                    {
+                        "error": "second_factor",
+                        "message": SECOND_FACTOR_MESSAGE,
+                        "login_url": reverse("mfa_reauthenticate") + resume,
                     },
                     status=401,
                 )

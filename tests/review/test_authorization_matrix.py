@@ -407,8 +407,8 @@ def without_second_factor(key: str, rule: Rule, kind: str) -> str:
         return {"admin:login": HOME, "admin:logout": "302"}.get(key, ADMIN_LOGIN)
     if rule.expect["applicant"] == APP:  # a page behind the access check (role_required, home)
         return TOTP_STEP
-    if rule.expect["applicant"] == "403":  # a JSON endpoint behind it: JSON, not a redirect
-        return "403"
+    if rule.expect["applicant"] == "403":  # a JSON endpoint behind it: a JSON 401 to the step
+        return "401"
     return expected
 
 

@@ -43,9 +43,13 @@ def test_a_password_only_session_gets_no_record_once_totp_is_enrolled_elsewhere(
     factories.sign_in(client, world.clinician, second_factor=False)
     TOTP.activate(world.clinician, factories.TOTP_SECRET)  # "elsewhere"
     response = client.get(_note_url(world))
-    assert response.status_code == 302
-    assert response["Location"].startswith(reverse("mfa_reauthenticate"))
+    # A JSON endpoint: a JSON 401 that sends the page's sign-in window to the TOTP step.
+    assert response.status_code == 401 and response.json()["error"] == "second_factor"
+    assert response.json()["login_url"].startswith(reverse("mfa_reauthenticate"))
     assert b"Synthetic note" not in response.content
+    page = client.get(reverse("clinician_queue"))
+    assert page.status_code == 302
+    assert page["Location"].startswith(reverse("mfa_reauthenticate"))
 
 
 @pytest.mark.parametrize(
@@ -67,7 +71,7 @@ def test_djangos_admin_refuses_a_password_only_session(world, client):
 def test_passing_totp_in_the_session_opens_the_records(world, client):
     factories.sign_in(client, world.clinician, second_factor=False)
     url = _note_url(world)
-    step = client.get(url)["Location"]
+    step = client.get(url).json()["login_url"]
     response = client.post(step, {"code": factories.totp_code_fresh()})
     assert response.status_code == 302
     assert client.get(url).status_code == 200
@@ -88,7 +92,7 @@ def test_setting_up_totp_passes_the_second_factor_for_that_session_only(world, c
     )
     request.session.save()
     assert client.get(_note_url(world)).status_code == 200
-    assert other.get(_note_url(world)).status_code == 302
+    assert other.get(_note_url(world)).status_code == 401
 
 
 # --- 12.1 the cached access evaluation, cleared within the same session ------------------------

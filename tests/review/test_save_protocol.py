@@ -102,7 +102,7 @@ def test_a_signed_out_save_is_a_json_401_not_the_sign_in_page(client, setup):
     response = _save(client, review, [_edit(review.handles[0], "rank", 1)])
     assert response.status_code == 401
     assert response.json()["error"] == "signed_out"
-    assert response.json()["login_url"] == reverse("account_login")
+    assert response.json()["login_url"] == reverse("account_login") + "?next=/session/resumed/"
     # The record panel's endpoints too: no HTML drawn into a JSON panel ("NaN events").
     events = client.get(
         reverse("record_events", args=[instruction.pk]), headers={"Accept": "application/json"}

@@ -236,7 +236,7 @@
       }
       return;
     }
-    if (res.status === 401) return sessionEnded();
+    if (res.status === 401) return sessionEnded(res.body);
     if (res.status === 403 && res.body.error === "csrf") {
       // The token changed (signed in again elsewhere): the next try reads the new cookie.
       return trouble(res.body.message || "Sending your changes again.", 500);
@@ -272,8 +272,14 @@
     if (pending.length) schedule(SAVE_DEBOUNCE_MS);
   }
 
-  function sessionEnded() {
+  function sessionEnded(body) {
     signedOut = true;
+    // Sign in again, or only the second factor when the session lacks it: the server says where.
+    if (body && body.login_url) loginUrl = body.login_url;
+    var link = document.getElementById("signin-open");
+    if (link) link.href = loginUrl;
+    var said = document.getElementById("signin-text");
+    if (said && body && body.message) said.textContent = body.message;
     window.clearTimeout(timer);
     var n = pending.length;
     setStatus("signed-out", "Signed out: " + n + " change" + (n === 1 ? "" : "s") + " kept on this page, not saved yet.");
@@ -285,9 +291,10 @@
     timer = window.setTimeout(submitting ? submitNow : flush, 15000);
   }
 
+  var loginUrl = data.urls.login;
   function openSignin(event) {
     if (event) event.preventDefault();
-    window.open(data.urls.login, "medalign-signin", "width=520,height=720");
+    window.open(loginUrl, "medalign-signin", "width=520,height=720");
   }
 
   function signedIn() {
@@ -681,7 +688,7 @@
           next.focus();
           announce("Review submitted.");
         } else if (res.status === 401) {
-          sessionEnded();
+          sessionEnded(res.body);
         } else if (res.status === 409 && res.body.error === "read_only") {
           submitting = false;
           submittedElsewhere(res.body);
@@ -728,7 +735,7 @@
   function getRecord(url, payload) {
     return request(payload === undefined ? "GET" : "POST", url, payload).then(function (res) {
       if (res.status === 401) {
-        sessionEnded();
+        sessionEnded(res.body);
         throw new Error("signed out");
       }
       if (res.status !== 200 || typeof res.body.html !== "string") throw new Error("HTTP " + res.status);
