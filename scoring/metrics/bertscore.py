@@ -418,7 +418,9 @@ class BertScoreBackend(MetricBackend):
             hyp, ref = entries[pair.hypothesis.strip()], entries[pair.reference.strip()]
             p, r, f = _greedy(hyp, ref, idf, engine.special_ids)
             if baseline is not None:
-                p, r, f = ((np.float32(x) - b) / (1 - b) for x, b in zip((p, r, f), baseline))
+                p, r, f = (
+                    (np.float32(x) - b) / (1 - b) for x, b in zip((p, r, f), baseline, strict=True)
+                )
             out.append(
                 Scored(
                     {"precision": float(p), "recall": float(r), "f1": float(f)},

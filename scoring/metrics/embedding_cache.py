@@ -23,6 +23,7 @@ Plain Python: the Django side calls :func:`configure` with the settings.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import struct
@@ -138,10 +139,8 @@ class _Cache:
             entry = CacheEntry.decode(blob)
         except (OSError, ValueError, struct.error):
             return None
-        try:
+        with contextlib.suppress(OSError):
             os.utime(path)  # LRU order for the size cap
-        except OSError:
-            pass
         return entry
 
     def _write(self, namespace: str, key: str, entry: CacheEntry) -> None:
