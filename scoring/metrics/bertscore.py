@@ -385,7 +385,7 @@ class BertScoreBackend(MetricBackend):
 
         # bert-score's own reading: row num_layers, columns P, R, F (float32)
         row = pd.read_csv(self.options["baseline_path"]).iloc[self.options["num_layers"]]
-        return row.to_numpy()[1:].astype(np.float32)
+        return row.to_numpy()[1:].astype(np.float32).astype(np.float64)
 
     def embeddings(self, texts: Sequence[str]) -> dict[str, CacheEntry]:
         """Token vectors of each distinct (stripped) text: from the cache, or one forward pass
@@ -418,12 +418,14 @@ class BertScoreBackend(MetricBackend):
             hyp, ref = entries[pair.hypothesis.strip()], entries[pair.reference.strip()]
             p, r, f = _greedy(hyp, ref, idf, engine.special_ids)
             if baseline is not None:
-                p, r, f = (
-                    (np.float32(x) - b) / (1 - b) for x, b in zip((p, r, f), baseline, strict=True)
-                )
+                p, r, f = ((x - b) / (1 - b) for x, b in zip((p, r, f), baseline, strict=True))
             out.append(
                 Scored(
-                    {"precision": float(p), "recall": float(r), "f1": float(f)},
+                    # float32 values, as bert-score returns them
+                    {
+                        k: float(np.float32(v))
+                        for k, v in (("precision", p), ("recall", r), ("f1", f))
+                    },
                     truncated=hyp.truncated or ref.truncated,
                 )
             )
@@ -590,31 +592,35 @@ class _Engine:
 def _greedy(
     hyp: CacheEntry, ref: CacheEntry, idf: dict[int, float] | None, special: tuple
 ) -> tuple[float, float, float]:
-    """bert-score's ``greedy_cos_idf`` for one pair, without padding (float32, like it)."""
-    sim = hyp.vectors @ ref.vectors.T
+    """bert-score's ``greedy_cos_idf`` for one pair, without padding.
+
+    Computed in float64 from the float32 vectors, so the result does not depend on how the
+    arrays happen to be aligned in memory (BLAS summation order); differs from bert-score's
+    float32 arithmetic by ~1e-7."""
+    h = hyp.vectors.astype(np.float64)
+    r = ref.vectors.astype(np.float64)
+    sim = h @ r.T
     word_precision = sim.max(axis=1)
     word_recall = sim.max(axis=0)
     hyp_idf = _weights(hyp.ids, idf, special)
     ref_idf = _weights(ref.ids, idf, special)
     with np.errstate(invalid="ignore", divide="ignore"):
-        hyp_idf = hyp_idf / hyp_idf.sum(dtype=np.float32)
-        ref_idf = ref_idf / ref_idf.sum(dtype=np.float32)
-        p = np.float32((word_precision * hyp_idf).sum(dtype=np.float32))
-        r = np.float32((word_recall * ref_idf).sum(dtype=np.float32))
-        f = np.float32(2) * p * r / (p + r)
+        p = float((word_precision * hyp_idf).sum() / hyp_idf.sum())
+        rec = float((word_recall * ref_idf).sum() / ref_idf.sum())
+        f = 2 * p * rec / (p + rec) if (p + rec) else float("nan")
     # as bert-score: a text of special tokens only (empty) scores P = R = 0; NaN F -> 0
     if len(hyp.ids) == 2 or len(ref.ids) == 2:
-        p, r = np.float32(0), np.float32(0)
+        p, rec = 0.0, 0.0
     if np.isnan(f):
-        f = np.float32(0)
-    return float(p), float(r), float(f)
+        f = 0.0
+    return p, rec, f
 
 
 def _weights(ids: np.ndarray, idf: dict[int, float] | None, special: tuple) -> np.ndarray:
     if idf is None:  # bert-score without idf: 1 per token, 0 for [SEP] and [CLS]
-        w = np.ones(len(ids), dtype=np.float32)
+        w = np.ones(len(ids), dtype=np.float64)
         for token in special:
             if token is not None:
                 w[ids == token] = 0
         return w
-    return np.asarray([idf[int(i)] for i in ids], dtype=np.float32)
+    return np.asarray([idf[int(i)] for i in ids], dtype=np.float64)
