@@ -28,6 +28,7 @@ import importlib.util
 import json
 import os
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -348,7 +349,7 @@ class BertScoreBackend(MetricBackend):
         set_offline_env()
         r = self._resolve()
         try:
-            return _Engine(r.path, self.options["num_layers"], self.device)
+            return _Engine(r.path, self.options["num_layers"], self.device, self.tokenizers())
         except OSError as exc:  # missing/corrupt files; never the network (local folder)
             raise MetricUnavailable(f"could not load BERTScore model from {r.path}: {exc}") from exc
 
@@ -438,6 +439,7 @@ class BertScoreBackend(MetricBackend):
         ident = self.identity()
         model = ident["model"]
         o = self.options
+        tok = self.tokenizer_info()
         return {
             "metric": self.name,
             "model": model["id"] or f"local folder {Path(o['model']).name}",
@@ -450,17 +452,27 @@ class BertScoreBackend(MetricBackend):
             "idf": o["idf"],
             "baseline_rescaling": o["rescale_with_baseline"],
             "baseline_sha256": ident["options"]["baseline_sha256"],
-            "tokenizer": self.tokenizer_info()["name"],
-            "tokenizer_fast": self.tokenizer_info()["fast"],
-            "max_input_tokens": self.tokenizer_info()["max_length"],
+            "tokenizer": tok["name"],
+            "tokenizer_fast": tok["fast"],
+            "max_input_tokens": tok["max_length"],
             "pairing": "each pair alone (no padding), equal to bert-score on that pair alone",
             "library_versions": ident["versions"],
         }
 
+    def tokenizers(self) -> _Tokenizers:
+        """The per-process cached tokenizers (no model load)."""
+        # kept apart from the model cache: tokenizers are small, and run creation needs them
+        # (provenance) in processes that never load a model
+        r = self._resolve()
+        with _TOKENIZERS_LOCK:
+            if str(r.path) not in _TOKENIZERS:
+                _TOKENIZERS[str(r.path)] = _Tokenizers(r.path)
+            return _TOKENIZERS[str(r.path)]
+
     def tokenizer_info(self) -> dict[str, Any]:
         """Tokenizer class, whether the fast one is used (only when it gives bert-score's ids on
         a probe set), and the maximum input length."""
-        return self.engine().tokenizer_info()
+        return self.tokenizers().info()
 
 
 # --------------------------------------------------------------------------- the engine
@@ -480,17 +492,17 @@ _PROBE = (
 )
 
 
-class _Engine:
-    """BERTScore's model (bert-score's own ``get_model``: same layers, same weights) with the
-    fast tokenizer where it gives the same ids as bert-score's slow one."""
+_TOKENIZERS: dict[str, _Tokenizers] = {}
+_TOKENIZERS_LOCK = threading.Lock()
 
-    def __init__(self, path: Path, num_layers: int, device: str) -> None:
-        import torch
-        from bert_score.utils import get_model, get_tokenizer
 
-        self.device = device
-        self.model = get_model(str(path), num_layers).to(device)
-        self.model.eval()
+class _Tokenizers:
+    """bert-score's slow tokenizer, and the fast one where it gives the same ids on a probe set
+    (loaded without the model: run creation records which one is used)."""
+
+    def __init__(self, path: Path) -> None:
+        from bert_score.utils import get_tokenizer, sent_encode
+
         self.slow = get_tokenizer(str(path), use_fast=False)
         self.max_length = int(self.slow.model_max_length)
         self.pad_id = self.slow.pad_token_id if self.slow.pad_token_id is not None else 0
@@ -500,12 +512,13 @@ class _Engine:
             fast = get_tokenizer(str(path), use_fast=True)
         except Exception:  # no fast tokenizer for this model
             fast = None
-        if fast is not None and getattr(fast, "is_fast", False) and self._prefix_space() == {}:
-            from bert_score.utils import sent_encode
-
-            if all(self._encode_fast(fast, t)[0] == sent_encode(self.slow, t) for t in _PROBE):
-                self.fast = fast
-        self._torch = torch
+        if (
+            fast is not None
+            and getattr(fast, "is_fast", False)
+            and self._prefix_space() == {}
+            and all(self._encode_fast(fast, t)[0] == sent_encode(self.slow, t) for t in _PROBE)
+        ):
+            self.fast = fast
 
     def _prefix_space(self) -> dict[str, Any]:
         from transformers import GPT2Tokenizer, RobertaTokenizer
@@ -514,7 +527,7 @@ class _Engine:
             return {"add_prefix_space": True}
         return {}
 
-    def tokenizer_info(self) -> dict[str, Any]:
+    def info(self) -> dict[str, Any]:
         return {
             "name": type(self.fast or self.slow).__name__,
             "fast": self.fast is not None,
@@ -546,6 +559,28 @@ class _Engine:
             )
             truncated = len(full) > self.max_length
         return ids, truncated
+
+
+class _Engine:
+    """BERTScore's model (bert-score's own ``get_model``: same layers, same weights) and the
+    tokenizers."""
+
+    def __init__(self, path: Path, num_layers: int, device: str, tokenizers: _Tokenizers) -> None:
+        import torch
+        from bert_score.utils import get_model
+
+        self.device = device
+        self.model = get_model(str(path), num_layers).to(device)
+        self.model.eval()
+        self.tok = tokenizers
+        self.slow = tokenizers.slow
+        self.pad_id = tokenizers.pad_id
+        self.special_ids = tokenizers.special_ids
+        self.encode = tokenizers.encode
+        self._torch = torch
+
+    def tokenizer_info(self) -> dict[str, Any]:
+        return self.tok.info()
 
     def idf_dict(self, sents: Sequence[str]) -> dict[int, float]:
         """bert-score's ``get_idf_dict`` over the same ids (a plain dict plus a default)."""
