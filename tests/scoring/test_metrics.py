@@ -205,10 +205,15 @@ def direct_bertscorer():
 
 @pytest.mark.slow
 def test_bertscore_parity_with_bert_score(direct_bertscorer, capfd):
+    import torch
+
     clear_model_cache()
     backend = get_backend("bertscore", device="cpu")
     ours = backend.score(PAIRS)
-    p, r, f = direct_bertscorer.score(hyps(PAIRS), refs(PAIRS))
+    # the library on each pair alone (issue 12): batched, its padding moves pair 3's recall
+    # from 0.09691 to 0.09798, the very dependence on batch composition the app removes
+    alone = [direct_bertscorer.score([x.hypothesis], [x.reference]) for x in PAIRS]
+    p, r, f = (torch.cat([a[k] for a in alone]) for k in range(3))
     for got, pi, ri, fi in zip(ours, p.tolist(), r.tolist(), f.tolist(), strict=True):
         assert got["precision"] == pytest.approx(pi, abs=1e-5)
         assert got["recall"] == pytest.approx(ri, abs=1e-5)
@@ -242,8 +247,9 @@ def test_bertscore_idf_parity():
     direct = BERTScorer(
         model_type=str(minilm_dir()), num_layers=6, idf=True, idf_sents=corpus, nthreads=0
     )
-    _, _, f = direct.score(hyps(PAIRS[:4]), refs(PAIRS[:4]))
-    assert [g["f1"] for g in ours] == pytest.approx(f.tolist(), abs=1e-5)
+    # the library on each pair alone (batched, its padding moves pair 3's F1 by 8e-4)
+    f = [float(direct.score([x.hypothesis], [x.reference])[2][0]) for x in PAIRS[:4]]
+    assert [g["f1"] for g in ours] == pytest.approx(f, abs=1e-6)
     with pytest.raises(ValueError, match="idf_sents"):
         get_backend("bertscore", idf=True)
 
@@ -477,7 +483,8 @@ def test_the_embedding_cache_is_bounded_and_drops_the_least_recently_used(tmp_pa
     try:
         entry = ec.CacheEntry(np.arange(10, dtype=np.int32), np.ones((10, 64), "f4"), False)
         ec.put_many("ns", {"old": entry})
-        os.utime(next((tmp_path / "c").rglob("old")), (1, 1))  # least recently used
+        old = next(f for f in (tmp_path / "c").rglob("old") if f.is_file())
+        os.utime(old, (1, 1))  # the least recently used
         ec.put_many("ns", {f"k{i}": entry for i in range(3)})  # 4 x ~2.6 kB > 10 kB
         assert not ec.get_many("ns", ["old"])  # evicted
         assert set(ec.get_many("ns", [f"k{i}" for i in range(3)])) == {"k0", "k1", "k2"}
@@ -485,7 +492,8 @@ def test_the_embedding_cache_is_bounded_and_drops_the_least_recently_used(tmp_pa
         assert used <= 10_000
         got = ec.get_many("ns", ["k1"])["k1"]
         assert got.vectors.shape == (10, 64) and got.ids.tolist() == list(range(10))
-        (next((tmp_path / "c").rglob("k2"))).write_bytes(b"garbage")  # corrupt: a miss
+        corrupt = next(f for f in (tmp_path / "c").rglob("k2") if f.is_file())
+        corrupt.write_bytes(b"garbage")  # a corrupt entry is a miss, not an error
         assert not ec.get_many("ns", ["k2"])
     finally:
         ec.configure(directory=None, max_bytes=1 << 30, memory_bytes=256 << 20)
