@@ -299,7 +299,7 @@ class Command(BaseCommand):
             start_new_session=True,
         )
         # Time the scoring, not the worker's start-up: wait for it to say it is ready.
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 900  # a loaded machine imports torch slowly
         while "scoring libraries imported" not in log.read_text(errors="replace"):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise CommandError(f"the worker did not start; its log is {log}")
