@@ -365,6 +365,16 @@ SCORING_REFERENCE_AGGREGATE = env_str("SCORING_REFERENCE_AGGREGATE", "first")
 if SCORING_REFERENCE_AGGREGATE not in {"first", "max", "mean"}:
     raise ImproperlyConfigured("SCORING_REFERENCE_AGGREGATE must be one of first, max, mean")
 TORCH_NUM_THREADS = env_int("TORCH_NUM_THREADS", 0, minimum=0)  # 0: all cores
+# Token/sentence vectors of every text a model embedded, per (model files, layer, text sha256):
+# on disk, shared by the worker processes of a host, least recently used files dropped past the
+# cap (0 MB: memory only); plus an in-process LRU of MEMORY_MB per worker process.
+SCORING_EMBEDDING_CACHE_DIR = Path(
+    env_str("SCORING_EMBEDDING_CACHE_DIR", str(DATA_DIR / "embedding-cache"))
+).resolve()
+SCORING_EMBEDDING_CACHE_MB = env_int("SCORING_EMBEDDING_CACHE_MB", 2048, minimum=0)
+SCORING_EMBEDDING_MEMORY_MB = env_int("SCORING_EMBEDDING_MEMORY_MB", 256, minimum=0)
+# Import torch, transformers, bert-score and COMET when a worker process starts (model queues).
+SCORING_IMPORT_AT_START = env_bool("SCORING_IMPORT_AT_START", False)
 
 # --- Importers --------------------------------------------------------------------------------
 IMPORT_MAX_FILE_BYTES = env_int("IMPORT_MAX_FILE_BYTES", 4 * 1024**3, minimum=1024)

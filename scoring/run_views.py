@@ -31,12 +31,16 @@ def runs(request: HttpRequest) -> HttpResponse:
             else None
         )
         metrics = [m for m in request.POST.getlist("metrics") if m in services.METRIC_LABELS]
-        if dataset is None or not metrics:
-            messages.error(request, "Choose a dataset and at least one metric.")
+        preset = request.POST.get("preset") or None
+        if preset is not None and preset not in services.PRESETS:
+            preset = None
+            metrics = []  # an unknown preset is refused, not silently replaced
+        if dataset is None or not (metrics or preset):
+            messages.error(request, "Choose a dataset and at least one metric or a preset.")
         else:
             try:
                 run = services.scoring_run_create(
-                    dataset=dataset, metrics=metrics, actor=request.user
+                    dataset=dataset, metrics=metrics, actor=request.user, preset=preset
                 )
             except services.ScoringError as exc:
                 messages.error(request, str(exc))
@@ -50,7 +54,12 @@ def runs(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "scoring/runs/list.html",
-        {"runs": runs_recent(), "datasets": datasets, "statuses": statuses},
+        {
+            "runs": runs_recent(),
+            "datasets": datasets,
+            "statuses": statuses,
+            "presets": services.PRESETS.values(),
+        },
     )
 
 

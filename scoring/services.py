@@ -22,6 +22,7 @@ import scipy
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q
+from django.db.models.functions import Length
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -29,7 +30,15 @@ from medalign_site.logs import redact_exception
 from review.models import AuditEvent, Dataset, ModelResponse, User
 from review.services.audit import audit_record
 from scoring import learned
-from scoring.metrics import MetricBackend, MetricUnavailable, Pair, backend_class, get_backend
+from scoring.metrics import (
+    MetricBackend,
+    MetricUnavailable,
+    Pair,
+    Scored,
+    backend_class,
+    embedding_cache,
+    get_backend,
+)
 from scoring.models import (
     ApiToken,
     CorrelationReport,
@@ -71,8 +80,95 @@ def backend_options(name: str) -> dict[str, Any]:
     return {}
 
 
-def backend_for(name: str) -> MetricBackend:
-    return get_backend(name, **backend_options(name))
+def _configure_embedding_cache() -> None:
+    embedding_cache.configure(
+        directory=settings.SCORING_EMBEDDING_CACHE_DIR
+        if settings.SCORING_EMBEDDING_CACHE_MB
+        else None,
+        max_bytes=settings.SCORING_EMBEDDING_CACHE_MB << 20,
+        memory_bytes=settings.SCORING_EMBEDDING_MEMORY_MB << 20,
+    )
+
+
+# Backends are kept per process: a batch reuses the resolved model, hashes and loaded weights
+# instead of validating and resolving them again (no per-batch overhead beyond the database).
+_BACKENDS: dict[str, MetricBackend] = {}
+
+
+def backend_for(name: str, options: dict[str, Any] | None = None) -> MetricBackend:
+    """The backend ``name`` with ``options`` (default: from settings), cached per process."""
+    _configure_embedding_cache()
+    options = backend_options(name) if options is None else options
+    key = json.dumps([name, options], sort_keys=True, default=str)
+    backend = _BACKENDS.get(key)
+    if backend is None:
+        backend = _BACKENDS[key] = get_backend(name, **options)
+    return backend
+
+
+# --- presets ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Preset:
+    key: str
+    label: str
+    description: str
+    metrics: dict[str, dict[str, Any]]  # backend name -> options (replacing the settings)
+    # model id -> what must be in the local Hugging Face cache for it (COMET loads its encoder's
+    # config and tokenizer as well)
+    cache_needs: dict[str, tuple[str, ...]]
+
+
+PRESETS: dict[str, Preset] = {
+    "medalign-helm": Preset(
+        key="medalign-helm",
+        label="MedAlign/HELM",
+        description=(
+            "The metrics MedAlign's and HELM's code used: BERTScore F1 with "
+            "distilbert-base-uncased, COMET Unbabel/wmt22-comet-da, chrF++, ROUGE-L and BLEU."
+        ),
+        metrics={
+            "bertscore": {"model": "distilbert-base-uncased"},
+            "comet": {"checkpoint": "Unbabel/wmt22-comet-da"},
+            "chrf": {},
+            "rougeL": {},
+            "bleu": {},
+        },
+        cache_needs={
+            "distilbert-base-uncased": ("distilbert-base-uncased",),
+            "Unbabel/wmt22-comet-da": ("Unbabel/wmt22-comet-da", "xlm-roberta-large"),
+        },
+    )
+}
+
+
+def _in_hf_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import snapshot_download
+
+        snapshot_download(repo_id=repo_id, local_files_only=True)
+    except Exception:  # LocalEntryNotFoundError (an OSError), bad id, ...
+        return False
+    return True
+
+
+def preset_missing(preset: Preset) -> list[str]:
+    """Model ids the preset needs that are not in the local Hugging Face cache."""
+    needed = dict.fromkeys(repo for repos in preset.cache_needs.values() for repo in repos)
+    return [repo for repo in needed if not _in_hf_cache(repo)]
+
+
+def preset_missing_message(preset: Preset, missing: list[str]) -> str:
+    """What is missing and how to bring it (this server cannot download models)."""
+    names = ", ".join(missing)
+    return (
+        f"The {preset.label} preset needs models that are not in this server's Hugging Face "
+        f"cache: {names}. Models cannot be downloaded here: on a machine with internet access "
+        f"run `huggingface-cli download <id>` for each of {names}, then copy the "
+        "`models--…` folders from its `~/.cache/huggingface/hub` into this server's cache "
+        "(`$HF_HOME/hub`, default `~/.cache/huggingface/hub`) and start the run again."
+    )
 
 
 @dataclass(frozen=True)
@@ -96,20 +192,33 @@ def metric_statuses(names: Iterable[str] = DEFAULT_METRICS) -> list[MetricStatus
     return out
 
 
-def metric_config_get_or_create(*, backend: MetricBackend, aggregate: str) -> MetricConfig:
-    """The stored identity of a backend's configuration plus the reference aggregation."""
-    identity = {**backend.identity(), "reference_aggregate": aggregate}
+def metric_config_get_or_create(
+    *, backend: MetricBackend, aggregate: str, options: dict[str, Any] | None = None
+) -> MetricConfig:
+    """The stored identity of a backend's configuration plus the reference aggregation, with
+    its provenance (``MetricConfig.provenance``) and the options that rebuild the backend in a
+    worker (``identity["backend_options"]``, not part of the hash)."""
+    identity = {
+        **backend.identity(),
+        "reference_aggregate": aggregate,
+        "backend_options": options if options is not None else backend_options(backend.name),
+    }
     identity_hash = hashlib.sha256(
         json.dumps({"backend": backend.identity_hash(), "aggregate": aggregate}).encode()
     ).hexdigest()
-    config, _ = MetricConfig.objects.get_or_create(
+    provenance = {**backend.provenance(), "reference_aggregation": aggregate}
+    config, created = MetricConfig.objects.get_or_create(
         identity_hash=identity_hash,
         defaults={
             "backend": backend.name,
             "identity": identity,
+            "provenance": provenance,
             "label": f"{METRIC_LABELS.get(backend.name, backend.name)} ({aggregate} reference)",
         },
     )
+    if not created and not config.provenance:  # a config stored before provenance existed
+        config.provenance = provenance
+        config.save(update_fields=["provenance"])
     return config
 
 
@@ -127,11 +236,25 @@ def scoring_run_create(
     aggregate: str | None = None,
     batch_size: int | None = None,
     enqueue: bool = True,
+    preset: str | None = None,
 ) -> ScoringRun:
     """Create a run for the metrics that can run here and enqueue batches for what is missing.
 
     Unavailable metrics are recorded on the run with their reason; the others still run.
+    A ``preset`` (``PRESETS``) fixes the metrics and their models; it runs only when all its
+    models are in the local cache, otherwise ``ScoringError`` says which are missing and how
+    to bring them (nothing is created).
     """
+    overrides: dict[str, dict[str, Any]] = {}
+    if preset is not None:
+        chosen = PRESETS.get(preset)
+        if chosen is None:
+            raise ScoringError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+        missing = preset_missing(chosen)
+        if missing:
+            raise ScoringError(preset_missing_message(chosen, missing))
+        overrides = chosen.metrics
+        metrics = list(chosen.metrics)
     names = list(dict.fromkeys(metrics))
     if not names:
         raise ScoringError("choose at least one metric")
@@ -147,13 +270,16 @@ def scoring_run_create(
     unavailable: dict[str, str] = {}
     configs: list[MetricConfig] = []
     for name in names:
+        options = overrides.get(name, backend_options(name))
         try:
-            backend = backend_for(name)
+            backend = backend_for(name, options)
             backend.check_available()
         except (MetricUnavailable, ValueError) as exc:
             unavailable[name] = str(exc)
             continue
-        configs.append(metric_config_get_or_create(backend=backend, aggregate=aggregate))
+        configs.append(
+            metric_config_get_or_create(backend=backend, aggregate=aggregate, options=options)
+        )
     run.configs.set(configs)
     run.unavailable = unavailable
     n_responses = _scorable_responses(dataset).count()
@@ -192,16 +318,14 @@ def _plan_batches(
     *,
     covered: dict[int, set[int]] | None = None,
 ) -> list[ScoringBatch]:
-    """Batches of the responses that have no score yet, an instruction's responses together.
+    """Batches of the responses that have no score yet, sorted by length across the whole run.
 
-    Keeping an instruction's responses in one batch means its reference answers are embedded once
-    per batch (bert-score and COMET deduplicate identical sentences within a call), not once per
-    response; inside a call the libraries sort by length themselves.
+    Length order keeps the texts of one forward pass alike in length (little padding) for every
+    batch, not just within one; reference answers and sources no longer need to travel with their
+    responses, since the embedding cache embeds each distinct text once per model.
     """
     responses = list(
-        _scorable_responses(run.dataset)
-        .order_by("instruction_id", "id")
-        .values_list("id", flat=True)
+        _scorable_responses(run.dataset).order_by(Length("text"), "id").values_list("id", flat=True)
     )
     batches = []
     for config in configs:
@@ -292,10 +416,10 @@ def scoring_batch_execute(*, batch_id: int) -> int:
             .select_related("instruction")
             .prefetch_related("instruction__references")
         )
-        backend = backend_for(batch.config.backend)
+        backend = backend_for(batch.config.backend, batch.config.identity.get("backend_options"))
         pairs, owner = _pairs_for(responses, aggregate)
-        values = backend.score(pairs) if pairs else []
-        scores = _aggregate(batch.config, backend.primary, owner, pairs, values, aggregate)
+        scored = backend.score_detailed(pairs) if pairs else []
+        scores = _aggregate(batch.config, backend.primary, owner, pairs, scored, aggregate)
         with transaction.atomic():
             MetricScore.objects.bulk_create(scores, ignore_conflicts=True)
         created = len(scores)
@@ -314,12 +438,15 @@ def _aggregate(
     primary: str,
     owner: list[int],
     pairs: list[Pair],
-    values: list[dict[str, float]],
+    scored: list[Scored],
     aggregate: str,
 ) -> list[MetricScore]:
     by_response: dict[int, list[dict[str, float]]] = {}
-    for response_id, value in zip(owner, values, strict=True):
-        by_response.setdefault(response_id, []).append(value)
+    truncated: dict[int, bool] = {}
+    for response_id, item in zip(owner, scored, strict=True):
+        by_response.setdefault(response_id, []).append(item.values)
+        # any pair that went into the aggregate was cut: the score judged part of the text
+        truncated[response_id] = truncated.get(response_id, False) or item.truncated
     out = []
     for response_id, per_ref in by_response.items():
         if aggregate == "max":
@@ -336,6 +463,7 @@ def _aggregate(
                 values={k: float(v) for k, v in chosen.items()},
                 per_reference=[{k: float(x) for k, x in v.items()} for v in per_ref],
                 aggregate=aggregate,
+                truncated=truncated[response_id],
             )
         )
     return out

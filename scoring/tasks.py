@@ -66,6 +66,20 @@ def _configure_worker_process(**_: Any) -> None:
         os.environ.setdefault(name, threads)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(int(threads))
+    if settings.SCORING_IMPORT_AT_START:
+        # A model-queue worker can pay the libraries' import (seconds) when its process starts
+        # rather than in its first batch. Weights still load lazily, on the first batch.
+        import torch
+
+        torch.set_num_threads(int(threads))
+        import bert_score.utils  # noqa: F401
+        import transformers  # noqa: F401
+
+        from scoring.metrics.bertscore import BertScoreBackend  # noqa: F401 - the import is the point
+        from scoring.metrics.comet import import_comet
+
+        import_comet()
+        logger.info("scoring libraries imported")
 
 
 @shared_task(acks_late=True)

@@ -5,6 +5,8 @@
     backend.check_available()                   # MetricUnavailable(reason) if it cannot run here
     backend.identity_hash()                     # what produced the numbers
     backend.score([Pair(source, hypothesis, reference)])  # -> [{"precision", "recall", "f1"}]
+    backend.score_detailed(pairs)               # -> [Scored(values, truncated)]
+    backend.provenance()                        # flat description for reports
 
 Importing this package loads no model and imports neither torch nor transformers; model backends
 load lazily on the first ``score()`` and cache the model per process (see ``base``).
@@ -14,10 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import embedding_cache
 from .base import (
     MetricBackend,
     MetricUnavailable,
     Pair,
+    Scored,
     clear_model_cache,
     model_cache_info,
 )
@@ -35,8 +39,10 @@ __all__ = [
     "MetricUnavailable",
     "Pair",
     "RougeLBackend",
+    "Scored",
     "backend_class",
     "clear_model_cache",
+    "embedding_cache",
     "get_backend",
     "model_cache_info",
 ]

@@ -33,6 +33,7 @@ __all__ = [
     "MetricBackend",
     "MetricUnavailable",
     "Pair",
+    "Scored",
     "cached_model",
     "canonical_json",
     "clear_model_cache",
@@ -50,6 +51,15 @@ class Pair:
     source: str  # the instruction (COMET src)
     hypothesis: str  # the model response
     reference: str  # the clinician reference answer
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One pair's values, and whether the metric's model cut the candidate, source or reference
+    to fit its maximum input length (the score then judged only part of the text)."""
+
+    values: dict[str, float]
+    truncated: bool = False
 
 
 class MetricUnavailable(Exception):
@@ -188,6 +198,19 @@ class MetricBackend(abc.ABC):
     @abc.abstractmethod
     def score(self, pairs: Sequence[Pair]) -> list[dict[str, float]]:
         """One dict per pair, same order."""
+
+    def score_detailed(self, pairs: Sequence[Pair]) -> list[Scored]:
+        """Like ``score`` with the truncation flag; lexical metrics never truncate."""
+        return [Scored(values) for values in self.score(pairs)]
+
+    def provenance(self) -> dict[str, Any]:
+        """Flat, human-readable description for reports (see ``scoring.models.MetricConfig``)."""
+        ident = self.identity()
+        return {
+            "metric": self.name,
+            "options": ident.get("options", {}),
+            "library_versions": ident.get("versions", {}),
+        }
 
     @staticmethod
     def _check_pairs(pairs: Sequence[Pair]) -> list[Pair]:

@@ -28,21 +28,33 @@ import importlib.util
 import json
 import os
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from .base import (
     LOCATION_KEY,
     MetricBackend,
     MetricUnavailable,
     Pair,
+    Scored,
     cached_model,
     canonical_json,
     file_sha256,
     library_versions,
     set_offline_env,
+)
+from .embedding_cache import (
+    CacheEntry,
+    get_many,
+    namespace_for,
+    put_many,
+    record_encoded,
+    text_key,
 )
 
 set_offline_env()
@@ -232,6 +244,7 @@ class BertScoreBackend(MetricBackend):
         ):
             raise ValueError("bertscore option device must be None, 'cpu', 'cuda[:N]' or 'mps'")
         self._resolved: _Resolved | None = None
+        self._namespace: str | None = None
         return o
 
     @property
@@ -309,10 +322,10 @@ class BertScoreBackend(MetricBackend):
             ),
             "rescale_with_baseline": o["rescale_with_baseline"],
             "baseline_sha256": file_sha256(o["baseline_path"]) if o["baseline_path"] else None,
-            "batch_size": o["batch_size"],
             "lang": o["lang"],
-            "device": self.device,
-            "use_fast_tokenizer": False,
+            # values no longer depend on batching (each pair alone); the tokenizer is the fast
+            # one only where it gives bert-score's ids, so neither is part of the identity
+            "pairing": "alone",
         }
         return {
             "backend": self.name,
@@ -329,57 +342,320 @@ class BertScoreBackend(MetricBackend):
 
     # ------------------------------------------------------------------ scoring
     def _cache_key(self) -> tuple:
-        o = self.options
         r = self._resolve()
-        return (
-            self.name,
-            str(r.path),
-            o["num_layers"],
-            o["idf_sents"] if o["idf"] else None,
-            o["rescale_with_baseline"],
-            o["baseline_path"],
-            o["lang"],
-            self.device,
-        )
+        return (self.name, str(r.path), self.options["num_layers"], self.device)
 
-    def _load(self):
+    def _load(self) -> _Engine:
         set_offline_env()
         r = self._resolve()
-        o = self.options
         try:
-            from bert_score import BERTScorer
-
-            return BERTScorer(
-                model_type=str(r.path),
-                num_layers=o["num_layers"],
-                batch_size=o["batch_size"],
-                nthreads=0,  # no multiprocessing pool (idf): pools fail in daemonic workers
-                idf=o["idf"],
-                idf_sents=list(o["idf_sents"]) if o["idf"] else None,
-                device=self.device,
-                lang=o["lang"],
-                rescale_with_baseline=o["rescale_with_baseline"],
-                baseline_path=o["baseline_path"],
-            )
+            return _Engine(r.path, self.options["num_layers"], self.device, self.tokenizers())
         except OSError as exc:  # missing/corrupt files; never the network (local folder)
             raise MetricUnavailable(f"could not load BERTScore model from {r.path}: {exc}") from exc
 
-    def scorer(self):
-        """The per-process cached ``bert_score.BERTScorer`` (loaded on first use)."""
+    def engine(self) -> _Engine:
+        """The per-process cached model + tokenizers (loaded on first use)."""
         return cached_model(self._cache_key(), self._load)
 
-    def score(self, pairs: Sequence[Pair]) -> list[dict[str, float]]:
+    def scorer(self) -> _Engine:
+        """Alias of ``engine()`` (the name earlier callers use)."""
+        return self.engine()
+
+    def embedding_namespace(self) -> str:
+        """What the token vectors depend on: model files and layer (see ``embedding_cache``)."""
+        if self._namespace is None:
+            self._namespace = namespace_for(
+                {
+                    "kind": "bertscore-token-vectors",
+                    "files": self.identity()["model"]["files"],
+                    "num_layers": self.options["num_layers"],
+                }
+            )
+        return self._namespace
+
+    def _idf_dict(self, engine: _Engine) -> dict[int, float] | None:
+        if not self.options["idf"]:
+            return None
+        key = (self._cache_key(), "idf", self.identity()["options"]["idf_sents_sha256"])
+        return cached_model(key, lambda: engine.idf_dict(self.options["idf_sents"]))
+
+    def _baseline(self) -> np.ndarray | None:
+        if not self.options["rescale_with_baseline"]:
+            return None
+        import pandas as pd
+
+        # bert-score's own reading: row num_layers, columns P, R, F (float32)
+        row = pd.read_csv(self.options["baseline_path"]).iloc[self.options["num_layers"]]
+        return row.to_numpy()[1:].astype(np.float32).astype(np.float64)
+
+    def embeddings(self, texts: Sequence[str]) -> dict[str, CacheEntry]:
+        """Token vectors of each distinct (stripped) text: from the cache, or one forward pass
+        for the missing ones, length-sorted across all of them, then stored."""
+        wanted = {t.strip() for t in texts}
+        namespace = self.embedding_namespace()
+        keys = {t: text_key(t) for t in wanted}
+        found = get_many(namespace, keys.values())
+        missing = [t for t in wanted if keys[t] not in found]
+        if missing:
+            computed = self.engine().embed(missing, self.options["batch_size"])
+            record_encoded(len(missing))
+            new = {keys[t]: e for t, e in zip(missing, computed, strict=True)}
+            put_many(namespace, new)
+            found.update(new)
+        return {t: found[keys[t]] for t in wanted}
+
+    def score_detailed(self, pairs: Sequence[Pair]) -> list[Scored]:
+        """Each pair scored alone (no padding in the greedy matching), so a value never depends
+        on which other pairs share the call; equal to ``bert-score`` on that pair alone."""
         pairs = self._check_pairs(pairs)
         if not pairs:
             return []
-        scorer = self.scorer()
-        p, r, f = scorer.score(
-            [x.hypothesis for x in pairs],
-            [x.reference for x in pairs],
-            verbose=False,
-            batch_size=self.options["batch_size"],
-        )
-        return [
-            {"precision": float(pi), "recall": float(ri), "f1": float(fi)}
-            for pi, ri, fi in zip(p.tolist(), r.tolist(), f.tolist(), strict=True)
-        ]
+        entries = self.embeddings([p.hypothesis for p in pairs] + [p.reference for p in pairs])
+        engine = self.engine()
+        idf = self._idf_dict(engine)
+        baseline = self._baseline()
+        out = []
+        for pair in pairs:
+            hyp, ref = entries[pair.hypothesis.strip()], entries[pair.reference.strip()]
+            p, r, f = _greedy(hyp, ref, idf, engine.special_ids)
+            if baseline is not None:
+                p, r, f = ((x - b) / (1 - b) for x, b in zip((p, r, f), baseline, strict=True))
+            out.append(
+                Scored(
+                    # float32 values, as bert-score returns them
+                    {
+                        k: float(np.float32(v))
+                        for k, v in (("precision", p), ("recall", r), ("f1", f))
+                    },
+                    truncated=hyp.truncated or ref.truncated,
+                )
+            )
+        return out
+
+    def score(self, pairs: Sequence[Pair]) -> list[dict[str, float]]:
+        return [s.values for s in self.score_detailed(pairs)]
+
+    def provenance(self) -> dict[str, Any]:
+        ident = self.identity()
+        model = ident["model"]
+        o = self.options
+        tok = self.tokenizer_info()
+        return {
+            "metric": self.name,
+            "model": model["id"] or f"local folder {Path(o['model']).name}",
+            "model_source": model["source"],
+            "model_revision": model["revision"],
+            "weights_sha256": next(
+                (model["files"][w] for w in _WEIGHT_FILES if w in model["files"]), None
+            ),
+            "layer": o["num_layers"],
+            "idf": o["idf"],
+            "baseline_rescaling": o["rescale_with_baseline"],
+            "baseline_sha256": ident["options"]["baseline_sha256"],
+            "tokenizer": tok["name"],
+            "tokenizer_fast": tok["fast"],
+            "max_input_tokens": tok["max_length"],
+            "pairing": "each pair alone (no padding), equal to bert-score on that pair alone",
+            "library_versions": ident["versions"],
+        }
+
+    def tokenizers(self) -> _Tokenizers:
+        """The per-process cached tokenizers (no model load)."""
+        # kept apart from the model cache: tokenizers are small, and run creation needs them
+        # (provenance) in processes that never load a model
+        r = self._resolve()
+        with _TOKENIZERS_LOCK:
+            if str(r.path) not in _TOKENIZERS:
+                _TOKENIZERS[str(r.path)] = _Tokenizers(r.path)
+            return _TOKENIZERS[str(r.path)]
+
+    def tokenizer_info(self) -> dict[str, Any]:
+        """Tokenizer class, whether the fast one is used (only when it gives bert-score's ids on
+        a probe set), and the maximum input length."""
+        return self.tokenizers().info()
+
+
+# --------------------------------------------------------------------------- the engine
+
+# Texts where fast and slow WordPiece/BPE tokenizers are known to disagree if they ever do:
+# accents, CJK, control and zero-width characters, long numbers, punctuation runs.
+_PROBE = (
+    "",
+    ".",
+    "The patient's BP was 142/88 mmHg; HR 96 bpm.",
+    "Café naïve résumé Ångström façade — “quoted” ‘text’ … ½ µg",
+    "患者は肺炎で入院した。 한국어 텍스트 Ελληνικά русский",
+    "tab\there\nnew line\r\n  spaces   and\u200bzero\u00adwidth\ufeffbom",
+    "123456789012345678901234567890 3.14159 1e-6 -40°C ###!!!???",
+    "UPPER lower MiXeD don't won't can't e.g. i.e. Dr. St. Mr.",
+    "emoji 🙂👍🏽 and symbols ∑∫√≈≠ ©®™ \x00\x01\x7f",
+)
+
+
+_TOKENIZERS: dict[str, _Tokenizers] = {}
+_TOKENIZERS_LOCK = threading.Lock()
+
+
+class _Tokenizers:
+    """bert-score's slow tokenizer, and the fast one where it gives the same ids on a probe set
+    (loaded without the model: run creation records which one is used)."""
+
+    def __init__(self, path: Path) -> None:
+        from bert_score.utils import get_tokenizer, sent_encode
+
+        self.slow = get_tokenizer(str(path), use_fast=False)
+        self.max_length = int(self.slow.model_max_length)
+        self.pad_id = self.slow.pad_token_id if self.slow.pad_token_id is not None else 0
+        self.special_ids = (self.slow.sep_token_id, self.slow.cls_token_id)
+        self.fast = None
+        try:
+            fast = get_tokenizer(str(path), use_fast=True)
+        except Exception:  # no fast tokenizer for this model
+            fast = None
+        if (
+            fast is not None
+            and getattr(fast, "is_fast", False)
+            and self._prefix_space() == {}
+            and all(self._encode_fast(fast, t)[0] == sent_encode(self.slow, t) for t in _PROBE)
+        ):
+            self.fast = fast
+
+    def _prefix_space(self) -> dict[str, Any]:
+        from transformers import GPT2Tokenizer, RobertaTokenizer
+
+        if isinstance(self.slow, (GPT2Tokenizer, RobertaTokenizer)):
+            return {"add_prefix_space": True}
+        return {}
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "name": type(self.fast or self.slow).__name__,
+            "fast": self.fast is not None,
+            "max_length": self.max_length,
+        }
+
+    def _encode_fast(self, tok, text: str) -> tuple[list[int], bool]:
+        text = text.strip()
+        if not text:
+            return tok.build_inputs_with_special_tokens([]), False
+        full = tok.encode(text, add_special_tokens=True, truncation=False)
+        if len(full) <= self.max_length:
+            return full, False
+        return tok.encode(
+            text, add_special_tokens=True, max_length=self.max_length, truncation=True
+        ), True
+
+    def encode(self, text: str) -> tuple[list[int], bool]:
+        """bert-score's ``sent_encode`` ids, and whether the text was cut to ``max_length``."""
+        if self.fast is not None:
+            return self._encode_fast(self.fast, text)
+        from bert_score.utils import sent_encode
+
+        ids = sent_encode(self.slow, text)
+        truncated = False
+        if len(ids) >= self.max_length:  # only then can it have been cut
+            full = self.slow.encode(
+                text.strip(), add_special_tokens=True, truncation=False, **self._prefix_space()
+            )
+            truncated = len(full) > self.max_length
+        return ids, truncated
+
+
+class _Engine:
+    """BERTScore's model (bert-score's own ``get_model``: same layers, same weights) and the
+    tokenizers."""
+
+    def __init__(self, path: Path, num_layers: int, device: str, tokenizers: _Tokenizers) -> None:
+        import torch
+        from bert_score.utils import get_model
+
+        self.device = device
+        self.model = get_model(str(path), num_layers).to(device)
+        self.model.eval()
+        self.tok = tokenizers
+        self.slow = tokenizers.slow
+        self.pad_id = tokenizers.pad_id
+        self.special_ids = tokenizers.special_ids
+        self.encode = tokenizers.encode
+        self._torch = torch
+
+    def tokenizer_info(self) -> dict[str, Any]:
+        return self.tok.info()
+
+    def idf_dict(self, sents: Sequence[str]) -> dict[int, float]:
+        """bert-score's ``get_idf_dict`` over the same ids (a plain dict plus a default)."""
+        from collections import Counter, defaultdict
+        from math import log
+
+        counts: Counter[int] = Counter()
+        for sent in sents:
+            counts.update(set(self.encode(sent)[0]))
+        n = len(sents)
+        idf: dict[int, float] = defaultdict(lambda: log((n + 1) / 1))
+        idf.update({i: log((n + 1) / (c + 1)) for i, c in counts.items()})
+        return idf
+
+    def embed(self, texts: list[str], batch_size: int) -> list[CacheEntry]:
+        """Normalized last-layer token vectors, batches of similar token length."""
+        torch = self._torch
+        encoded = [self.encode(t) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i][0]))
+        out: list[CacheEntry | None] = [None] * len(texts)
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                width = max(len(encoded[i][0]) for i in chunk)
+                x = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for row, i in enumerate(chunk):
+                    ids = encoded[i][0]
+                    x[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+                    mask[row, : len(ids)] = 1
+                emb = self.model(x.to(self.device), attention_mask=mask.to(self.device))[0]
+                emb = emb / torch.norm(emb, dim=-1).unsqueeze(-1)  # bert-score's normalization
+                emb = emb.float().cpu().numpy()
+                for row, i in enumerate(chunk):
+                    ids, truncated = encoded[i]
+                    out[i] = CacheEntry(
+                        ids=np.asarray(ids, dtype=np.int32),
+                        vectors=np.ascontiguousarray(emb[row, : len(ids)]),
+                        truncated=truncated,
+                    )
+        return out  # type: ignore[return-value]
+
+
+def _greedy(
+    hyp: CacheEntry, ref: CacheEntry, idf: dict[int, float] | None, special: tuple
+) -> tuple[float, float, float]:
+    """bert-score's ``greedy_cos_idf`` for one pair, without padding.
+
+    Computed in float64 from the float32 vectors, so the result does not depend on how the
+    arrays happen to be aligned in memory (BLAS summation order); differs from bert-score's
+    float32 arithmetic by ~1e-7."""
+    h = hyp.vectors.astype(np.float64)
+    r = ref.vectors.astype(np.float64)
+    sim = h @ r.T
+    word_precision = sim.max(axis=1)
+    word_recall = sim.max(axis=0)
+    hyp_idf = _weights(hyp.ids, idf, special)
+    ref_idf = _weights(ref.ids, idf, special)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = float((word_precision * hyp_idf).sum() / hyp_idf.sum())
+        rec = float((word_recall * ref_idf).sum() / ref_idf.sum())
+        f = 2 * p * rec / (p + rec) if (p + rec) else float("nan")
+    # as bert-score: a text of special tokens only (empty) scores P = R = 0; NaN F -> 0
+    if len(hyp.ids) == 2 or len(ref.ids) == 2:
+        p, rec = 0.0, 0.0
+    if np.isnan(f):
+        f = 0.0
+    return p, rec, f
+
+
+def _weights(ids: np.ndarray, idf: dict[int, float] | None, special: tuple) -> np.ndarray:
+    if idf is None:  # bert-score without idf: 1 per token, 0 for [SEP] and [CLS]
+        w = np.ones(len(ids), dtype=np.float64)
+        for token in special:
+            if token is not None:
+                w[ids == token] = 0
+        return w
+    return np.asarray([idf[int(i)] for i in ids], dtype=np.float64)

@@ -26,15 +26,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .base import (
     LOCATION_KEY,
     MetricBackend,
     MetricUnavailable,
     Pair,
+    Scored,
     cached_model,
     file_sha256,
     library_versions,
     set_offline_env,
+)
+from .embedding_cache import (
+    CacheEntry,
+    get_many,
+    namespace_for,
+    put_many,
+    record_encoded,
+    text_key,
 )
 
 set_offline_env()
@@ -111,6 +122,7 @@ class CometBackend(MetricBackend):
         if o["gpus"] not in (None, 0, 1) or isinstance(o["gpus"], bool):
             raise ValueError("comet option gpus must be None (auto), 0 or 1")
         self._resolved: _Resolved | None = None
+        self._namespace: str | None = None
         return o
 
     @property
@@ -203,17 +215,107 @@ class CometBackend(MetricBackend):
                 f"could not load COMET checkpoint {r.ckpt}: {type(exc).__name__}: {exc}"
             ) from exc
         model.eval()
+        if self.gpus:  # the fast path runs the encoder itself (predict would move it anyway)
+            model.to("cuda")
         return model
 
     def model(self):
         """The per-process cached COMET model (loaded on first use)."""
         return cached_model(self._cache_key(), self._load)
 
-    def score(self, pairs: Sequence[Pair]) -> list[dict[str, float]]:
+    def embedding_namespace(self) -> str:
+        """COMET sentence vectors depend on the checkpoint only (encoder + layer mix)."""
+        if self._namespace is None:
+            ident = self.identity()["checkpoint"]
+            self._namespace = namespace_for(
+                {
+                    "kind": "comet-sentence-vectors",
+                    "sha256": ident["sha256"],
+                    "hparams_sha256": ident["hparams_sha256"],
+                }
+            )
+        return self._namespace
+
+    def _fast_path(self, model: Any) -> bool:
+        # The sentence-embedding shortcut is exact for COMET's RegressionMetric (wmt20/22-comet-da
+        # and the like: the estimator sees three independent sentence vectors). Other model
+        # classes (ranking, unified/xCOMET, QE) go through COMET's own predict.
+        return type(model).__name__ == "RegressionMetric" and not getattr(
+            model, "use_context", False
+        )
+
+    def sentence_vectors(self, model: Any, texts: Sequence[str]) -> dict[str, CacheEntry]:
+        """One vector per distinct text (a source or reference shared by an instruction's
+        responses is encoded once), from the cache or one length-sorted forward pass."""
+        import torch
+
+        wanted = list(dict.fromkeys(texts))
+        namespace = self.embedding_namespace()
+        keys = {t: text_key(t) for t in wanted}
+        found = get_many(namespace, keys.values())
+        missing = [t for t in wanted if keys[t] not in found]
+        if missing:
+            encoder = model.encoder
+            limit = encoder.max_positions - 2  # COMET's own max_length for the tokenizer
+            lengths = [
+                len(ids) for ids in encoder.tokenizer(missing, truncation=False)["input_ids"]
+            ]
+            too_long = {t: n > limit for t, n in zip(missing, lengths, strict=True)}
+            order = sorted(range(len(missing)), key=lambda i: lengths[i])
+            device = next(model.parameters()).device
+            bs = self.options["batch_size"]
+            new: dict[str, CacheEntry] = {}
+            with torch.inference_mode():
+                for start in range(0, len(order), bs):
+                    chunk = [missing[i] for i in order[start : start + bs]]
+                    inputs = encoder.prepare_sample(chunk)
+                    vectors = model.compute_sentence_embedding(
+                        inputs["input_ids"].to(device), inputs["attention_mask"].to(device)
+                    )
+                    vectors = vectors.float().cpu().numpy()
+                    for row, text in enumerate(chunk):
+                        new[keys[text]] = CacheEntry(
+                            ids=np.zeros(0, dtype=np.int32),
+                            vectors=np.ascontiguousarray(vectors[row]),
+                            truncated=too_long[text],
+                        )
+            record_encoded(len(missing))
+            put_many(namespace, new)
+            found.update(new)
+        return {t: found[keys[t]] for t in wanted}
+
+    def score_detailed(self, pairs: Sequence[Pair]) -> list[Scored]:
+        import torch
+
         pairs = self._check_pairs(pairs)
         if not pairs:
             return []
         model = self.model()
+        if not self._fast_path(model):
+            return [Scored(v) for v in self._predict(model, pairs)]
+        texts = [p.source for p in pairs] + [p.reference for p in pairs]
+        vectors = self.sentence_vectors(model, texts + [p.hypothesis for p in pairs])
+        device = next(model.parameters()).device
+        out: list[Scored] = []
+        bs = max(self.options["batch_size"], 256)  # the estimator is a small MLP: wide batches
+        with torch.inference_mode():
+            for start in range(0, len(pairs), bs):
+                chunk = pairs[start : start + bs]
+
+                def stack(field: str, chunk: list[Pair] = chunk) -> torch.Tensor:
+                    rows = [vectors[getattr(p, field)].vectors for p in chunk]
+                    return torch.from_numpy(np.stack(rows)).to(device)
+
+                scores = model.estimate(stack("source"), stack("hypothesis"), stack("reference"))
+                for pair, value in zip(chunk, scores.score.float().cpu().tolist(), strict=True):
+                    truncated = any(
+                        vectors[getattr(pair, f)].truncated
+                        for f in ("source", "hypothesis", "reference")
+                    )
+                    out.append(Scored({"score": float(value)}, truncated=truncated))
+        return out
+
+    def _predict(self, model: Any, pairs: list[Pair]) -> list[dict[str, float]]:
         samples = [{"src": p.source, "mt": p.hypothesis, "ref": p.reference} for p in pairs]
         out = model.predict(
             samples,
@@ -223,3 +325,32 @@ class CometBackend(MetricBackend):
             num_workers=0,
         )
         return [{"score": float(s)} for s in out.scores]
+
+    def score(self, pairs: Sequence[Pair]) -> list[dict[str, float]]:
+        return [s.values for s in self.score_detailed(pairs)]
+
+    def provenance(self) -> dict[str, Any]:
+        import yaml
+
+        ident = self.identity()
+        ckpt = ident["checkpoint"]
+        r = self._resolve()
+        try:
+            hparams = yaml.safe_load((r.ckpt.parents[1] / "hparams.yaml").read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            hparams = {}
+        return {
+            "metric": self.name,
+            "model": ckpt["id"] or f"local checkpoint {r.ckpt.parents[1].name}",
+            "model_source": ckpt["source"],
+            "model_revision": ckpt["revision"],
+            "weights_sha256": ckpt["sha256"],
+            "hparams_sha256": ckpt["hparams_sha256"],
+            "model_class": hparams.get("class_identifier"),
+            "encoder": hparams.get("pretrained_model"),
+            "encoder_type": hparams.get("encoder_model"),
+            "layer": hparams.get("layer"),
+            "pool": hparams.get("pool"),
+            "tokenizer": hparams.get("pretrained_model"),
+            "library_versions": ident["versions"],
+        }

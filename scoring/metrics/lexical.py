@@ -67,6 +67,14 @@ class RougeLBackend(_LexicalBackend):
             "versions": library_versions("rouge-score", "nltk"),
         }
 
+    def provenance(self) -> dict[str, Any]:
+        return {
+            "metric": self.name,
+            "stemming": self.options["use_stemmer"],
+            "rouge_tokenizer": self.options["tokenizer"],
+            "library_versions": library_versions("rouge-score", "nltk"),
+        }
+
     def score(self, pairs: Sequence[Pair]) -> list[dict[str, float]]:
         scorer = self._get_scorer()
         out = []
@@ -113,6 +121,13 @@ class _SacreBleuBackend(_LexicalBackend):
             "options": dict(self.options),
             "signature": self.signature(),
             "versions": library_versions("sacrebleu"),
+        }
+
+    def provenance(self) -> dict[str, Any]:
+        return {
+            "metric": self.name,
+            "sacrebleu_signature": self.signature(),
+            "library_versions": library_versions("sacrebleu"),
         }
 
     def score(self, pairs: Sequence[Pair]) -> list[dict[str, float]]:

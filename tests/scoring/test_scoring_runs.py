@@ -5,7 +5,7 @@ import sacrebleu
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from review.models import AuditEvent, ModelResponse
+from review.models import AuditEvent, Dataset, ModelResponse
 from scoring import services
 from scoring.models import MetricConfig, MetricScore, ScoringBatch, ScoringRun
 from scoring.selectors import run_progress
@@ -175,3 +175,128 @@ def test_the_run_pages_start_a_run_and_report_progress(client) -> None:
     progress = client.get(f"/research/runs/{run.pk}/progress.json").json()
     assert progress["status"] == "done" and progress["scored"] == progress["total"] == 12
     assert b"m-alpha" not in client.get(f"/research/runs/{run.pk}/").content
+
+
+@pytest.fixture
+def embedding_cache_dir(settings, tmp_path):
+    """An empty embedding cache of this test's own (memory tier cleared)."""
+    from scoring.metrics import embedding_cache
+
+    settings.SCORING_EMBEDDING_CACHE_DIR = tmp_path / "embedding-cache"
+    services._configure_embedding_cache()
+    embedding_cache.clear_memory()
+    return embedding_cache
+
+
+def encoded(cache) -> int:
+    return cache.cache_info()["encoded"]
+
+
+@pytest.mark.slow
+def test_a_new_models_responses_cost_only_their_own_texts(embedding_cache_dir) -> None:
+    dataset = make_scoring_dataset()
+    start = encoded(embedding_cache_dir)
+    services.scoring_run_create(dataset=dataset, metrics=["bertscore"], batch_size=5)
+    first = encoded(embedding_cache_dir) - start
+    scored = ModelResponse.objects.filter(instruction__references__isnull=False).distinct()
+    texts = {r.text for r in scored} | {
+        ref.text for r in scored for ref in r.instruction.references.all()[:1]
+    }
+    assert first == len(texts)  # each distinct text once, across 3 batches
+    # a new model answers every instruction: only its 4 responses are embedded
+    for instruction in dataset.instructions.filter(references__isnull=False).distinct():
+        ModelResponse.objects.create(
+            instruction=instruction, model_name="m-new", text=f"New answer {instruction.pk}."
+        )
+    services.scoring_run_create(dataset=dataset, metrics=["bertscore"])
+    assert encoded(embedding_cache_dir) - start == first + 4
+    # another reference aggregation embeds only the second references, never seen before
+    before = encoded(embedding_cache_dir)
+    services.scoring_run_create(dataset=dataset, metrics=["bertscore"], aggregate="max")
+    assert encoded(embedding_cache_dir) - before == 2  # Annotator_2 of S0 and S2
+    assert MetricScore.objects.filter(config__backend="bertscore").count() == 16 * 2
+
+
+@pytest.mark.slow
+def test_a_score_whose_text_the_model_cut_is_marked_truncated(embedding_cache_dir) -> None:
+    from tests.scoring.test_metrics import CUT
+
+    dataset = make_scoring_dataset()
+    instruction = dataset.instructions.get(instruction_id="S1")
+    instruction.references.update(text=CUT.reference)
+    cut = ModelResponse.objects.create(
+        instruction=instruction, model_name="m-long", text=CUT.hypothesis
+    )
+    services.scoring_run_create(dataset=dataset, metrics=["bertscore", "bleu"])
+    bert = MetricScore.objects.get(response=cut, config__backend="bertscore")
+    assert bert.truncated and bert.value == pytest.approx(1.0, abs=1e-4)
+    assert not MetricScore.objects.get(response=cut, config__backend="bleu").truncated
+    short = MetricScore.objects.filter(config__backend="bertscore").exclude(
+        response__instruction=instruction
+    )
+    assert short.count() == 9 and not short.filter(truncated=True).exists()
+
+
+def test_every_config_records_its_provenance() -> None:
+    dataset = make_scoring_dataset()
+    services.scoring_run_create(dataset=dataset, metrics=[*LEXICAL, "bertscore"], enqueue=False)
+    prov = {c.backend: c.provenance for c in MetricConfig.objects.all()}
+    assert (
+        prov["chrf"]["sacrebleu_signature"].startswith("nrefs:1|")
+        and "nw:2" in (prov["chrf"]["sacrebleu_signature"])
+    )
+    assert (
+        "bleu" in prov["bleu"]["sacrebleu_signature"].lower() or prov["bleu"]["sacrebleu_signature"]
+    )
+    assert prov["rougeL"]["stemming"] is False
+    bert = prov["bertscore"]
+    assert bert["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert len(bert["weights_sha256"]) == 64 and bert["layer"] == 6
+    assert bert["idf"] is False and bert["baseline_rescaling"] is False
+    assert bert["tokenizer"] == "BertTokenizerFast" and bert["tokenizer_fast"] is True
+    assert bert["library_versions"]["bert-score"]
+    assert {p["reference_aggregation"] for p in prov.values()} == {"first"}
+
+
+def test_the_helm_preset_names_the_missing_models_and_how_to_bring_them(client) -> None:
+    preset = services.PRESETS["medalign-helm"]
+    assert set(preset.metrics) == {"bertscore", "comet", "chrf", "rougeL", "bleu"}
+    missing = services.preset_missing(preset)
+    if not missing:
+        pytest.skip("the preset's models are in this machine's cache")
+    make_scoring_dataset(name="helm")
+    with pytest.raises(CommandError) as exc:
+        call_command("score", "--dataset", "helm", "--preset", "medalign-helm", "--inline")
+    for repo in missing:
+        assert repo in str(exc.value)
+    assert "huggingface-cli download" in str(exc.value)
+    assert not ScoringRun.objects.exists()  # nothing half-started
+
+    from review.models import Role
+    from tests import factories
+
+    client.force_login(factories.make_user("h@example.edu", roles=[Role.RESEARCHER], totp=False))
+    page = client.get("/research/runs/")
+    assert b'value="medalign-helm"' in page.content
+    dataset = Dataset.objects.get(name="helm")
+    refused = client.post("/research/runs/", {"dataset": dataset.pk, "preset": "medalign-helm"})
+    assert refused.status_code == 200 and b"distilbert-base-uncased" in refused.content
+    assert not ScoringRun.objects.exists()
+
+
+def test_the_helm_preset_runs_its_own_models_when_they_are_cached(monkeypatch) -> None:
+    monkeypatch.setattr(services, "_in_hf_cache", lambda repo: True)
+    dataset = make_scoring_dataset()
+    run = services.scoring_run_create(dataset=dataset, metrics=[], preset="medalign-helm")
+    assert run.metrics == ["bertscore", "comet", "chrf", "rougeL", "bleu"]
+    # the preset's models, not this server's settings (not really cached here: unavailable)
+    for name in ("bertscore", "comet"):
+        if name in run.unavailable:
+            assert ("distilbert" if name == "bertscore" else "wmt22") in run.unavailable[name]
+        else:
+            config = run.configs.get(backend=name)
+            assert (
+                config.identity["backend_options"]
+                == services.PRESETS["medalign-helm"].metrics[name]
+            )
+    assert set(run.configs.values_list("backend", flat=True)) >= {"chrf", "rougeL", "bleu"}

@@ -23,6 +23,13 @@ class Command(BaseCommand):
             default=",".join(services.DEFAULT_METRICS),
             help="comma-separated: bertscore,comet,rougeL,bleu,chrf",
         )
+        parser.add_argument(
+            "--preset",
+            choices=sorted(services.PRESETS),
+            help="a fixed set of metrics and models (replaces --metrics), e.g. medalign-helm: "
+            "BERTScore distilbert-base-uncased, COMET Unbabel/wmt22-comet-da, chrF++, ROUGE-L, "
+            "BLEU; refused, naming what is missing, unless its models are in the local cache",
+        )
         parser.add_argument("--aggregate", choices=["first", "max", "mean"])
         parser.add_argument("--batch-size", type=int)
         parser.add_argument(
@@ -51,6 +58,7 @@ class Command(BaseCommand):
                     aggregate=options["aggregate"],  # type: ignore[arg-type]
                     batch_size=options["batch_size"],  # type: ignore[arg-type]
                     enqueue=not inline,
+                    preset=options["preset"],  # type: ignore[arg-type]
                 )
         except services.ScoringError as exc:
             raise CommandError(str(exc)) from None
