@@ -224,12 +224,17 @@ def _search(node: Any, key: str) -> Any:
     return None
 
 
-def metric_provenance(identity: Mapping[str, Any]) -> dict[str, Any]:
-    """Every provenance field of one metric configuration; ``"not recorded"`` when absent."""
+def metric_provenance(
+    identity: Mapping[str, Any], recorded: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Every provenance field of one metric configuration; ``"not recorded"`` when absent.
+
+    ``recorded`` is the backend's flat ``MetricConfig.provenance`` (its keys are documented on
+    the model); it wins over what can be dug out of the identity."""
     out: dict[str, Any] = {}
     for field, (paths, key) in PROVENANCE_FIELDS.items():
-        value = None
-        for path in paths:
+        value = (recorded or {}).get(field)
+        for path in paths if value is None else ():
             value = _at(identity, path)
             if value is not None:
                 break

@@ -264,6 +264,7 @@ def report_inputs(
                 "backend": c.backend,
                 "label": c.label,
                 "identity": c.identity,
+                "provenance": c.provenance,
                 "identity_hash": c.identity_hash,
             }
             for c in configs

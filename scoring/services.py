@@ -665,7 +665,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
                 "config_id": m["config_id"],
                 "backend": m["backend"],
                 "identity_hash": m["identity_hash"],
-                **analysis_provenance(m["identity"]),
+                **analysis_provenance(m["identity"], m.get("provenance")),
                 # Responses in this report whose score judged a cut text, and whether the
                 # report left those scores out.
                 "n_truncated": int(

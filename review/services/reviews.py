@@ -119,6 +119,14 @@ def review_get_or_start(*, assignment: Assignment) -> Review:
     """
     review = Review.objects.filter(assignment=assignment).first()
     if review is not None:
+        if len(review.handles) != len(review.shown_order):
+            # A review written without handles (by hand, or an older script): give it some
+            # before the page addresses its responses.
+            with transaction.atomic():
+                review = Review.objects.select_for_update().get(pk=review.pk)
+                if len(review.handles) != len(review.shown_order):
+                    review.handles = [secrets.token_urlsafe(8) for _ in review.shown_order]
+                    review.save(update_fields=["handles"])
         if review.status == Review.Status.DRAFT and not review.shown_order:
             with transaction.atomic():
                 review = Review.objects.select_for_update().get(pk=review.pk)

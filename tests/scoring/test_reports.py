@@ -627,6 +627,24 @@ def test_bertscore_identity_names_model_layer_idf_and_weights(data):
     assert p["stemming"] == "not recorded" and "/secret/path" not in json.dumps(p)
 
 
+def test_the_backends_recorded_provenance_reaches_every_export(data):
+    # What a backend writes into MetricConfig.provenance (scoring.metrics) wins over what can be
+    # dug out of the identity, and reaches the report's exports.
+    MetricConfig.objects.filter(pk=data.bleu.pk).update(
+        provenance={
+            "metric": "bleu",
+            "sacrebleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0",
+            "reference_aggregation": "first",
+            "library_versions": {"sacrebleu": "2.6.0"},
+        }
+    )
+    report = _done_report(data)
+    (bleu,) = [m for m in exports.metric_provenance(report) if m["metric"] == "bleu"]
+    assert bleu["sacrebleu_signature"].endswith("version:2.6.0")
+    assert bleu["reference_aggregation"] == "first"
+    assert bleu["library_versions"] == {"sacrebleu": "2.6.0"}
+
+
 def test_truncated_pairs_are_counted_and_can_be_excluded(data, client):
     cut = data.responses[0][0]  # model-a on instruction 0: bleu 30.0
     MetricScore.objects.filter(response=cut, config=data.bleu).update(truncated=True)
