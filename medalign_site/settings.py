@@ -240,7 +240,8 @@ if _cache_redis:
         "default": {
             "BACKEND": "medalign_site.cache.ResilientRedisCache",
             "LOCATION": _cache_redis,
-            "KEY_PREFIX": "medalign",
+            # Several installations (or parallel test runs) may share one Redis database.
+            "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "medalign"),
             # Redis away: fail fast and degrade (medalign_site/cache.py), never hang a request.
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
         }

@@ -13,3 +13,8 @@ import os
 os.environ["DEBUG"] = "true"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Parallel workers (pytest-xdist) share CI's Redis: each keeps its own cache keys, or one worker's
+# "new DUA version: everyone's access cache is stale" would reach into another worker's test.
+os.environ.setdefault(
+    "CACHE_KEY_PREFIX", "medalign-test-" + os.environ.get("PYTEST_XDIST_WORKER", "main")
+)

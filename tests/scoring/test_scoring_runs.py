@@ -275,7 +275,7 @@ def test_the_helm_preset_names_the_missing_models_and_how_to_bring_them(client) 
     from review.models import Role
     from tests import factories
 
-    client.force_login(factories.make_user("h@example.edu", roles=[Role.RESEARCHER], totp=False))
+    client.force_login(factories.make_user("h@example.edu", roles=[Role.RESEARCHER]))
     page = client.get("/research/runs/")
     assert b'value="medalign-helm"' in page.content
     dataset = Dataset.objects.get(name="helm")
