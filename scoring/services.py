@@ -714,6 +714,10 @@ def report_compute(*, report_id: int) -> CorrelationReport:
                 "reviews_real": len(inputs.review_ids) - n_simulated,
                 "reviews_simulated": n_simulated,
                 "reviews_cannot_assess_excluded": inputs.n_cannot_assess,
+                # Responses that named a model were shown to clinicians with those words masked.
+                "responses_masked": ModelResponse.objects.filter(
+                    instruction__dataset=report.dataset, names_own_model=True
+                ).count(),
             },
             "library_versions": _library_versions(),
             "report_created_at": report.created_at.isoformat(),

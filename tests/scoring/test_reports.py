@@ -627,6 +627,15 @@ def test_bertscore_identity_names_model_layer_idf_and_weights(data):
     assert p["stemming"] == "not recorded" and "/secret/path" not in json.dumps(p)
 
 
+def test_the_report_counts_responses_shown_masked(data, client):
+    ModelResponse.objects.filter(pk=data.responses[0][0].pk).update(names_own_model=True)
+    report = _done_report(data)
+    assert report.provenance["counts"]["responses_masked"] == 1
+    client.force_login(data.researcher)
+    page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert "1 response named a model and was shown to clinicians with those words masked" in page
+
+
 def test_the_backends_recorded_provenance_reaches_every_export(data):
     # What a backend writes into MetricConfig.provenance (scoring.metrics) wins over what can be
     # dug out of the identity, and reaches the report's exports.
