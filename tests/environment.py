@@ -13,8 +13,16 @@ import os
 os.environ["DEBUG"] = "true"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# Parallel workers (pytest-xdist) share CI's Redis: each keeps its own cache keys, or one worker's
-# "new DUA version: everyone's access cache is stale" would reach into another worker's test.
-os.environ.setdefault(
-    "CACHE_KEY_PREFIX", "medalign-test-" + os.environ.get("PYTEST_XDIST_WORKER", "main")
-)
+
+
+def pytest_configure(config) -> None:  # noqa: ANN001 - pytest's Config
+    """Parallel workers (pytest-xdist) share CI's Redis: each keeps its own cache keys, or one
+    worker's cache clear or "new DUA version, everyone's access is stale" reaches into another
+    worker's test. xdist names the worker only once the config exists, hence here; no cache has
+    been used yet, and test subprocesses (gunicorn, Celery) inherit the prefix."""
+    worker = getattr(config, "workerinput", {}).get("workerid", "main")
+    prefix = f"medalign-test-{worker}"
+    os.environ["CACHE_KEY_PREFIX"] = prefix
+    from django.conf import settings
+
+    settings.CACHES["default"]["KEY_PREFIX"] = prefix
