@@ -8,6 +8,7 @@ The browser is signed in by copying a ``force_login`` session cookie.
 """
 
 import re
+import time
 
 import pytest
 from django.contrib.sessions.models import Session
@@ -409,10 +410,14 @@ def test_closing_the_tab_right_after_an_edit_keeps_it(live_server, browser, revi
     _open(page, live_server, instruction)
     _comment(_cards(page).nth(1), "closed at once")
     page.close(run_before_unload=True)  # before the debounced save: the page sends on pagehide
+    # The save travels with the closing tab (keepalive): it lands without any page open.
+    deadline = time.monotonic() + 15
+    while _values(instruction)["B"].comment != "closed at once" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _values(instruction)["B"].comment == "closed at once"
     reopened = context.new_page()
     _open(reopened, live_server, instruction)
     expect(_cards(reopened).nth(1).locator("textarea")).to_have_value("closed at once")
-    assert _values(instruction)["B"].comment == "closed at once"
     context.close()
 
 
