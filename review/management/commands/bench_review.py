@@ -21,7 +21,6 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, reset_queries
-from django.test import Client
 from django.urls import reverse
 
 from review.demo import DemoSpec, write_release
@@ -58,8 +57,9 @@ class Command(BaseCommand):
         )
         user = self._clinician()
         Assignment.objects.get_or_create(instruction=instruction, clinician=user)
-        client = Client()
-        client.force_login(user)
+        from review.benchmarks import signed_in_client
+
+        client = signed_in_client(user)
         rng = random.Random(int(options["seed"]))  # type: ignore[arg-type]
         client.get(reverse("clinician_review", args=[instruction.pk]))  # starts the review
         endpoints = self._endpoints(patient, instruction, rng)
