@@ -89,6 +89,14 @@ def review_world(db):
     return instruction, unassigned, clinician
 
 
+@pytest.fixture
+def clinician_context(browser, live_server, review_world):
+    """A browser context (its tabs share the session) signed in as the world's clinician."""
+    context = browser.new_context()
+    _sign_in(context, live_server, review_world[2])
+    yield context
+
+
 def _open(page, live_server, instruction):
     url = live_server.url + reverse("clinician_review", args=[instruction.pk])
     page.goto(url)
@@ -236,10 +244,9 @@ def test_edits_survive_reloads_made_mid_save_ten_times(live_server, page, review
     )
 
 
-def test_two_tabs_editing_the_same_review_merge(live_server, browser, review_world):
+def test_two_tabs_editing_the_same_review_merge(live_server, clinician_context, review_world):
     instruction, _, clinician = review_world
-    context = browser.new_context()
-    _sign_in(context, live_server, clinician)
+    context = clinician_context
     tab_a, tab_b = context.new_page(), context.new_page()
     _open(tab_a, live_server, instruction)
     _open(tab_b, live_server, instruction)
@@ -263,13 +270,13 @@ def test_two_tabs_editing_the_same_review_merge(live_server, browser, review_wor
     _cards(tab_b).nth(2).get_by_label("Rank of Response C").select_option("4")
     _wait_saved(tab_b)
     assert _values(instruction)["C"].rank == 4
-    context.close()
 
 
-def test_signing_out_in_another_tab_then_in_again_loses_nothing(live_server, browser, review_world):
+def test_signing_out_in_another_tab_then_in_again_loses_nothing(
+    live_server, clinician_context, review_world
+):
     instruction, _, clinician = review_world
-    context = browser.new_context()
-    _sign_in(context, live_server, clinician)
+    context = clinician_context
     tab_a, tab_b = context.new_page(), context.new_page()
     _open(tab_a, live_server, instruction)
     tab_b.goto(live_server.url + reverse("clinician_queue"))
@@ -295,7 +302,6 @@ def test_signing_out_in_another_tab_then_in_again_loses_nothing(live_server, bro
     tab_b.goto(live_server.url + reverse("session_resumed"))  # tells tab A (BroadcastChannel)
     _wait_saved(tab_a)
     assert _values(instruction)["A"].comment == "written while signed out"
-    context.close()
 
 
 def test_an_expired_session_offers_sign_in_and_then_saves(live_server, page, review_world):
@@ -345,11 +351,10 @@ def test_a_failing_server_keeps_edits_and_saves_when_it_is_back(live_server, pag
 
 
 def test_a_review_submitted_in_another_tab_explains_what_happened_to_edits(
-    live_server, browser, review_world
+    live_server, clinician_context, review_world
 ):
     instruction, _, clinician = review_world
-    context = browser.new_context()
-    _sign_in(context, live_server, clinician)
+    context = clinician_context
     tab_a, tab_b = context.new_page(), context.new_page()
     _open(tab_a, live_server, instruction)
     _open(tab_b, live_server, instruction)
@@ -365,7 +370,6 @@ def test_a_review_submitted_in_another_tab_explains_what_happened_to_edits(
     expect(tab_a.locator("[data-testid=notice]")).to_contain_text("Response A comment")
     assert tab_a.locator("#submit-review").is_disabled()
     assert _values(instruction)["A"].comment == ""
-    context.close()
 
 
 def test_a_whole_review_by_keyboard_alone(live_server, page, review_world):
@@ -402,10 +406,9 @@ def test_a_whole_review_by_keyboard_alone(live_server, page, review_world):
     assert presses == 21
 
 
-def test_closing_the_tab_right_after_an_edit_keeps_it(live_server, browser, review_world):
+def test_closing_the_tab_right_after_an_edit_keeps_it(live_server, clinician_context, review_world):
     instruction, _, clinician = review_world
-    context = browser.new_context()
-    _sign_in(context, live_server, clinician)
+    context = clinician_context
     page = context.new_page()
     _open(page, live_server, instruction)
     _comment(_cards(page).nth(1), "closed at once")
@@ -418,7 +421,6 @@ def test_closing_the_tab_right_after_an_edit_keeps_it(live_server, browser, revi
     reopened = context.new_page()
     _open(reopened, live_server, instruction)
     expect(_cards(reopened).nth(1).locator("textarea")).to_have_value("closed at once")
-    context.close()
 
 
 def test_compare_opens_two_responses_side_by_side_in_one_click(live_server, page, review_world):
