@@ -14,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.test import Client
@@ -33,23 +34,29 @@ class BrowserLoad:
         return statistics.median(self.loads_ms)
 
 
-def signed_in_client(user: User) -> Client:
-    """A test client signed in as ``user`` with the second factor passed in its session, as
-    allauth records it after the TOTP step (benchmarks only: they measure, not sign in)."""
-    import time as _time
+def record_second_factor(session: Any, user: User) -> None:
+    """Mark ``session`` as having passed TOTP, as allauth's TOTP step records it.
 
+    For measuring and testing only (benchmarks and the test suite sign in without typing codes);
+    the app itself never calls it."""
     from allauth.account.authentication import AUTHENTICATION_METHODS_SESSION_KEY
 
-    client = Client()
-    client.force_login(user)
-    session = client.session
-    now = _time.time()
-    session[AUTHENTICATION_METHODS_SESSION_KEY] = [
+    now = time.time()
+    records = list(session.get(AUTHENTICATION_METHODS_SESSION_KEY) or [])
+    records += [
         {"method": "password", "at": now, "email": user.email},
         {"method": "mfa", "at": now, "type": "totp"},
     ]
+    session[AUTHENTICATION_METHODS_SESSION_KEY] = records
     session["account_authentication_methods_user"] = str(user.pk)
     session.save()
+
+
+def signed_in_client(user: User) -> Client:
+    """A test client signed in as ``user`` with the second factor passed in its session."""
+    client = Client()
+    client.force_login(user)
+    record_second_factor(client.session, user)
     return client
 
 

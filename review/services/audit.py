@@ -25,20 +25,21 @@ def client_ip(request: HttpRequest | None) -> str | None:
         return request.META.get("REMOTE_ADDR") or None
 
 
-def audit_record(
+def _event(
     *,
     action: str,
-    actor: User | None = None,
-    request: HttpRequest | None = None,
-    obj: Any = None,
-    person_id: str = "",
-    instruction_id: str = "",
+    actor: User | None,
+    request: HttpRequest | None,
+    obj: Any,
+    person_id: str,
+    instruction_id: str,
     actor_email: str = "",
     details: dict[str, Any] | None = None,
 ) -> AuditEvent:
+    """An unsaved audit row: who (the request's user unless given), what, which object, where."""
     if actor is None and request is not None and request.user.is_authenticated:
         actor = request.user
-    return AuditEvent.objects.create(
+    return AuditEvent(
         action=action,
         actor=actor,
         actor_email=actor_email or (actor.email if actor is not None else ""),
@@ -52,6 +53,31 @@ def audit_record(
     )
 
 
+def audit_record(
+    *,
+    action: str,
+    actor: User | None = None,
+    request: HttpRequest | None = None,
+    obj: Any = None,
+    person_id: str = "",
+    instruction_id: str = "",
+    actor_email: str = "",
+    details: dict[str, Any] | None = None,
+) -> AuditEvent:
+    event = _event(
+        action=action,
+        actor=actor,
+        request=request,
+        obj=obj,
+        person_id=person_id,
+        instruction_id=instruction_id,
+        actor_email=actor_email,
+        details=details,
+    )
+    event.save(force_insert=True)
+    return event
+
+
 def audit_record_many(
     *,
     actions: list[str],
@@ -61,19 +87,15 @@ def audit_record_many(
     instruction_id: str = "",
 ) -> None:
     """Several events of one request (e.g. instruction and record viewed) in one INSERT."""
-    actor = request.user if request.user.is_authenticated else None
     AuditEvent.objects.bulk_create(
         [
-            AuditEvent(
+            _event(
                 action=action,
-                actor=actor,
-                actor_email=actor.email if actor is not None else "",
-                object_type=type(obj).__name__ if obj is not None else "",
-                object_id=str(getattr(obj, "pk", "") or "") if obj is not None else "",
+                actor=None,
+                request=request,
+                obj=obj,
                 person_id=person_id,
                 instruction_id=instruction_id,
-                ip_address=client_ip(request),
-                user_agent=request.META.get("HTTP_USER_AGENT", "")[:300],
             )
             for action in actions
         ]

@@ -21,7 +21,6 @@ Payloads are validated completely before anything is written.
 
 import hashlib
 import random
-import secrets
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -40,6 +39,7 @@ from review.models import (
     Review,
     User,
 )
+from review.models.reviews import new_handle
 
 from .audit import audit_record
 
@@ -125,7 +125,7 @@ def review_get_or_start(*, assignment: Assignment) -> Review:
             with transaction.atomic():
                 review = Review.objects.select_for_update().get(pk=review.pk)
                 if len(review.handles) != len(review.shown_order):
-                    review.handles = [secrets.token_urlsafe(8) for _ in review.shown_order]
+                    review.handles = [new_handle() for _ in review.shown_order]
                     review.save(update_fields=["handles"])
         if review.status == Review.Status.DRAFT and not review.shown_order:
             with transaction.atomic():
@@ -157,7 +157,7 @@ def _show_responses(review: Review, assignment: Assignment) -> None:
         response_ids=response_ids,
     )
     review.shown_order = order
-    review.handles = [secrets.token_urlsafe(8) for _ in order]
+    review.handles = [new_handle() for _ in order]
     review.save(update_fields=["shown_order", "handles"])
     ResponseJudgement.objects.bulk_create(
         [
@@ -196,11 +196,6 @@ def _active_tag_slugs() -> frozenset[str]:
         slugs = frozenset(ErrorTag.objects.filter(is_active=True).values_list("slug", flat=True))
         _tag_cache = (time.monotonic(), slugs)
     return slugs
-
-
-def clear_tag_cache() -> None:
-    global _tag_cache
-    _tag_cache = (0.0, frozenset())
 
 
 def _int(value: Any, field: str, *, minimum: int = 0, maximum: int | None = None) -> int:
@@ -421,10 +416,11 @@ def review_save_draft(
 ) -> dict[str, Any]:
     """Merge an edit batch into the review's draft: one conditional UPDATE, retried if another
     request changed the review in between (optimistic, so saves never wait on a lock)."""
+    # The handles a batch is checked against never change, so one validation serves every try.
+    batch = review_validate(review, payload)
     for _attempt in range(20):
         if not review.is_editable:
-            raise _read_only(review, review_validate(review, payload))
-        batch = review_validate(review, payload)
+            raise _read_only(review, batch)
         if not batch.edits and not batch.active_seconds:
             return review_state(review)  # a tab catching up with the others: nothing to write
         draft, changed, count_time = draft_merge(review.draft, batch)
