@@ -86,6 +86,8 @@
   // Edits this tab kept from before a reload go on top of what the server rendered.
   pending.forEach(function (e) { applyValue(keyOf(e.handle, e.field), e.value); });
 
+  function changes(n) { return n + " change" + (n === 1 ? "" : "s"); }
+
   function setStatus(state, text) {
     statusEl.dataset.state = state;
     statusEl.textContent = text;
@@ -169,7 +171,7 @@
     if (stopped) return;
     window.clearTimeout(timer);
     timer = window.setTimeout(flush, ms);
-    if (pending.length && !signedOut) setStatus("pending", "Saving soon: " + pending.length + " change" + (pending.length === 1 ? "" : "s") + " not saved yet.");
+    if (pending.length && !signedOut) setStatus("pending", "Saving soon: " + changes(pending.length) + " not saved yet.");
   }
 
   function batch() {
@@ -250,7 +252,7 @@
   function trouble(message, waitMs) {
     retryMs = waitMs || (retryMs ? Math.min(retryMs * 2, MAX_RETRY_MS) : 1000);
     var n = pending.length;
-    setStatus("offline", (n ? "Not saved yet: " + n + " change" + (n === 1 ? "" : "s") + " waiting. " : "") + message + " Trying again in " + Math.max(1, Math.round(retryMs / 1000)) + " s.");
+    setStatus("offline", (n ? "Not saved yet: " + changes(n) + " waiting. " : "") + message + " Trying again in " + Math.max(1, Math.round(retryMs / 1000)) + " s.");
     if (n) notice("Not saved yet. " + message + " Your changes are kept in this tab and sent as soon as the server answers.", [{ label: "Try now", run: function () { schedule(0); } }]);
     window.clearTimeout(timer);
     timer = window.setTimeout(submitting ? submitNow : flush, retryMs);
@@ -282,7 +284,7 @@
     if (said && body && body.message) said.textContent = body.message;
     window.clearTimeout(timer);
     var n = pending.length;
-    setStatus("signed-out", "Signed out: " + n + " change" + (n === 1 ? "" : "s") + " kept on this page, not saved yet.");
+    setStatus("signed-out", "Signed out: " + changes(n) + " kept on this page, not saved yet.");
     notice("Your session has ended. Sign in again to save; your changes stay on this page.", [
       { label: "Sign in again", primary: true, run: openSignin },
     ]);
@@ -893,7 +895,7 @@
   if (editable) {
     initSortable();
     if (pending.length) {
-      setStatus("pending", "Sending " + pending.length + " change" + (pending.length === 1 ? "" : "s") + " kept from before the reload…");
+      setStatus("pending", "Sending " + changes(pending.length) + " kept from before the reload…");
       schedule(0);
     }
   } else {
