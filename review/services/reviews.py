@@ -379,7 +379,11 @@ def review_state(review: Review) -> dict[str, Any]:
 
 def _time_increment(review: Review, batch: EditBatch, now: Any) -> int:
     elapsed = (now - review.updated_at).total_seconds() + SECONDS_SLACK
-    return max(0, min(batch.active_seconds, MAX_SECONDS_PER_SAVE, int(elapsed)))
+    # The slack forgives clock and latency jitter per save, but summed over many quick requests
+    # (a new tab or sequence number each) it would grow without bound: the total never exceeds
+    # the wall-clock time since the review was started.
+    left = int((now - review.started_at).total_seconds()) - review.time_spent_seconds
+    return max(0, min(batch.active_seconds, MAX_SECONDS_PER_SAVE, int(elapsed), left))
 
 
 def _read_only(review: Review, batch: EditBatch) -> ReviewReadOnly:

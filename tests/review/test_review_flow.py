@@ -185,13 +185,27 @@ def test_two_tabs_editing_different_fields_merge(client, setup):
 
 def test_resending_a_batch_changes_nothing_and_counts_its_time_once(signed_in, setup):
     review = open_review(signed_in, setup[2])
-    Review.objects.filter(pk=review.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+    five_minutes_ago = timezone.now() - timedelta(minutes=5)  # started and last saved then
+    Review.objects.filter(pk=review.pk).update(
+        started_at=five_minutes_ago, updated_at=five_minutes_ago
+    )
     review.refresh_from_db()
     body = payload(review, seq=7, active_seconds=40)
     first = post(signed_in, "review_save", review, body).json()
     again = post(signed_in, "review_save", review, body).json()  # the answer was lost: resent
     assert again["draft"] == first["draft"]
     assert again["time_spent_seconds"] == first["time_spent_seconds"] == 40
+
+
+def test_many_quick_saves_from_new_tabs_cannot_inflate_time_spent(signed_in, setup):
+    # Each save may add a few seconds of slack for jitter; a client sending a new tab id or
+    # sequence number on every request must not turn that slack into time nobody spent.
+    review = open_review(signed_in, setup[2])
+    for i in range(30):
+        body = {"edits": [], "tab": f"tab-{i}", "seq": 1, "active_seconds": 300}
+        assert post(signed_in, "review_save", review, body).status_code == 200
+    review.refresh_from_db()
+    assert review.time_spent_seconds <= (timezone.now() - review.started_at).total_seconds()
 
 
 def test_an_edit_dated_in_the_future_cannot_win_forever(signed_in, setup):
@@ -388,7 +402,10 @@ def test_cannot_assess_other_needs_a_note(signed_in, setup):
 def test_time_spent_accumulates_in_bounded_increments(signed_in, setup):
     review = open_review(signed_in, setup[2])
     # Pretend the review was last saved ten minutes ago.
-    Review.objects.filter(pk=review.pk).update(updated_at=timezone.now() - timedelta(minutes=10))
+    ten_minutes_ago = timezone.now() - timedelta(minutes=10)  # started and last saved then
+    Review.objects.filter(pk=review.pk).update(
+        started_at=ten_minutes_ago, updated_at=ten_minutes_ago
+    )
     review.refresh_from_db()
     response = post(signed_in, "review_save", review, payload(review, active_seconds=9999))
     assert response.json()["time_spent_seconds"] == MAX_SECONDS_PER_SAVE
