@@ -291,8 +291,9 @@ def assignment_get_for_instruction(user: User, *, instruction_id: int) -> Assign
     Admins get no exception here: reviewing is done by the assigned clinician only.
     """
     try:
+        # With its review (if started): the review page needs both, in one query.
         return Assignment.objects.select_related(
-            "instruction__dataset", "instruction__patient"
+            "instruction__dataset", "instruction__patient", "review"
         ).get(instruction_id=instruction_id, clinician=user)
     except Assignment.DoesNotExist:
         raise Http404 from None

@@ -18,7 +18,8 @@ from django.dispatch import receiver
 from django.http import HttpRequest
 
 from review.access import clear_all_cached_access, clear_cached_access
-from review.models import AccessApplication, AuditEvent, DUASignature, DUAVersion, User
+from review.models import AccessApplication, AuditEvent, DUASignature, DUAVersion, ErrorTag, User
+from review.selectors.reviews import error_tags_forget
 from review.services.audit import audit_record
 
 
@@ -105,3 +106,10 @@ for _model in (AccessApplication, DUASignature, Authenticator):
 post_save.connect(_clear_for_user, sender=User, dispatch_uid="review.access_user")
 post_save.connect(_clear_everyone, sender=DUAVersion, dispatch_uid="review.access_dua")
 post_delete.connect(_clear_everyone, sender=DUAVersion, dispatch_uid="review.access_dua_del")
+
+
+@receiver(post_save, sender=ErrorTag, dispatch_uid="review.error_tags_saved")
+@receiver(post_delete, sender=ErrorTag, dispatch_uid="review.error_tags_deleted")
+def on_error_tag_change(sender: Any, **kwargs: Any) -> None:
+    # This process's copy of the tags (review.selectors.reviews.error_tags) is stale now.
+    error_tags_forget()

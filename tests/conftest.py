@@ -40,3 +40,14 @@ def _eager_celery(request):
     set_always_eager(True)
     yield
     set_always_eager(False)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_error_tags():
+    """Each process keeps the error tags for half a minute (review.selectors.reviews); a test's
+    rolled-back tags must not reach the next test."""
+    from review.selectors.reviews import error_tags_forget
+
+    error_tags_forget()
+    yield
+    error_tags_forget()

@@ -6,15 +6,18 @@ the number of *distinct* event names or types, which a loose index scan reads wi
 the rows themselves. Undated events (no timestamp) come after all dated ones, ordered by ``seq``.
 """
 
+import functools
 import hashlib
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Length, Substr
+from django.template.loader import get_template, render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
 from review.models import Event, Instruction, Patient, RecordExcerpt
@@ -539,3 +542,57 @@ def record_excerpt_cached(instruction: Instruction, patient: Patient) -> Excerpt
         instruction=instruction, patient=patient, fingerprint=fingerprint, excerpt=excerpt
     )
     return excerpt
+
+
+EXCERPT_TEMPLATE = "review/clinician/_excerpt.html"
+
+
+@functools.cache
+def _excerpt_html_version() -> str:
+    """What the stored HTML was rendered with: the excerpt template's source and the time zone
+    its dates are shown in. A deployment changing either renders every excerpt again on its
+    next view (the ranking itself is kept)."""
+    template = get_template(EXCERPT_TEMPLATE)
+    source = template.template.source  # type: ignore[attr-defined]
+    return hashlib.sha256(f"{settings.TIME_ZONE}\x1f{source}".encode()).hexdigest()
+
+
+def record_excerpt_render(instruction: Instruction, excerpt: Excerpt) -> str:
+    """The excerpt as the review page shows it (HTML; the same for every clinician)."""
+    return render_to_string(EXCERPT_TEMPLATE, {"excerpt": excerpt, "instruction": instruction})
+
+
+def record_excerpt_html(instruction: Instruction, patient: Patient) -> SafeString:
+    """The excerpt's HTML for the review page: one row read on every view after the first.
+
+    The import prepares it (``review.services.excerpts.record_excerpts_prepare``); an
+    instruction imported before that, or whose record or question changed, is ranked on its
+    first view and stored; a stored excerpt rendered by another template is rendered again from
+    its stored ranking.
+    """
+    from review.services.excerpts import record_excerpt_store  # services import selectors
+
+    fingerprint = record_excerpt_fingerprint(instruction, patient)
+    version = _excerpt_html_version()
+    row = (
+        RecordExcerpt.objects.filter(instruction=instruction, patient=patient)
+        .values_list("fingerprint", "html_version", "html")
+        .first()
+    )
+    if row is not None and row[0] == fingerprint and row[1] == version:
+        return mark_safe(row[2])  # noqa: S308 - rendered by the template, which escapes
+    if row is not None and row[0] == fingerprint:
+        content = RecordExcerpt.objects.values_list("content", flat=True).get(pk=instruction.pk)
+        excerpt = Excerpt.from_json(content)
+    else:
+        excerpt = record_excerpt(instruction, patient)
+    html = record_excerpt_render(instruction, excerpt)
+    record_excerpt_store(
+        instruction=instruction,
+        patient=patient,
+        fingerprint=fingerprint,
+        excerpt=excerpt,
+        html=html,
+        html_version=version,
+    )
+    return mark_safe(html)  # noqa: S308 - rendered by the template, which escapes

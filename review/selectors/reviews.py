@@ -4,6 +4,7 @@ Model names never leave this module: they are read only to mask a response that 
 model, and the page addresses responses by per-review handles, never by database ids.
 """
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -164,6 +165,35 @@ class ReviewPage:
     cannot_assess_note: str
 
 
+_tags_cache: tuple[float, list[ErrorTag]] = (0.0, [])
+TAGS_CACHE_SECONDS = 30.0
+
+
+def error_tags() -> list[ErrorTag]:
+    """Every error tag, in order (retired ones included: submitted judgements keep theirs).
+
+    Admins change tags a few times a year, yet the page and every save and submit need them: each
+    process reads them at most every half minute, and at once after a change it made itself
+    (``review.receivers``). Another process's change shows within the half minute, which only
+    delays a new tag's first use; a retired tag is refused by the next save after that.
+    """
+    global _tags_cache
+    loaded_at, tags = _tags_cache
+    if not tags or time.monotonic() - loaded_at > TAGS_CACHE_SECONDS:
+        tags = list(ErrorTag.objects.all())
+        _tags_cache = (time.monotonic(), tags)
+    return tags
+
+
+def active_error_tags() -> list[ErrorTag]:
+    return [t for t in error_tags() if t.is_active]
+
+
+def error_tags_forget() -> None:
+    global _tags_cache
+    _tags_cache = (0.0, [])
+
+
 def review_page_data(review: Review, *, show_references: bool) -> ReviewPage:
     """Responses in the order shown with their current judgements (submitted values overlaid
     with the draft), the active tags, and references if shown.
@@ -180,7 +210,7 @@ def review_page_data(review: Review, *, show_references: bool) -> ReviewPage:
         .order_by()
         .values("id", "text", "model_name", "names_own_model")
     }
-    tags = list(ErrorTag.objects.filter(is_active=True))
+    tags = active_error_tags()
     active = {t.slug for t in tags}
     values, reason, note = review_values(review)
     responses = []

@@ -33,13 +33,13 @@ from django.utils import timezone
 from review.models import (
     Assignment,
     AuditEvent,
-    ErrorTag,
     ModelResponse,
     ResponseJudgement,
     Review,
     User,
 )
 from review.models.reviews import new_handle
+from review.selectors.reviews import active_error_tags, error_tags
 
 from .audit import audit_record
 
@@ -114,10 +114,16 @@ def shown_order_for(
 def review_get_or_start(*, assignment: Assignment) -> Review:
     """The assignment's review, started (as a draft with a shown order) on first open.
 
-    A draft opened before the instruction's responses were imported has nothing to show; it picks
-    them up the first time it is opened after they arrive.
+    Starting is one INSERT carrying the order and the handles; judgement rows are written at
+    submit (the draft holds the values until then). A draft opened before the instruction's
+    responses were imported has nothing to show; it picks them up the first time it is opened
+    after they arrive. ``assignment.review`` is used when the caller fetched it with the
+    assignment (``select_related("review")``), saving a query.
     """
-    review = Review.objects.filter(assignment=assignment).first()
+    try:
+        review: Review | None = assignment.review
+    except Review.DoesNotExist:
+        review = None
     if review is not None:
         if len(review.handles) != len(review.shown_order):
             # A review written without handles (by hand, or an older script): give it some
@@ -131,39 +137,38 @@ def review_get_or_start(*, assignment: Assignment) -> Review:
             with transaction.atomic():
                 review = Review.objects.select_for_update().get(pk=review.pk)
                 if not review.shown_order:
-                    _show_responses(review, assignment)
+                    order = _shown_order(assignment)
+                    review.shown_order = order
+                    review.handles = [new_handle() for _ in order]
+                    review.save(update_fields=["shown_order", "handles"])
         return review
+    order = _shown_order(assignment)
+    review = Review(assignment=assignment, shown_order=order, handles=[new_handle() for _ in order])
     try:
-        with transaction.atomic():
-            review = Review.objects.create(assignment=assignment, shown_order=[])
-            _show_responses(review, assignment)
-            return review
+        # In autocommit (a request) a lone INSERT needs no transaction of its own; inside one
+        # (a caller's atomic block, a test) a savepoint keeps a lost race from breaking it.
+        if transaction.get_connection().in_atomic_block:
+            with transaction.atomic():
+                review.save(force_insert=True)
+        else:
+            review.save(force_insert=True)
     except IntegrityError:
         # Two tabs opened the page at once: the other request started it first.
         return Review.objects.get(assignment=assignment)
+    assignment.review = review
+    return review
 
 
-def _show_responses(review: Review, assignment: Assignment) -> None:
+def _shown_order(assignment: Assignment) -> list[int]:
     response_ids = list(
         ModelResponse.objects.filter(instruction_id=assignment.instruction_id).values_list(
             "id", flat=True
         )
     )
-    if not response_ids:
-        return
-    order = shown_order_for(
+    return shown_order_for(
         clinician_id=assignment.clinician_id,
         instruction_id=assignment.instruction_id,
         response_ids=response_ids,
-    )
-    review.shown_order = order
-    review.handles = [new_handle() for _ in order]
-    review.save(update_fields=["shown_order", "handles"])
-    ResponseJudgement.objects.bulk_create(
-        [
-            ResponseJudgement(review=review, response_id=rid, position=position)
-            for position, rid in enumerate(order)
-        ]
     )
 
 
@@ -183,19 +188,8 @@ class EditBatch:
     active_seconds: int
 
 
-_tag_cache: tuple[float, frozenset[str]] = (0.0, frozenset())
-TAG_CACHE_SECONDS = 30.0
-
-
 def _active_tag_slugs() -> frozenset[str]:
-    # Error tags change a few times a year; reading them on every autosave was a query per
-    # save. Half a minute of staleness only delays a new tag's first use.
-    global _tag_cache
-    loaded_at, slugs = _tag_cache
-    if time.monotonic() - loaded_at > TAG_CACHE_SECONDS:
-        slugs = frozenset(ErrorTag.objects.filter(is_active=True).values_list("slug", flat=True))
-        _tag_cache = (time.monotonic(), slugs)
-    return slugs
+    return frozenset(t.slug for t in active_error_tags())
 
 
 def _int(value: Any, field: str, *, minimum: int = 0, maximum: int | None = None) -> int:
@@ -324,8 +318,12 @@ def review_values(
     """Each handle's current judgement (submitted rows overlaid with the draft), and the
     review's cannot-assess reason and note."""
     if judgements is None:
-        judgements = list(
-            ResponseJudgement.objects.filter(review=review).prefetch_related("error_tags")
+        # Rows are written at submit; a review never saved (version 0: every save, submit and
+        # reopening bumps it) has none worth reading.
+        judgements = (
+            list(ResponseJudgement.objects.filter(review=review).prefetch_related("error_tags"))
+            if review.version
+            else []
         )
     by_response = {j.response_id: j for j in judgements}
     overlay = draft_values(review)
@@ -491,22 +489,7 @@ def review_submit(
     now = timezone.now()
     if count_time:
         review.time_spent_seconds += _time_increment(review, batch, now)
-    by_response = {j.response_id: j for j in judgements}
-    tag_ids = dict(ErrorTag.objects.values_list("slug", "id"))
-    through = ResponseJudgement.error_tags.through
-    links = []
-    for handle, rid in zip(review.handles, review.shown_order, strict=True):
-        judged = values[handle]
-        row = by_response[int(rid)]
-        row.rank, row.is_correct, row.comment = judged.rank, judged.is_correct, judged.comment
-        links += [
-            through(responsejudgement_id=row.pk, errortag_id=tag_ids[slug])
-            for slug in judged.tags
-            if slug in tag_ids
-        ]
-    ResponseJudgement.objects.bulk_update(judgements, ["rank", "is_correct", "comment"])
-    through.objects.filter(responsejudgement__review=review).delete()
-    through.objects.bulk_create(links)
+    _write_judgements(review, values, judgements)
     review.cannot_assess, review.cannot_assess_note = reason, note
     review.draft = {}
     review.edited_at = review.edited_at or now
@@ -514,7 +497,7 @@ def review_submit(
     review.updated_at = now
     review.status = Review.Status.SUBMITTED
     review.submitted_at = now
-    review.save()
+    review.save(update_fields=SUBMIT_FIELDS)
     instruction = review.assignment.instruction
     audit_record(
         action=AuditEvent.Action.REVIEW_SUBMITTED,
@@ -526,6 +509,57 @@ def review_submit(
         details={"version": review.version, "time_spent_seconds": review.time_spent_seconds},
     )
     return review_state(review)
+
+
+SUBMIT_FIELDS = [
+    "cannot_assess",
+    "cannot_assess_note",
+    "draft",
+    "edited_at",
+    "version",
+    "updated_at",
+    "status",
+    "submitted_at",
+    "time_spent_seconds",
+]
+
+
+def _tag_ids() -> dict[str, int]:
+    return {t.slug: t.pk for t in error_tags()}
+
+
+def _write_judgements(
+    review: Review, values: dict[str, Judged], judgements: list[ResponseJudgement]
+) -> None:
+    """The submitted values as judgement rows: INSERTed on the first submit (one statement
+    for the rows, one for their tags), UPDATEd after a reopening."""
+    through = ResponseJudgement.error_tags.through
+    tag_ids = _tag_ids()
+    by_response = {j.response_id: j for j in judgements}
+    rows: list[ResponseJudgement] = []
+    for position, (handle, rid) in enumerate(zip(review.handles, review.shown_order, strict=True)):
+        judged = values[handle]
+        row = by_response.get(int(rid)) or ResponseJudgement(
+            review=review, response_id=int(rid), position=position
+        )
+        row.rank, row.is_correct, row.comment = judged.rank, judged.is_correct, judged.comment
+        rows.append(row)
+    new = [row for row in rows if row.pk is None]
+    if new:
+        # Ids come back from PostgreSQL (RETURNING) and SQLite; the tag links need them.
+        ResponseJudgement.objects.bulk_create(new)
+    old = [row for row in rows if row not in new]
+    if old:
+        ResponseJudgement.objects.bulk_update(old, ["rank", "is_correct", "comment"])
+        through.objects.filter(responsejudgement__review=review).delete()
+    links = [
+        through(responsejudgement_id=row.pk, errortag_id=tag_ids[slug])
+        for row, handle in zip(rows, review.handles, strict=True)
+        for slug in values[handle].tags
+        if slug in tag_ids
+    ]
+    if links:
+        through.objects.bulk_create(links)
 
 
 MAX_REOPEN_REASON_CHARS = 2000

@@ -84,7 +84,7 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         review, show_references=instruction.dataset.show_references_to_clinicians
     )
     patient = instruction.patient
-    excerpt = record_selectors.record_excerpt_cached(instruction, patient) if patient else None
+    excerpt_html = record_selectors.record_excerpt_html(instruction, patient) if patient else ""
     audit_record_many(
         actions=[AuditEvent.Action.INSTRUCTION_VIEWED, AuditEvent.Action.RECORD_VIEWED],
         request=request,
@@ -131,7 +131,7 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
             "patient": patient,
             "review": review,
             "page": page,
-            "excerpt": excerpt,
+            "excerpt_html": excerpt_html,
             "data": data,
             "cannot_assess_choices": [c for c in Review.CannotAssess.choices if c[0]],
         },
@@ -317,12 +317,18 @@ def review_save(request: HttpRequest, review_id: int) -> JsonResponse:
 @require_POST
 @access.clinician_required
 def review_submit(request: HttpRequest, review_id: int) -> JsonResponse:
-    review = access.review_get_for_clinician(request.user, review_id=review_id)
+    # The service reads (and locks) the review scoped to this clinician: one read, not two.
     try:
         payload = _json_body(request)
+    except review_services.ReviewError as exc:
+        access.review_get_for_clinician(request.user, review_id=review_id)  # 404 comes first
+        return JsonResponse(exc.as_dict(), status=exc.status)
+    try:
         state = review_services.review_submit(
-            review_id=review.pk, clinician=request.user, payload=payload, request=request
+            review_id=review_id, clinician=request.user, payload=payload, request=request
         )
+    except Review.DoesNotExist:
+        raise Http404 from None
     except review_services.ReviewError as exc:
         return JsonResponse(exc.as_dict(), status=exc.status)
     return JsonResponse(state)

@@ -105,7 +105,8 @@ def test_it_starts_a_review_with_a_stable_per_clinician_order(signed_in, setup):
     ids = sorted(instruction.responses.values_list("id", flat=True))
     assert sorted(review.shown_order) == ids
     assert review.status == Review.Status.DRAFT
-    assert review.judgements.count() == len(ids)
+    assert len(review.handles) == len(ids)
+    assert review.judgements.count() == 0  # the draft holds the values; rows come at submit
     # Reloading neither restarts the review nor changes the order.
     again = open_review(signed_in, instruction)
     assert again.pk == review.pk and again.shown_order == review.shown_order
@@ -262,6 +263,18 @@ def test_a_submitted_review_is_read_only_until_an_admin_reopens_it(signed_in, se
     assert set(
         ResponseJudgement.objects.filter(review=review).values_list("is_correct", flat=True)
     ) == {False}
+    # The rows written at the first submit were updated, not duplicated, and carry the new tags.
+    rows = ResponseJudgement.objects.filter(review=review).prefetch_related("error_tags")
+    assert len(rows) == len(review.handles)
+    assert all([t.slug for t in row.error_tags.all()] == ["omission"] for row in rows)
+    # Reopened once more and submitted with the tags cleared: no stale link survives.
+    assert review_reopen(review=review, actor=admin, reason="Tags again.") is True
+    review.refresh_from_db()
+    cleared = payload(review, correct=False, tags=[])
+    assert post(signed_in, "review_submit", review, cleared).json()["status"] == "submitted"
+    assert not ResponseJudgement.error_tags.through.objects.filter(
+        responsejudgement__review=review
+    ).exists()
 
 
 def test_the_admin_reopen_action_reopens_submitted_reviews(client, setup):
@@ -495,6 +508,6 @@ def test_a_review_opened_before_its_responses_exist_cannot_be_submitted_empty(si
     for name in ("late-a", "late-b"):
         ModelResponse.objects.create(instruction=bare, model_name=name, text=f"{name} answer")
     review = open_review(signed_in, bare)
-    assert len(review.shown_order) == 2
-    assert ResponseJudgement.objects.filter(review=review).count() == 2
+    assert len(review.shown_order) == 2 == len(review.handles)
     assert post(signed_in, "review_submit", review, payload(review)).status_code == 200
+    assert ResponseJudgement.objects.filter(review=review).count() == 2

@@ -63,6 +63,7 @@ class Command(BaseCommand):
             "responses updated",
             "responses naming a model",
             "instructions whose record is not loaded yet",
+            "excerpts prepared",
         ):
             if label in summary.counts or label in ("patients", "events", "instructions"):
                 self.stdout.write(f"  {label:<45} {summary.counts.get(label, 0):>10,}")
