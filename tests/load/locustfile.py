@@ -4,14 +4,16 @@ Each locust user is one clinician account, signed in by a session the runner cre
 runner writes ``LOAD_ACCOUNTS``: session cookie, CSRF secret and assigned instruction ids per
 clinician). Two user classes, chosen by the runner:
 
-- ``Clinician`` (browse mode): opens the queue, then for each assignment opens the review page,
-  the excerpt, pages through the record timeline, searches it, autosaves a few drafts and submits
-  (twice, as a double click would), with think time between requests (``LOAD_THINK``);
-- ``ClosedLoopClinician`` (closed loop, no think time): opens a task (review page and excerpt),
-  saves its completed ranking as a draft ``LOAD_DRAFTS`` times and submits it, then takes the next
-  task at once. Throughput is then what the server can do: comparable between apps.
+- ``Clinician`` (browse mode): opens the queue, then for each assignment opens the review page
+  (the excerpt comes inline, as in the browser), pages through the record timeline, searches it,
+  autosaves a few drafts and submits (twice, as a double click would), with think time between
+  requests (``LOAD_THINK``);
+- ``ClosedLoopClinician`` (closed loop, no think time): opens a task (the review page, which
+  carries the excerpt), saves its completed ranking as a draft ``LOAD_DRAFTS`` times and submits
+  it, then takes the next task at once. Throughput is then what the server can do: comparable
+  between apps.
 
-The requests are made in ``open_task``, ``open_excerpt``, ``save_draft`` and ``submit`` below;
+The requests are made in ``open_task``, ``save_draft`` and ``submit`` below;
 their shapes (URLs, the save/submit body, what an answer must hold) live in ``shapes.py``, shared
 with the profiler, so a change of the save protocol is made in one place. What each user had acknowledged as submitted (with the time)
 is written to ``LOAD_RESULTS`` when the test stops, so the runner can check the database holds
@@ -39,7 +41,6 @@ from tests.load.shapes import (  # noqa: E402
     JSON_HEADERS,
     Annotation,
     acknowledged,
-    excerpt_url,
     is_submitted,
     judgement_payload,
     make_annotation,
@@ -83,10 +84,6 @@ def open_task(user: HttpUser, instruction: int) -> dict | None:
         if data is None:
             r.failure(f"review page: {r.status_code} {r.url} {(r.text or '')[:200]!r}")
         return data
-
-
-def open_excerpt(user: HttpUser, instruction: int) -> None:
-    user.client.get(excerpt_url(instruction), name="record excerpt")
 
 
 def save_draft(user: HttpUser, data: dict, annotation: Annotation, upto: int) -> bool:
@@ -154,8 +151,7 @@ class Clinician(_SignedIn):
         data = open_task(self, instruction)
         if data is None:
             return
-        self.wait()  # reading the instruction and the responses
-        open_excerpt(self, instruction)
+        self.wait()  # reading the instruction, the excerpt (inline) and the responses
         cursor = ""
         for _ in range(self.rng.randint(1, 3)):  # page through the timeline
             url = f"{base}/record/events/" + (f"?cursor={cursor}" if cursor else "")
@@ -167,11 +163,12 @@ class Clinician(_SignedIn):
             if not cursor:
                 break
             self.wait()
-        self.client.get(
-            f"{base}/record/search/",
-            params={"q": self.rng.choice(SEARCH_TERMS)},
-            name="record search",
-        )
+        # A POST, as the page sends it (search terms can quote the record: not in URLs).
+        with _post_json(
+            self, f"{base}/record/search/", {"q": self.rng.choice(SEARCH_TERMS)}, "record search"
+        ) as r:
+            if r.status_code != 200:
+                r.failure(f"search: {r.status_code}")
         if not data["editable"]:
             return
         n = len(data["responses"])
@@ -198,11 +195,8 @@ class ClosedLoopClinician(_SignedIn):
         if not self.todo:
             self.todo = list(self.account["instructions"])  # reopen submitted ones (read only)
         instruction = self.todo.pop(0)
-        data = open_task(self, instruction)
-        if data is None:
-            return
-        open_excerpt(self, instruction)
-        if not data["editable"]:
+        data = open_task(self, instruction)  # the page carries the excerpt inline
+        if data is None or not data["editable"]:
             return
         annotation = make_annotation(self.rng, len(data["responses"]))
         for _ in range(self.drafts):

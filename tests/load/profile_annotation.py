@@ -7,12 +7,12 @@
 Against a database the load test kept (its clinicians, their assignments), in this process with
 Django's test client (DEBUG off, the production middleware; the client skips the CSRF check), it
 works through ``-n`` annotations the way the closed-loop users do (shapes.py): open the review
-page, the excerpt, save the completed annotation as a draft, submit. Each request runs under
+page (the excerpt inline, as the import prepared it), save the completed annotation as a draft,
+submit. Each request runs under
 cProfile with a CPU-time clock (waiting for PostgreSQL is not counted) and with its SQL captured.
 Prints per endpoint: wall and CPU time, queries per request, the share of Python CPU in each area
 (ORM and SQL compilation, driver, templates, BM25, sessions/auth/access, ...), the heaviest
 functions, and the statements of one request (text with placeholders: no patient data).
-The excerpt is also profiled as ``record_excerpt_cached`` would serve it (stored, then rendered).
 """
 
 import argparse
@@ -50,7 +50,7 @@ AREAS = [
     ("Django test client", ("django/test/",)),
 ]
 JSON = "application/json"
-STEPS = ["review page", "record excerpt", "autosave", "submit"]
+STEPS = ["review page", "autosave", "submit"]
 
 
 OTHER = "other"
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no open assignment of a load-test clinician in this database", file=sys.stderr)
         return 1
     rng = random.Random(args.seed)
-    profiles = {step: cProfile.Profile(time.process_time) for step in STEPS + ["excerpt, stored"]}
+    profiles = {step: cProfile.Profile(time.process_time) for step in STEPS}
     wall: dict[str, list[float]] = defaultdict(list)
     cpu: dict[str, list[float]] = defaultdict(list)
     queries: dict[str, list[int]] = defaultdict(list)
@@ -175,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
         if page.status_code != 200 or data is None:
             print(f"review page answered {page.status_code}", file=sys.stderr)
             return 1
-        run("record excerpt", partial(client.get, shapes.excerpt_url(instruction)))
         if not data["editable"]:
             continue
         annotation = shapes.make_annotation(rng, len(data["responses"]))
@@ -187,7 +186,6 @@ def main(argv: list[str] | None = None) -> int:
         body = json.dumps(shapes.judgement_payload(data, annotation, len(data["responses"])))
         done = run("submit", partial(post, shapes.submit_url(data), body))
         assert done.status_code == 200 and shapes.is_submitted(done.json()), done.content[:200]
-        _stored_excerpt(run, assignment.instruction)
 
     _report(args, wall, cpu, queries, statements, profiles, profiled)
     if args.dump:
@@ -195,24 +193,6 @@ def main(argv: list[str] | None = None) -> int:
         for step, profile in profiles.items():
             profile.dump_stats(args.dump / f"{step.replace(' ', '_').replace(',', '')}.prof")
     return 0
-
-
-def _stored_excerpt(run, instruction) -> None:  # noqa: ANN001
-    """The excerpt as the page would get it from record_excerpt_cached: stored, then rendered."""
-    from django.template.loader import render_to_string
-
-    from review.selectors.records import record_excerpt_cached
-
-    patient = instruction.patient
-    record_excerpt_cached(instruction, patient)  # the first view computes and stores it
-
-    def serve():  # noqa: ANN202
-        excerpt = record_excerpt_cached(instruction, patient)
-        return render_to_string(
-            "review/clinician/_excerpt.html", {"excerpt": excerpt, "instruction": instruction}
-        )
-
-    run("excerpt, stored", serve)
 
 
 def _normalise(sql: str) -> str:

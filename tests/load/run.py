@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         harness.manage(env, "collectstatic", "--noinput", "-v", "0")
         if reused:
             log(f"data set {args.dataset} copied from template database {template}")
+            # A template loaded by an older version may lack the excerpts an import now
+            # prepares; without them the run would measure first views ranking them.
+            harness.manage(env, "prepare_excerpts", "--no-progress")
         else:
             _load_dataset(args.dataset, env, work, args.record_events)
             if args.reuse_dataset:

@@ -18,10 +18,6 @@ def review_page_url(instruction: int) -> str:
     return f"/instructions/{instruction}/review/"
 
 
-def excerpt_url(instruction: int) -> str:
-    return f"/instructions/{instruction}/record/excerpt/"
-
-
 def task_data(html: str) -> dict | None:
     """The review data the page embeds for its script (None if the page has none)."""
     match = DATA_RE.search(html or "")
