@@ -10,6 +10,7 @@ from review import access
 from review.models import Dataset
 from scoring import services
 from scoring.models import ScoringRun
+from scoring.runs import scoring as scoring_runs
 from scoring.selectors import run_progress, runs_recent
 
 BROKER_DOWN = (
@@ -39,7 +40,7 @@ def runs(request: HttpRequest) -> HttpResponse:
             messages.error(request, "Choose a dataset and at least one metric or a preset.")
         else:
             try:
-                run = services.scoring_run_create(
+                run = scoring_runs.scoring_run_create(
                     dataset=dataset, metrics=metrics, actor=request.user, preset=preset
                 )
             except services.ScoringError as exc:
@@ -88,7 +89,7 @@ def run_progress_json(request: HttpRequest, run_id: int) -> JsonResponse:
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(ScoringRun, pk=run_id)
     try:
-        services.scoring_run_resume(run=run)
+        scoring_runs.scoring_run_resume(run=run)
     except BrokerError:
         messages.error(request, BROKER_DOWN)
     else:

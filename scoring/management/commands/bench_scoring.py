@@ -32,9 +32,9 @@ from django.db import transaction
 
 from medalign_site.procinfo import peak_rss_mb
 from review.models import Dataset, Instruction, ModelResponse, ReferenceResponse
-from scoring import services
 from scoring.metrics import Pair
 from scoring.models import MetricScore, ScoringRun
+from scoring.runs import scoring as scoring_runs
 from scoring.selectors import run_progress
 
 DATASET = "bench-scoring"
@@ -324,7 +324,9 @@ class Command(BaseCommand):
 
     def _run(self, dataset: Dataset, metrics: list[str], batch_size: int) -> float:
         start = time.perf_counter()
-        run = services.scoring_run_create(dataset=dataset, metrics=metrics, batch_size=batch_size)
+        run = scoring_runs.scoring_run_create(
+            dataset=dataset, metrics=metrics, batch_size=batch_size
+        )
         if run.unavailable:
             raise CommandError(f"unavailable: {run.unavailable}")
         deadline = time.monotonic() + 3600

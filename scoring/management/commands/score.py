@@ -7,6 +7,8 @@ from tqdm import tqdm
 from review.models import Dataset
 from scoring import services
 from scoring.models import ScoringBatch, ScoringRun
+from scoring.runs import scoring as scoring_runs
+from scoring.runs.machinery import describe
 from scoring.selectors import run_progress
 
 
@@ -50,9 +52,9 @@ class Command(BaseCommand):
         try:
             if options["resume"]:
                 run = ScoringRun.objects.get(pk=options["resume"], dataset=dataset)
-                run = services.scoring_run_resume(run=run, enqueue=not inline)
+                run = scoring_runs.scoring_run_resume(run=run, enqueue=not inline)
             else:
-                run = services.scoring_run_create(
+                run = scoring_runs.scoring_run_create(
                     dataset=dataset,
                     metrics=[m.strip() for m in str(options["metrics"]).split(",") if m.strip()],
                     aggregate=options["aggregate"],  # type: ignore[arg-type]
@@ -85,9 +87,10 @@ class Command(BaseCommand):
         batches = list(run.batches.filter(status=ScoringBatch.Status.PENDING).order_by("id"))
         for batch in tqdm(batches, unit="batch", disable=quiet):
             try:
-                services.scoring_batch_execute(batch_id=batch.pk)
+                scoring_runs.scoring_batch_execute(batch_id=batch.pk)
             except Exception as exc:
-                services.scoring_batch_fail(batch_id=batch.pk, error=f"{type(exc).__name__}: {exc}")
+                # Redacted like a worker's errors: a message can quote response text.
+                scoring_runs.scoring_batch_fail(batch_id=batch.pk, error=describe(exc))
         self._wait(run, quiet=True)
 
     def _wait(self, run: ScoringRun, *, quiet: bool) -> None:
