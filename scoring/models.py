@@ -188,7 +188,8 @@ class ModelVariant(models.Model):
 
 
 class LearnedMetricModel(models.Model):
-    """A pairwise ranking model fitted on a dataset's clinician rankings (``scoring.learned``).
+    """A pairwise ranking model fitted on a dataset's clinician rankings
+    (``scoring.reports.learned``).
 
     Stored as plain numbers (scaler, coefficients, feature names), never a pickle, with what it
     was trained on and with: the report, how many reviews and pairs, the metric configurations

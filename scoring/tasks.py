@@ -1,7 +1,9 @@
 """Celery tasks: thin wrappers that take ids. Job state lives in the models.
 
-The run tasks (a scoring batch, the run sweep) live in ``scoring.runs.tasks``; importing them
-here is what registers them with Celery's autodiscovery.
+The run tasks (a scoring batch, the run sweep) live in ``scoring.runs.tasks``, the report's in
+``scoring.reports.tasks``; importing them here is what registers them with Celery's
+autodiscovery. Their registered names are fixed (``name=``), so messages queued before they
+moved still find them. What stays here is per worker process: the libraries' set-up.
 """
 
 import logging
@@ -9,11 +11,10 @@ import os
 import sys
 from typing import Any
 
-from celery import shared_task
 from celery.signals import worker_process_init
 from django.conf import settings
 
-from scoring import services
+from scoring.reports.tasks import compute_report
 from scoring.runs.tasks import score_batch, sweep_runs
 
 logger = logging.getLogger(__name__)
@@ -46,9 +47,3 @@ def _configure_worker_process(**_: Any) -> None:
 
         import_comet()
         logger.info("scoring libraries imported")
-
-
-@shared_task(acks_late=True)
-def compute_report(report_id: int) -> None:
-    # Failures are recorded on the report itself (status failed, with the reason).
-    services.report_compute(report_id=report_id)

@@ -20,8 +20,7 @@ from review.services.audit import audit_record
 from scoring.metrics import MetricUnavailable, Pair, Scored, backend_class
 from scoring.models import MetricConfig, MetricScore, ScoringBatch, ScoringRun
 from scoring.runs import machinery
-from scoring.runs.tasks import score_batch
-from scoring.services import (
+from scoring.runs.metric_configs import (
     METRIC_LABELS,
     PRESETS,
     ScoringError,
@@ -31,6 +30,7 @@ from scoring.services import (
     preset_missing,
     preset_missing_message,
 )
+from scoring.runs.tasks import score_batch
 
 
 def _queue_for(backend_name: str) -> str:

@@ -67,7 +67,7 @@ def _drill(args: argparse.Namespace, env: dict, procs: harness.Processes) -> int
 
     from scoring.models import ScoringRun
     from scoring.runs.scoring import scoring_run_create
-    from scoring.selectors import run_progress
+    from scoring.runs.selectors import run_progress
     from tests.faults.checks import scores_exactly_once
 
     n = 60 if args.short else 200

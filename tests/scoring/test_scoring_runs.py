@@ -6,10 +6,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from review.models import AuditEvent, Dataset, ModelResponse
-from scoring import services
 from scoring.models import MetricConfig, MetricScore, ScoringBatch, ScoringRun
+from scoring.runs import metric_configs
 from scoring.runs import scoring as scoring_runs
-from scoring.selectors import run_progress
+from scoring.runs.selectors import run_progress
 from tests.scoring.scoring_data import make_scoring_dataset
 
 # Batches are enqueued on commit, so these tests commit for real (Celery runs eagerly here).
@@ -86,7 +86,7 @@ def test_an_unavailable_metric_is_reported_and_the_others_still_run(settings) ->
     assert "no COMET checkpoint configured" in run.unavailable["comet"]
     assert run.status == ScoringRun.Status.DONE
     assert MetricScore.objects.filter(config__backend="bleu").count() == 12
-    statuses = {s.name: s for s in services.metric_statuses()}
+    statuses = {s.name: s for s in metric_configs.metric_statuses()}
     assert not statuses["comet"].available and statuses["bleu"].available
 
 
@@ -182,7 +182,7 @@ def embedding_cache_dir(settings, tmp_path):
     from scoring.metrics import embedding_cache
 
     settings.SCORING_EMBEDDING_CACHE_DIR = tmp_path / "embedding-cache"
-    services._configure_embedding_cache()
+    metric_configs._configure_embedding_cache()
     embedding_cache.clear_memory()
     return embedding_cache
 
@@ -258,9 +258,9 @@ def test_every_config_records_its_provenance() -> None:
 
 
 def test_the_helm_preset_names_the_missing_models_and_how_to_bring_them(client) -> None:
-    preset = services.PRESETS["medalign-helm"]
+    preset = metric_configs.PRESETS["medalign-helm"]
     assert set(preset.metrics) == {"bertscore", "comet", "chrf", "rougeL", "bleu"}
-    missing = services.preset_missing(preset)
+    missing = metric_configs.preset_missing(preset)
     if not missing:
         pytest.skip("the preset's models are in this machine's cache")
     make_scoring_dataset(name="helm")
@@ -284,7 +284,7 @@ def test_the_helm_preset_names_the_missing_models_and_how_to_bring_them(client) 
 
 
 def test_the_helm_preset_runs_its_own_models_when_they_are_cached(monkeypatch) -> None:
-    monkeypatch.setattr(services, "_in_hf_cache", lambda repo: True)
+    monkeypatch.setattr(metric_configs, "_in_hf_cache", lambda repo: True)
     dataset = make_scoring_dataset()
     run = scoring_runs.scoring_run_create(dataset=dataset, metrics=[], preset="medalign-helm")
     assert run.metrics == ["bertscore", "comet", "chrf", "rougeL", "bleu"]
@@ -296,6 +296,6 @@ def test_the_helm_preset_runs_its_own_models_when_they_are_cached(monkeypatch) -
             config = run.configs.get(backend=name)
             assert (
                 config.identity["backend_options"]
-                == services.PRESETS["medalign-helm"].metrics[name]
+                == metric_configs.PRESETS["medalign-helm"].metrics[name]
             )
     assert set(run.configs.values_list("backend", flat=True)) >= {"chrf", "rougeL", "bleu"}

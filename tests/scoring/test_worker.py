@@ -19,7 +19,7 @@ from django.db import connection
 
 from scoring.models import MetricScore, ScoringBatch, ScoringRun
 from scoring.runs import scoring as scoring_runs
-from scoring.selectors import run_progress
+from scoring.runs.selectors import run_progress
 from tests.scoring.scoring_data import make_scoring_dataset
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -35,7 +35,7 @@ from review.models import Dataset, Instruction, ModelResponse, ReferenceResponse
 from scoring.metrics import Pair
 from scoring.models import MetricScore, ScoringRun
 from scoring.runs import scoring as scoring_runs
-from scoring.selectors import run_progress
+from scoring.runs.selectors import run_progress
 
 DATASET = "bench-scoring"
 WORDS = [
@@ -347,7 +347,7 @@ class Command(BaseCommand):
         """``bert-score`` from scratch: scorer (model load) and score, as a user would."""
         from bert_score import BERTScorer
 
-        from scoring.services import backend_for
+        from scoring.runs.metric_configs import backend_for
 
         backend = backend_for("bertscore")
         start = time.perf_counter()

@@ -5,11 +5,11 @@ from kombu.exceptions import OperationalError as BrokerError
 from tqdm import tqdm
 
 from review.models import Dataset
-from scoring import services
 from scoring.models import ScoringBatch, ScoringRun
+from scoring.runs import metric_configs
 from scoring.runs import scoring as scoring_runs
 from scoring.runs.machinery import describe
-from scoring.selectors import run_progress
+from scoring.runs.selectors import run_progress
 
 
 class Command(BaseCommand):
@@ -22,12 +22,12 @@ class Command(BaseCommand):
         parser.add_argument("--dataset", required=True)
         parser.add_argument(
             "--metrics",
-            default=",".join(services.DEFAULT_METRICS),
+            default=",".join(metric_configs.DEFAULT_METRICS),
             help="comma-separated: bertscore,comet,rougeL,bleu,chrf",
         )
         parser.add_argument(
             "--preset",
-            choices=sorted(services.PRESETS),
+            choices=sorted(metric_configs.PRESETS),
             help="a fixed set of metrics and models (replaces --metrics), e.g. medalign-helm: "
             "BERTScore distilbert-base-uncased, COMET Unbabel/wmt22-comet-da, chrF++, ROUGE-L, "
             "BLEU; refused, naming what is missing, unless its models are in the local cache",
@@ -62,7 +62,7 @@ class Command(BaseCommand):
                     enqueue=not inline,
                     preset=options["preset"],  # type: ignore[arg-type]
                 )
-        except services.ScoringError as exc:
+        except metric_configs.ScoringError as exc:
             raise CommandError(str(exc)) from None
         except ScoringRun.DoesNotExist:
             raise CommandError(f"no run {options['resume']} for this dataset") from None

@@ -5,8 +5,8 @@ then one report computed inline. Model-based metrics remain a click away on the 
 """
 
 from review.models import Dataset
-from scoring import services
 from scoring.models import CorrelationReport, ScoringBatch
+from scoring.reports import services
 from scoring.runs import scoring as scoring_runs
 
 DEMO_METRICS = ("rougeL", "bleu", "chrf")

@@ -1,25 +1,17 @@
-"""Every write the scoring app makes: metric configurations, scoring runs and their batches.
-
-A run is split into batches of response ids, one Celery task each, taking only the batch id.
-Scores are unique per (response, metric configuration): a batch first drops the responses that
-already have a score, and inserts with ``ignore_conflicts``, so a re-run computes nothing twice
-and a batch redelivered after a killed worker cannot duplicate anything.
-"""
+"""Every write the reports make: correlation reports and their exports, model variants, API
+tokens. Metric configurations are written in ``scoring.runs.metric_configs``, runs in
+``scoring.runs``."""
 
 import hashlib
-import json
 import logging
 import platform
 import secrets
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import django
 import numpy
 import scipy
-from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
@@ -27,192 +19,15 @@ from django.utils import timezone
 from medalign_site.logs import redact_exception
 from review.models import AuditEvent, Dataset, ModelResponse, User
 from review.services.audit import audit_record
-from scoring import learned
-from scoring.metrics import (
-    MetricBackend,
-    MetricUnavailable,
-    embedding_cache,
-    get_backend,
-)
 from scoring.models import (
     ApiToken,
     CorrelationReport,
     LearnedMetricModel,
-    MetricConfig,
     ModelVariant,
 )
+from scoring.reports import learned
 
 logger = logging.getLogger(__name__)
-
-METRIC_LABELS = {
-    "bertscore": "BERTScore F1",
-    "comet": "COMET",
-    "rougeL": "ROUGE-L F",
-    "bleu": "BLEU",
-    "chrf": "chrF++",
-}
-DEFAULT_METRICS = ("bertscore", "comet", "rougeL", "bleu", "chrf")
-
-
-class ScoringError(Exception):
-    """A scoring request that cannot be carried out, with a message for the user."""
-
-
-def backend_options(name: str) -> dict[str, Any]:
-    """Options for a backend from settings (the model choices an operator makes)."""
-    if name == "bertscore":
-        options: dict[str, Any] = {}
-        if settings.BERTSCORE_MODEL:
-            options["model"] = settings.BERTSCORE_MODEL
-        if settings.BERTSCORE_NUM_LAYERS:
-            options["num_layers"] = settings.BERTSCORE_NUM_LAYERS
-        return options
-    if name == "comet":
-        return {"checkpoint": settings.COMET_MODEL or None}
-    return {}
-
-
-def _configure_embedding_cache() -> None:
-    embedding_cache.configure(
-        directory=settings.SCORING_EMBEDDING_CACHE_DIR
-        if settings.SCORING_EMBEDDING_CACHE_MB
-        else None,
-        max_bytes=settings.SCORING_EMBEDDING_CACHE_MB << 20,
-        memory_bytes=settings.SCORING_EMBEDDING_MEMORY_MB << 20,
-    )
-
-
-# Backends are kept per process: a batch reuses the resolved model, hashes and loaded weights
-# instead of validating and resolving them again (no per-batch overhead beyond the database).
-_BACKENDS: dict[str, MetricBackend] = {}
-
-
-def backend_for(name: str, options: dict[str, Any] | None = None) -> MetricBackend:
-    """The backend ``name`` with ``options`` (default: from settings), cached per process."""
-    _configure_embedding_cache()
-    options = backend_options(name) if options is None else options
-    key = json.dumps([name, options], sort_keys=True, default=str)
-    backend = _BACKENDS.get(key)
-    if backend is None:
-        backend = _BACKENDS[key] = get_backend(name, **options)
-    return backend
-
-
-# --- presets ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Preset:
-    key: str
-    label: str
-    description: str
-    metrics: dict[str, dict[str, Any]]  # backend name -> options (replacing the settings)
-    # model id -> what must be in the local Hugging Face cache for it (COMET loads its encoder's
-    # config and tokenizer as well)
-    cache_needs: dict[str, tuple[str, ...]]
-
-
-PRESETS: dict[str, Preset] = {
-    "medalign-helm": Preset(
-        key="medalign-helm",
-        label="MedAlign/HELM",
-        description=(
-            "The metrics MedAlign's and HELM's code used: BERTScore F1 with "
-            "distilbert-base-uncased, COMET Unbabel/wmt22-comet-da, chrF++, ROUGE-L and BLEU."
-        ),
-        metrics={
-            "bertscore": {"model": "distilbert-base-uncased"},
-            "comet": {"checkpoint": "Unbabel/wmt22-comet-da"},
-            "chrf": {},
-            "rougeL": {},
-            "bleu": {},
-        },
-        cache_needs={
-            "distilbert-base-uncased": ("distilbert-base-uncased",),
-            "Unbabel/wmt22-comet-da": ("Unbabel/wmt22-comet-da", "xlm-roberta-large"),
-        },
-    )
-}
-
-
-def _in_hf_cache(repo_id: str) -> bool:
-    try:
-        from huggingface_hub import snapshot_download
-
-        snapshot_download(repo_id=repo_id, local_files_only=True)
-    except Exception:  # LocalEntryNotFoundError (an OSError), bad id, ...
-        return False
-    return True
-
-
-def preset_missing(preset: Preset) -> list[str]:
-    """Model ids the preset needs that are not in the local Hugging Face cache."""
-    needed = dict.fromkeys(repo for repos in preset.cache_needs.values() for repo in repos)
-    return [repo for repo in needed if not _in_hf_cache(repo)]
-
-
-def preset_missing_message(preset: Preset, missing: list[str]) -> str:
-    """What is missing and how to bring it (this server cannot download models)."""
-    names = ", ".join(missing)
-    return (
-        f"The {preset.label} preset needs models that are not in this server's Hugging Face "
-        f"cache: {names}. Models cannot be downloaded here: on a machine with internet access "
-        f"run `huggingface-cli download <id>` for each of {names}, then copy the "
-        "`models--…` folders from its `~/.cache/huggingface/hub` into this server's cache "
-        "(`$HF_HOME/hub`, default `~/.cache/huggingface/hub`) and start the run again."
-    )
-
-
-@dataclass(frozen=True)
-class MetricStatus:
-    name: str
-    label: str
-    available: bool
-    reason: str = ""
-
-
-def metric_statuses(names: Iterable[str] = DEFAULT_METRICS) -> list[MetricStatus]:
-    """Which metrics can run here, and why not (e.g. no COMET checkpoint configured)."""
-    out = []
-    for name in names:
-        try:
-            backend_for(name).check_available()
-        except (MetricUnavailable, ValueError) as exc:
-            out.append(MetricStatus(name, METRIC_LABELS.get(name, name), False, str(exc)))
-        else:
-            out.append(MetricStatus(name, METRIC_LABELS.get(name, name), True))
-    return out
-
-
-def metric_config_get_or_create(
-    *, backend: MetricBackend, aggregate: str, options: dict[str, Any] | None = None
-) -> MetricConfig:
-    """The stored identity of a backend's configuration plus the reference aggregation, with
-    its provenance (``MetricConfig.provenance``) and the options that rebuild the backend in a
-    worker (``identity["backend_options"]``, not part of the hash)."""
-    identity = {
-        **backend.identity(),
-        "reference_aggregate": aggregate,
-        "backend_options": options if options is not None else backend_options(backend.name),
-    }
-    identity_hash = hashlib.sha256(
-        json.dumps({"backend": backend.identity_hash(), "aggregate": aggregate}).encode()
-    ).hexdigest()
-    provenance = {**backend.provenance(), "reference_aggregation": aggregate}
-    config, created = MetricConfig.objects.get_or_create(
-        identity_hash=identity_hash,
-        defaults={
-            "backend": backend.name,
-            "identity": identity,
-            "provenance": provenance,
-            "label": f"{METRIC_LABELS.get(backend.name, backend.name)} ({aggregate} reference)",
-        },
-    )
-    if not created and not config.provenance:  # a config stored before provenance existed
-        config.provenance = provenance
-        config.save(update_fields=["provenance"])
-    return config
-
 
 # --- correlation reports -----------------------------------------------------------------------
 
@@ -272,7 +87,7 @@ def report_create(
 
     ``exclude_truncated``: leave out every score whose metric model cut the text.
     ``learned_metric``: add the metric learned from the clinicians' rankings (cross-validated
-    by instruction; ``scoring.learned``) as one more row of the correlation table.
+    by instruction; ``scoring.reports.learned``) as one more row of the correlation table.
     """
     parameters = _report_parameters(
         n_resamples=n_resamples,
@@ -302,7 +117,7 @@ def report_create(
 
 
 def _enqueue_report(report_id: int) -> None:
-    from scoring.tasks import compute_report
+    from scoring.reports.tasks import compute_report
 
     try:
         compute_report.delay(report_id)
@@ -330,9 +145,9 @@ def report_compute(*, report_id: int) -> CorrelationReport:
 
     A report that is already done is returned unchanged (a redelivered task does nothing).
     """
-    from scoring.analysis import compute_results, response_rows
-    from scoring.analysis import metric_provenance as analysis_provenance
-    from scoring.selectors import report_inputs
+    from scoring.reports.analysis import compute_results, response_rows
+    from scoring.reports.analysis import metric_provenance as analysis_provenance
+    from scoring.reports.selectors import report_inputs
 
     with transaction.atomic():
         report = (
@@ -423,7 +238,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             "library_versions": _library_versions(),
             "report_created_at": report.created_at.isoformat(),
             "computed_at": timezone.now().isoformat(),
-            "method": "scoring.analysis.compute_results (see the Method page)",
+            "method": "scoring.reports.analysis.compute_results (see the Method page)",
         }
     except Exception as exc:
         logger.exception("report %s failed", report_id)
@@ -450,7 +265,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
 def _learned_metric_fit(inputs: Any) -> dict[str, Any]:
     """Cross-validated scores of the learned metric, and the model fitted on every review."""
     from scoring.metrics.base import file_sha256
-    from scoring.selectors import learned_texts
+    from scoring.reports.selectors import learned_texts
 
     started = time.perf_counter()
     questions, responses, references = learned_texts(table=inputs.table)
