@@ -101,7 +101,7 @@ def _pid_is_dead(claimed_by: str) -> bool:
     """True only when ``claimed_by`` names a process on this host that no longer exists."""
     host, _, pid = claimed_by.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
-        return False  # another host: only its heartbeat can tell
+        return False  # another host (hosts have distinct names, as Celery's node names assume)
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -264,8 +264,8 @@ def batch_execute(
 
     ``work`` must be idempotent: it checks what exists and writes only what is missing, keyed
     so that a concurrent copy (a worker given up for dead that was only slow) cannot write twice.
-    Transient errors release the claim for Celery's retry; other errors are the caller's to
-    record (``batch_fail``), so a task can redact them its own way.
+    Transient errors release the claim for Celery's retry; any other error fails the batch
+    (still this claim's) with the error's type only (``describe``), and is raised again.
     """
     claim = batch_claim(kind=kind, batch_id=batch_id, task_id=task_id)
     if claim is None:
@@ -276,6 +276,13 @@ def batch_execute(
             created = work(claim.batch)
     except TRANSIENT:
         _release(claim)
+        raise
+    except Exception as exc:
+        failed = claim.kind.batch_model._default_manager.filter(
+            pk=claim.batch.pk, status=RUNNING, attempts=claim.attempt
+        ).update(status=FAILED, error=describe(exc))
+        if failed:
+            run_maybe_finish(claim.kind, claim.batch.run_id)
         raise
     batch_finish(claim, seconds=time.perf_counter() - started)
     return created

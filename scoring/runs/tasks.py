@@ -23,14 +23,10 @@ class BatchTask(Task):  # type: ignore[misc]  # Celery's Task is untyped
     run_kind: str = ""
 
     def run_batch(self, batch_id: int) -> int:
+        # A transient error is retried with backoff (autoretry_for); any other has failed the
+        # batch already (machinery.batch_execute).
         kind = machinery.kind_named(self.run_kind)
-        try:
-            return int(kind.execute(batch_id=batch_id, task_id=self.request.id))
-        except machinery.TRANSIENT:
-            raise  # retried with backoff (autoretry_for)
-        except Exception as exc:
-            machinery.batch_fail(kind=kind, batch_id=batch_id, error=machinery.describe(exc))
-            raise
+        return int(kind.execute(batch_id=batch_id, task_id=self.request.id))
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any

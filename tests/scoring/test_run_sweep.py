@@ -233,3 +233,19 @@ def test_the_sweep_runs_as_a_celery_task_and_says_what_it_did(settings, sent):
     )
     summary = sweep_runs.delay().get()
     assert summary.startswith("re-queued 1 batch(es) whose worker died")
+
+
+def test_an_error_in_the_work_fails_the_batch_and_the_run_without_quoting_data(settings):
+    run = a_run(batch_size=100)
+    batch = run.batches.get()
+
+    def explode(b: ScoringBatch) -> int:
+        raise ValueError("creatinine 1.3 mg/dL for patient 17")  # text a metric choked on
+
+    with pytest.raises(ValueError):
+        machinery.batch_execute(kind=SCORING, batch_id=batch.pk, task_id=None, work=explode)
+    failed = ScoringBatch.objects.get(pk=batch.pk)
+    assert failed.status == ScoringBatch.Status.FAILED
+    assert failed.error.startswith("builtins.ValueError: <message redacted")
+    run.refresh_from_db()
+    assert run.status == ScoringRun.Status.FAILED and "creatinine" not in run.error
