@@ -150,9 +150,9 @@ def batch_claim(*, kind: RunKind[Any, B], batch_id: int, task_id: str | None) ->
 
     A pending batch is taken by whoever asks first. A running one is taken again only by the
     same task message delivered again (``reject_on_worker_lost`` after its pool process died)
-    when its claimant is known dead: a process of this host that no longer exists, or a
-    heartbeat older than the timeout. A message copy that finds its batch done, failed,
-    running elsewhere, or planned away by a resume does nothing.
+    when its claimant is known to be over: this process (a retry), a process of this host that
+    no longer exists, or a heartbeat older than the timeout. A message copy that finds its
+    batch done, failed, running elsewhere, or planned away by a resume does nothing.
     """
     model = kind.batch_model
     row = model._default_manager.filter(pk=batch_id).values(
@@ -168,7 +168,9 @@ def batch_claim(*, kind: RunKind[Any, B], batch_id: int, task_id: str | None) ->
     elif current["status"] == RUNNING and task_id and current["task_id"] == task_id:
         stale = now - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT)
         lost = (
-            _pid_is_dead(current["claimed_by"])
+            # this process ran it before: a retry whose release the database refused
+            current["claimed_by"] == worker_name()
+            or _pid_is_dead(current["claimed_by"])
             or model._default_manager.filter(pk=batch_id, heartbeat_at__lt=stale).exists()
         )
         if not lost:

@@ -52,6 +52,10 @@ def claimed_then_abandoned(run: ScoringRun, task_id: str = "task-1") -> machiner
     return claim
 
 
+def claim_host() -> str:
+    return machinery.worker_name().rpartition(":")[0]
+
+
 def later(seconds_past_timeout: float, settings) -> datetime:
     return timezone.now() + timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT + seconds_past_timeout)
 
@@ -150,16 +154,15 @@ def test_a_worker_given_up_for_dead_can_no_longer_finish_or_heartbeat_its_batch(
 def test_the_same_message_again_takes_back_a_batch_only_when_its_process_died(settings):
     run = a_run()
     claim = claimed_then_abandoned(run, task_id="task-1")
-    # A copy of the message while the claimant lives (its own process here): nothing happens.
+    ScoringBatch.objects.filter(pk=claim.batch.pk).update(claimed_by=f"{claim_host()}:1")
+    # A copy of the message while the claimant lives (pid 1 here): nothing happens.
     assert machinery.batch_claim(kind=SCORING, batch_id=claim.batch.pk, task_id="task-1") is None
     # Another task's message for a running batch: nothing happens either.
     assert machinery.batch_claim(kind=SCORING, batch_id=claim.batch.pk, task_id="task-9") is None
     # The pool process died (reject_on_worker_lost gives the message back at once).
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    ScoringBatch.objects.filter(pk=claim.batch.pk).update(
-        claimed_by=f"{machinery.socket.gethostname()}:{dead.pid}"
-    )
+    ScoringBatch.objects.filter(pk=claim.batch.pk).update(claimed_by=f"{claim_host()}:{dead.pid}")
     again = machinery.batch_claim(kind=SCORING, batch_id=claim.batch.pk, task_id="task-1")
     assert again is not None and again.attempt == 2
     assert again.batch.claimed_by == machinery.worker_name()
@@ -249,3 +252,12 @@ def test_an_error_in_the_work_fails_the_batch_and_the_run_without_quoting_data(s
     assert failed.error.startswith("builtins.ValueError: <message redacted")
     run.refresh_from_db()
     assert run.status == ScoringRun.Status.FAILED and "creatinine" not in run.error
+
+
+def test_a_retry_in_the_same_process_takes_its_batch_back(settings):
+    # A transient error whose release the database refused: the retry (same task id) runs in
+    # the process that claimed the batch, so it takes it back rather than waiting for the sweep.
+    run = a_run()
+    claim = claimed_then_abandoned(run, task_id="task-1")
+    again = machinery.batch_claim(kind=SCORING, batch_id=claim.batch.pk, task_id="task-1")
+    assert again is not None and again.attempt == 2
