@@ -14,6 +14,7 @@ class RunProgress:
     scored: int
     total: int
     batches_done: int
+    batches_running: int  # claimed by a worker (one that died is re-queued by the sweep)
     batches_failed: int
     batches_total: int
     error: str
@@ -31,6 +32,7 @@ class RunProgress:
             "total": self.total,
             "percent": self.percent,
             "batches_done": self.batches_done,
+            "batches_running": self.batches_running,
             "batches_failed": self.batches_failed,
             "batches_total": self.batches_total,
             "error": self.error,
@@ -60,6 +62,7 @@ def run_progress(run: ScoringRun) -> RunProgress:
         scored=scored,
         total=run.total,
         batches_done=batches.get(ScoringBatch.Status.DONE, 0),
+        batches_running=batches.get(ScoringBatch.Status.RUNNING, 0),
         batches_failed=batches.get(ScoringBatch.Status.FAILED, 0),
         batches_total=sum(batches.values()),
         error=run.error,

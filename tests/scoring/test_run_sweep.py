@@ -16,6 +16,7 @@ from django.utils import timezone
 from scoring.models import MetricScore, ScoringBatch, ScoringRun
 from scoring.runs import machinery
 from scoring.runs import scoring as scoring_runs
+from scoring.runs.selectors import run_progress
 from scoring.runs.tasks import score_batch
 from tests.scoring.scoring_data import make_scoring_dataset
 
@@ -120,6 +121,7 @@ def test_a_fresh_heartbeat_is_left_alone(settings, sent):
     batch = ScoringBatch.objects.get(pk=claim.batch.pk)
     assert batch.status == ScoringBatch.Status.RUNNING and batch.attempts == 1
     assert sent == []
+    assert run_progress(run).as_dict()["batches_running"] == 1  # shown on the run page
 
 
 def test_a_batch_whose_workers_keep_dying_fails_after_the_last_attempt(settings, sent):
