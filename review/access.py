@@ -7,7 +7,7 @@ Rules:
 - clinicians, admins and researchers must have TOTP set up, and must have passed it *in this
   session* (allauth records the methods a session authenticated with): a session signed in with
   the password alone never reaches records, reports or the admin, even once the account has
-  TOTP. API bearer tokens (scoring/api.py) are their own factor and skip this;
+  TOTP. API bearer tokens (scoring/reports/api.py) are their own factor and skip this;
 - clinician → only the instructions assigned to them; anything else is 404, never 403, so the
   existence of an object never leaks;
 - researcher → reports and exports, no raw records unless also granted clinician access;

@@ -5,6 +5,7 @@ from django.db import models
 from django.utils import timezone
 
 from review.models import Dataset, ModelResponse
+from scoring.runs.models import BatchBase, RunBase
 
 
 class MetricConfig(models.Model):
@@ -49,64 +50,37 @@ class MetricConfig(models.Model):
         return self.label
 
 
-class ScoringRun(models.Model):
-    """Scoring of a dataset's responses with some metrics.
+class ScoringRun(RunBase):
+    """Scoring of a dataset's responses with some metrics (``scoring.runs.scoring``).
 
-    Status and allowed transitions (made in scoring.services):
-      pending -> running -> done
-      pending | running -> failed (the reason is kept; transient errors retry first)
-      failed | done -> running (resume: only what is missing is computed)
+    Status and allowed transitions: ``RunBase`` (made in ``scoring.runs``); transient errors
+    retry first, a batch whose worker died is queued again by the sweep, and resume computes
+    only what is missing.
     """
-
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
 
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="scoring_runs")
     metrics = models.JSONField(default=list)  # backend names requested
     configs = models.ManyToManyField(MetricConfig, blank=True, related_name="runs")
-    status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True
-    )
-    total = models.PositiveIntegerField(default=0)  # (response, config) pairs to score
     unavailable = models.JSONField(default=dict, blank=True)  # backend -> reason
-    error = models.TextField(blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
-    )
-    created_at = models.DateTimeField(default=timezone.now)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at"]
+    class Meta(RunBase.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"Scoring run {self.pk} ({self.status})"
 
 
-class ScoringBatch(models.Model):
-    """A slice of a run handed to one Celery task. Tasks take the batch id only."""
-
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
+class ScoringBatch(BatchBase):
+    """Some responses of a run scored under one metric configuration, by one Celery task."""
 
     run = models.ForeignKey(ScoringRun, on_delete=models.CASCADE, related_name="batches")
     config = models.ForeignKey(MetricConfig, on_delete=models.PROTECT, related_name="+")
-    response_ids = models.JSONField()
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
-    seconds = models.FloatField(null=True, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    # Response ids; the column keeps the name it had before batches were shared by run kinds.
+    item_ids = models.JSONField(db_column="response_ids")
 
-    class Meta:
+    class Meta(BatchBase.Meta):
         ordering = ["run", "id"]
-        indexes = [models.Index(fields=["run", "status"])]
+        indexes = [*BatchBase.Meta.indexes, models.Index(fields=["run", "status"])]
 
     def __str__(self) -> str:
         return f"Batch {self.pk} of run {self.run_id} ({self.status})"
@@ -214,7 +188,8 @@ class ModelVariant(models.Model):
 
 
 class LearnedMetricModel(models.Model):
-    """A pairwise ranking model fitted on a dataset's clinician rankings (``scoring.learned``).
+    """A pairwise ranking model fitted on a dataset's clinician rankings
+    (``scoring.reports.learned``).
 
     Stored as plain numbers (scaler, coefficients, feature names), never a pickle, with what it
     was trained on and with: the report, how many reviews and pairs, the metric configurations

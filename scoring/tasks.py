@@ -1,58 +1,25 @@
-"""Celery tasks: thin wrappers that take ids. Job state lives in ScoringRun/ScoringBatch."""
+"""Celery tasks: thin wrappers that take ids. Job state lives in the models.
+
+The run tasks (a scoring batch, the run sweep) live in ``scoring.runs.tasks``, the report's in
+``scoring.reports.tasks``; importing them here is what registers them with Celery's
+autodiscovery. Their registered names are fixed (``name=``), so messages queued before they
+moved still find them. What stays here is per worker process: the libraries' set-up.
+"""
 
 import logging
 import os
 import sys
 from typing import Any
 
-from celery import Task, shared_task
 from celery.signals import worker_process_init
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
 
-from medalign_site.logs import redact_exception
-from scoring import services
+from scoring.reports.tasks import compute_report
+from scoring.runs.tasks import score_batch, sweep_runs
 
 logger = logging.getLogger(__name__)
 
-# Database hiccups and dropped connections are worth retrying; anything else fails the batch.
-TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
-
-
-def _describe(exc: BaseException) -> str:
-    # Shown to researchers: the error type only, redacted like the logs (a message can quote the
-    # response or reference text a metric choked on).
-    return redact_exception(exc)[:500]
-
-
-class BatchTask(Task):
-    def on_failure(
-        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
-    ) -> None:
-        # Only transient errors reach here unrecorded: their retries are exhausted.
-        if isinstance(exc, TRANSIENT):
-            batch_id = args[0] if args else kwargs.get("batch_id")
-            services.scoring_batch_fail(batch_id=batch_id, error=_describe(exc))
-
-
-@shared_task(
-    base=BatchTask,
-    bind=True,
-    autoretry_for=TRANSIENT,
-    retry_backoff=2,
-    retry_backoff_max=60,
-    retry_jitter=True,
-    max_retries=5,
-    acks_late=True,
-)
-def score_batch(self: Task, batch_id: int) -> int:
-    try:
-        return services.scoring_batch_execute(batch_id=batch_id)
-    except TRANSIENT:
-        raise  # retried with backoff
-    except Exception as exc:
-        services.scoring_batch_fail(batch_id=batch_id, error=_describe(exc))
-        raise
+__all__ = ["compute_report", "score_batch", "sweep_runs"]
 
 
 @worker_process_init.connect
@@ -80,9 +47,3 @@ def _configure_worker_process(**_: Any) -> None:
 
         import_comet()
         logger.info("scoring libraries imported")
-
-
-@shared_task(acks_late=True)
-def compute_report(report_id: int) -> None:
-    # Failures are recorded on the report itself (status failed, with the reason).
-    services.report_compute(report_id=report_id)

@@ -1,10 +1,11 @@
 from django.urls import path
 
-from scoring import api, run_views, views
+from scoring.reports import api, views
+from scoring.runs import views as run_views
 
 urlpatterns: list = []
 
-# --- reports (scoring.views, scoring.api) -----------------------------------------------------
+# --- reports (scoring.reports.views, scoring.reports.api) -----------------------------------------
 urlpatterns += [
     path("reports/", views.reports, name="scoring_reports"),
     path("reports/<int:report_id>/", views.report_detail, name="scoring_report_detail"),
@@ -21,7 +22,7 @@ urlpatterns += [
     *api.urlpatterns(),
 ]
 
-# --- scoring runs (scoring.run_views) ---------------------------------------------------------
+# --- scoring runs (scoring.runs.views) ------------------------------------------------------------
 urlpatterns += [
     path("runs/", run_views.runs, name="scoring_runs"),
     path("runs/<int:run_id>/", run_views.run_detail, name="scoring_run_detail"),

@@ -132,6 +132,10 @@ def test_the_app_refuses_to_start_with_only_allowed_hosts_set(tmp_path) -> None:
             {"DEBUG": "true", "SCORING_REFERENCE_AGGREGATE": "median"},
             "SCORING_REFERENCE_AGGREGATE must be one of",
         ),
+        (
+            {"DEBUG": "true", "RUN_HEARTBEAT_INTERVAL": "60", "RUN_HEARTBEAT_TIMEOUT": "90"},
+            "RUN_HEARTBEAT_TIMEOUT must be at least twice RUN_HEARTBEAT_INTERVAL",
+        ),
     ],
 )
 def test_bad_values_stop_start_up_with_a_clear_error(tmp_path, env, message) -> None:

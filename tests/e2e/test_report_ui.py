@@ -14,8 +14,8 @@ from playwright.sync_api import expect
 
 from review.models import Dataset, Instruction, ModelResponse, ReferenceResponse, Role
 from review.services.demo_reviews import demo_simulated_reviews
-from scoring import services
 from scoring.models import MetricConfig, MetricScore
+from scoring.reports import services
 from tests import factories
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

@@ -331,7 +331,7 @@ def _max_overlap(instructions: list) -> int:
 
 def _start_scoring(dataset_name: str) -> int:
     from review.models import Dataset
-    from scoring.services import scoring_run_create
+    from scoring.runs.scoring import scoring_run_create
 
     run = scoring_run_create(
         dataset=Dataset.objects.get(name=dataset_name), metrics=LEXICAL, batch_size=8

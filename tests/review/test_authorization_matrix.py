@@ -240,7 +240,7 @@ RULES: dict[str, Rule] = {
         admin="405",
         kwargs=lambda w: {"run_id": _run(w).pk},
     ),
-    # --- reports, exports, tokens and the token API (scoring.views, scoring.api) ------------
+    # --- reports, exports, tokens and the token API (scoring.reports.views, scoring.reports.api) ------------
     "scoring_reports": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
     "scoring_report_detail": R(
         anon=LOGIN,

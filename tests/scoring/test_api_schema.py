@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi import checks as openapi_checks
 
 from medalign_site.wsgi import application
-from scoring import services
+from scoring.reports import services
 from tests.scoring.test_reports import _done_report, data  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db

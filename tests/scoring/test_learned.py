@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from scoring import learned
-from scoring import statistics as S
+from scoring.reports import learned
+from scoring.reports import statistics as S
 
 
 def _synthetic(seed=0, n_instructions=80, n_features=20):

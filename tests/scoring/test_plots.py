@@ -1,4 +1,4 @@
-"""Tests for scoring.plots: well-formed, accessible, escaped SVG with marks inside the viewBox."""
+"""Tests for scoring.reports.plots: well-formed, accessible, escaped SVG with marks inside the viewBox."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from scoring import plots as P
+from scoring.reports import plots as P
 
 SVG = "{http://www.w3.org/2000/svg}"
 NASTY = "BLEU <&\"> 'quoted' & more"

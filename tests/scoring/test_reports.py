@@ -32,8 +32,8 @@ from review.models import (
     Role,
 )
 from review.services.accounts import application_revoke
-from scoring import exports, selectors, services
 from scoring.models import ApiToken, CorrelationReport, MetricConfig, MetricScore
+from scoring.reports import exports, selectors, services
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -608,7 +608,7 @@ def test_every_export_and_the_page_name_each_metrics_evaluator(data, client):
 
 
 def test_bertscore_identity_names_model_layer_idf_and_weights(data):
-    from scoring.analysis import metric_provenance
+    from scoring.reports.analysis import metric_provenance
 
     identity = {
         "backend": "bertscore",
@@ -689,8 +689,8 @@ def test_truncated_pairs_are_counted_and_can_be_excluded(data, client):
 
 @pytest.mark.slow
 def test_a_report_can_add_the_learned_metric_and_store_it(data, client):
-    from scoring import learned
     from scoring.models import LearnedMetricModel
+    from scoring.reports import learned
 
     report = _done_report(data, learned_metric=True)
     assert report.status == CorrelationReport.Status.DONE, report.error

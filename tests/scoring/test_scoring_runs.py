@@ -6,9 +6,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from review.models import AuditEvent, Dataset, ModelResponse
-from scoring import services
 from scoring.models import MetricConfig, MetricScore, ScoringBatch, ScoringRun
-from scoring.selectors import run_progress
+from scoring.runs import metric_configs
+from scoring.runs import scoring as scoring_runs
+from scoring.runs.selectors import run_progress
 from tests.scoring.scoring_data import make_scoring_dataset
 
 # Batches are enqueued on commit, so these tests commit for real (Celery runs eagerly here).
@@ -23,7 +24,7 @@ def scored_pairs() -> list[tuple[int, int]]:
 
 def test_a_run_scores_every_response_with_references_once(settings) -> None:
     dataset = make_scoring_dataset()
-    run = services.scoring_run_create(dataset=dataset, metrics=LEXICAL, batch_size=5)
+    run = scoring_runs.scoring_run_create(dataset=dataset, metrics=LEXICAL, batch_size=5)
     run.refresh_from_db()
     assert run.status == ScoringRun.Status.DONE
     assert run.total == 12 * 3  # 4 instructions x 3 responses x 3 metrics; the orphan is skipped
@@ -36,7 +37,7 @@ def test_a_run_scores_every_response_with_references_once(settings) -> None:
 
 def test_scores_equal_the_library_and_carry_their_configuration() -> None:
     dataset = make_scoring_dataset()
-    services.scoring_run_create(dataset=dataset, metrics=["chrf"])
+    scoring_runs.scoring_run_create(dataset=dataset, metrics=["chrf"])
     config = MetricConfig.objects.get(backend="chrf")
     assert config.identity["reference_aggregate"] == "first"
     assert "sacrebleu" in str(config.identity)
@@ -50,14 +51,12 @@ def test_scores_equal_the_library_and_carry_their_configuration() -> None:
 
 def test_rerunning_a_finished_run_computes_nothing(monkeypatch) -> None:
     dataset = make_scoring_dataset()
-    services.scoring_run_create(dataset=dataset, metrics=LEXICAL)
+    scoring_runs.scoring_run_create(dataset=dataset, metrics=LEXICAL)
     before = MetricScore.objects.order_by("pk").values_list("pk", "value")
     calls = []
-    original = services.scoring_batch_execute
-    monkeypatch.setattr(
-        services, "scoring_batch_execute", lambda **kw: calls.append(kw) or original(**kw)
-    )
-    again = services.scoring_run_create(dataset=dataset, metrics=LEXICAL)
+    original = scoring_runs._score_batch
+    monkeypatch.setattr(scoring_runs, "_score_batch", lambda b: calls.append(b) or original(b))
+    again = scoring_runs.scoring_run_create(dataset=dataset, metrics=LEXICAL)
     again.refresh_from_db()
     assert again.status == ScoringRun.Status.DONE
     assert again.batches.count() == 0 and calls == []
@@ -66,7 +65,7 @@ def test_rerunning_a_finished_run_computes_nothing(monkeypatch) -> None:
 
 def test_max_aggregation_takes_the_best_reference(settings) -> None:
     dataset = make_scoring_dataset()
-    services.scoring_run_create(dataset=dataset, metrics=["bleu"], aggregate="max")
+    scoring_runs.scoring_run_create(dataset=dataset, metrics=["bleu"], aggregate="max")
     response = ModelResponse.objects.get(instruction__instruction_id="S0", model_name="m-alpha")
     score = MetricScore.objects.get(response=response)
     refs = [r.text for r in response.instruction.references.order_by("annotator_order")]
@@ -75,52 +74,52 @@ def test_max_aggregation_takes_the_best_reference(settings) -> None:
     assert len(score.per_reference) == 2
     assert score.value == pytest.approx(max(per_ref))
     # "first" and "max" are distinct configurations: both can exist side by side
-    services.scoring_run_create(dataset=dataset, metrics=["bleu"], aggregate="first")
+    scoring_runs.scoring_run_create(dataset=dataset, metrics=["bleu"], aggregate="first")
     assert MetricConfig.objects.filter(backend="bleu").count() == 2
 
 
 def test_an_unavailable_metric_is_reported_and_the_others_still_run(settings) -> None:
     settings.COMET_MODEL = ""
     dataset = make_scoring_dataset()
-    run = services.scoring_run_create(dataset=dataset, metrics=["comet", "bleu"])
+    run = scoring_runs.scoring_run_create(dataset=dataset, metrics=["comet", "bleu"])
     run.refresh_from_db()
     assert "no COMET checkpoint configured" in run.unavailable["comet"]
     assert run.status == ScoringRun.Status.DONE
     assert MetricScore.objects.filter(config__backend="bleu").count() == 12
-    statuses = {s.name: s for s in services.metric_statuses()}
+    statuses = {s.name: s for s in metric_configs.metric_statuses()}
     assert not statuses["comet"].available and statuses["bleu"].available
 
 
 def test_a_batch_executed_twice_writes_no_duplicates() -> None:
     dataset = make_scoring_dataset()
-    run = services.scoring_run_create(dataset=dataset, metrics=["bleu"], enqueue=False)
+    run = scoring_runs.scoring_run_create(dataset=dataset, metrics=["bleu"], enqueue=False)
     batch = run.batches.get()
-    assert services.scoring_batch_execute(batch_id=batch.pk) == 12
+    assert scoring_runs.scoring_batch_execute(batch_id=batch.pk) == 12
     # A redelivered message (worker killed after writing, before acking) finds the batch done.
     ScoringBatch.objects.filter(pk=batch.pk).update(status=ScoringBatch.Status.PENDING)
-    assert services.scoring_batch_execute(batch_id=batch.pk) == 0
+    assert scoring_runs.scoring_batch_execute(batch_id=batch.pk) == 0
     assert MetricScore.objects.count() == 12
 
 
 def test_resume_scores_only_what_is_missing() -> None:
     dataset = make_scoring_dataset()
-    run = services.scoring_run_create(
+    run = scoring_runs.scoring_run_create(
         dataset=dataset, metrics=["bleu", "chrf"], batch_size=4, enqueue=False
     )
     first = run.batches.order_by("pk").first()
-    services.scoring_batch_execute(batch_id=first.pk)  # then the "worker dies"
+    scoring_runs.scoring_batch_execute(batch_id=first.pk)  # then the "worker dies"
     kept = set(scored_pairs())
     assert len(kept) == 4
     pending_before = set(
         run.batches.filter(status=ScoringBatch.Status.PENDING).values_list("pk", flat=True)
     )
-    services.scoring_run_resume(run=run)
+    scoring_runs.scoring_run_resume(run=run)
     run.refresh_from_db()
     assert run.status == ScoringRun.Status.DONE
     # Pending batches were queued again, not replaced: a task still waiting for one stays valid.
     assert pending_before <= set(run.batches.values_list("pk", flat=True))
     assert run.batches.count() == 6
-    assert services.scoring_batch_execute(batch_id=max(pending_before) + 1000) == 0
+    assert scoring_runs.scoring_batch_execute(batch_id=max(pending_before) + 1000) == 0
     pairs = scored_pairs()
     assert len(pairs) == len(set(pairs)) == 24
     assert kept <= set(pairs)
@@ -136,7 +135,7 @@ def test_a_failing_batch_fails_the_run_with_its_reason(monkeypatch) -> None:
 
     monkeypatch.setattr(BleuBackend, "score", explode)
     with pytest.raises(RuntimeError):
-        services.scoring_run_create(dataset=dataset, metrics=["bleu"])
+        scoring_runs.scoring_run_create(dataset=dataset, metrics=["bleu"])
     run = ScoringRun.objects.get()
     assert run.status == ScoringRun.Status.FAILED
     # Researchers see the error's type; its message could quote response text (redacted).
@@ -183,7 +182,7 @@ def embedding_cache_dir(settings, tmp_path):
     from scoring.metrics import embedding_cache
 
     settings.SCORING_EMBEDDING_CACHE_DIR = tmp_path / "embedding-cache"
-    services._configure_embedding_cache()
+    metric_configs._configure_embedding_cache()
     embedding_cache.clear_memory()
     return embedding_cache
 
@@ -196,7 +195,7 @@ def encoded(cache) -> int:
 def test_a_new_models_responses_cost_only_their_own_texts(embedding_cache_dir) -> None:
     dataset = make_scoring_dataset()
     start = encoded(embedding_cache_dir)
-    services.scoring_run_create(dataset=dataset, metrics=["bertscore"], batch_size=5)
+    scoring_runs.scoring_run_create(dataset=dataset, metrics=["bertscore"], batch_size=5)
     first = encoded(embedding_cache_dir) - start
     scored = ModelResponse.objects.filter(instruction__references__isnull=False).distinct()
     texts = {r.text for r in scored} | {
@@ -208,11 +207,11 @@ def test_a_new_models_responses_cost_only_their_own_texts(embedding_cache_dir) -
         ModelResponse.objects.create(
             instruction=instruction, model_name="m-new", text=f"New answer {instruction.pk}."
         )
-    services.scoring_run_create(dataset=dataset, metrics=["bertscore"])
+    scoring_runs.scoring_run_create(dataset=dataset, metrics=["bertscore"])
     assert encoded(embedding_cache_dir) - start == first + 4
     # another reference aggregation embeds only the second references, never seen before
     before = encoded(embedding_cache_dir)
-    services.scoring_run_create(dataset=dataset, metrics=["bertscore"], aggregate="max")
+    scoring_runs.scoring_run_create(dataset=dataset, metrics=["bertscore"], aggregate="max")
     assert encoded(embedding_cache_dir) - before == 2  # Annotator_2 of S0 and S2
     assert MetricScore.objects.filter(config__backend="bertscore").count() == 16 * 2
 
@@ -227,7 +226,7 @@ def test_a_score_whose_text_the_model_cut_is_marked_truncated(embedding_cache_di
     cut = ModelResponse.objects.create(
         instruction=instruction, model_name="m-long", text=CUT.hypothesis
     )
-    services.scoring_run_create(dataset=dataset, metrics=["bertscore", "bleu"])
+    scoring_runs.scoring_run_create(dataset=dataset, metrics=["bertscore", "bleu"])
     bert = MetricScore.objects.get(response=cut, config__backend="bertscore")
     assert bert.truncated and bert.value == pytest.approx(1.0, abs=1e-4)
     assert not MetricScore.objects.get(response=cut, config__backend="bleu").truncated
@@ -239,7 +238,7 @@ def test_a_score_whose_text_the_model_cut_is_marked_truncated(embedding_cache_di
 
 def test_every_config_records_its_provenance() -> None:
     dataset = make_scoring_dataset()
-    services.scoring_run_create(dataset=dataset, metrics=[*LEXICAL, "bertscore"], enqueue=False)
+    scoring_runs.scoring_run_create(dataset=dataset, metrics=[*LEXICAL, "bertscore"], enqueue=False)
     prov = {c.backend: c.provenance for c in MetricConfig.objects.all()}
     assert (
         prov["chrf"]["sacrebleu_signature"].startswith("nrefs:1|")
@@ -259,9 +258,9 @@ def test_every_config_records_its_provenance() -> None:
 
 
 def test_the_helm_preset_names_the_missing_models_and_how_to_bring_them(client) -> None:
-    preset = services.PRESETS["medalign-helm"]
+    preset = metric_configs.PRESETS["medalign-helm"]
     assert set(preset.metrics) == {"bertscore", "comet", "chrf", "rougeL", "bleu"}
-    missing = services.preset_missing(preset)
+    missing = metric_configs.preset_missing(preset)
     if not missing:
         pytest.skip("the preset's models are in this machine's cache")
     make_scoring_dataset(name="helm")
@@ -285,9 +284,9 @@ def test_the_helm_preset_names_the_missing_models_and_how_to_bring_them(client) 
 
 
 def test_the_helm_preset_runs_its_own_models_when_they_are_cached(monkeypatch) -> None:
-    monkeypatch.setattr(services, "_in_hf_cache", lambda repo: True)
+    monkeypatch.setattr(metric_configs, "_in_hf_cache", lambda repo: True)
     dataset = make_scoring_dataset()
-    run = services.scoring_run_create(dataset=dataset, metrics=[], preset="medalign-helm")
+    run = scoring_runs.scoring_run_create(dataset=dataset, metrics=[], preset="medalign-helm")
     assert run.metrics == ["bertscore", "comet", "chrf", "rougeL", "bleu"]
     # the preset's models, not this server's settings (not really cached here: unavailable)
     for name in ("bertscore", "comet"):
@@ -297,6 +296,6 @@ def test_the_helm_preset_runs_its_own_models_when_they_are_cached(monkeypatch) -
             config = run.configs.get(backend=name)
             assert (
                 config.identity["backend_options"]
-                == services.PRESETS["medalign-helm"].metrics[name]
+                == metric_configs.PRESETS["medalign-helm"].metrics[name]
             )
     assert set(run.configs.values_list("backend", flat=True)) >= {"chrf", "rougeL", "bleu"}

@@ -1,4 +1,4 @@
-"""Tests for scoring.statistics (pure numpy/scipy; no Django needed)."""
+"""Tests for scoring.reports.statistics (pure numpy/scipy; no Django needed)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from scoring import statistics as S
-from scoring.statistics import JudgementTable
+from scoring.reports import statistics as S
+from scoring.reports.statistics import JudgementTable
 
 FAST = 1000  # resamples used by most tests
 

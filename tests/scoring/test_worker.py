@@ -17,9 +17,9 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from scoring import services
-from scoring.models import MetricScore, ScoringRun
-from scoring.selectors import run_progress
+from scoring.models import MetricScore, ScoringBatch, ScoringRun
+from scoring.runs import scoring as scoring_runs
+from scoring.runs.selectors import run_progress
 from tests.scoring.scoring_data import make_scoring_dataset
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -36,38 +36,47 @@ def _database_url() -> str:
     return f"postgres://{user}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
 
 
+# Heartbeats every second, a batch taken for dead after 4 s without one, a sweep every second
+# in each worker (production: 30 s, 120 s, 60 s). A worker only slow to write a heartbeat would
+# have its batch run twice, which writes nothing twice: the tests below would still pass.
+FAST_RUNS = {
+    "RUN_HEARTBEAT_INTERVAL": "1",
+    "RUN_HEARTBEAT_TIMEOUT": "4",
+    "RUN_SWEEP_INTERVAL": "1",
+}
+
+
 class Worker:
     def __init__(self, queue: str, log: Path) -> None:
         self.queue = queue
         self.log = log
         self.proc: subprocess.Popen | None = None
 
+    def _args(self) -> list[str]:
+        return [
+            "worker",
+            "-Q",
+            self.queue,
+            "--concurrency",
+            "1",
+            "--pool",
+            "prefork",
+            "--loglevel",
+            "INFO",
+            "--without-heartbeat",
+            "--without-mingle",
+            "--without-gossip",
+        ]
+
     def start(self) -> None:
         env = {
             **os.environ,
+            **FAST_RUNS,
             "DATABASE_URL": _database_url(),
             "DJANGO_SETTINGS_MODULE": "medalign_site.settings",
         }
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "medalign_site",
-                "worker",
-                "-Q",
-                self.queue,
-                "--concurrency",
-                "1",
-                "--pool",
-                "prefork",
-                "--loglevel",
-                "INFO",
-                "--without-heartbeat",
-                "--without-mingle",
-                "--without-gossip",
-            ],
+            [sys.executable, "-m", "celery", "-A", "medalign_site", *self._args()],
             cwd=settings.BASE_DIR,
             env=env,
             stdout=self.log.open("ab"),
@@ -121,11 +130,39 @@ def exactly_one_score_each(run: ScoringRun) -> None:
 
 def test_a_real_worker_scores_a_run_end_to_end(worker: Worker) -> None:
     dataset = make_scoring_dataset()
-    run = services.scoring_run_create(dataset=dataset, metrics=LEXICAL, batch_size=5)
+    run = scoring_runs.scoring_run_create(dataset=dataset, metrics=LEXICAL, batch_size=5)
     wait_for(lambda: run_progress(run).status == ScoringRun.Status.DONE, 90, "the run", worker.log)
     run.refresh_from_db()
     exactly_one_score_each(run)
     assert run.started_at is not None and run.finished_at is not None
+
+
+def test_a_whole_worker_killed_mid_run_heals_without_resume(worker: Worker) -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip(
+            "SIGKILL of a SQLite writer leaves the test database's WAL unusable to the next "
+            "process; this drill runs on PostgreSQL (CI, DATABASE_URL)"
+        )
+    dataset = make_scoring_dataset(n_instructions=40)
+    run = scoring_runs.scoring_run_create(dataset=dataset, metrics=LEXICAL, batch_size=1)
+    wait_for(lambda: MetricScore.objects.count() >= 15, 90, "the first scores", worker.log)
+    worker.kill()  # SIGKILL the whole worker (main process and pool child)
+    killed_at = MetricScore.objects.count()
+    assert killed_at < run.total, "the run finished before the kill: make it longer"
+    worker.start()
+    # Nobody resumes: the batch the dead worker held stays unacknowledged in the broker (an
+    # hour on Redis, for ever on the filesystem broker); the restarted worker's sweep re-queues
+    # it (or re-sends a batch whose message died before it was claimed).
+    wait_for(
+        lambda: run_progress(run).status == ScoringRun.Status.DONE,
+        120,
+        "the run to heal by itself",
+        worker.log,
+    )
+    run.refresh_from_db()
+    exactly_one_score_each(run)
+    assert not run.batches.exclude(status=ScoringBatch.Status.DONE).exists()
+    assert "run sweep: " in worker.log.read_text(errors="replace"), "healed, but not by the sweep?"
 
 
 def test_a_worker_killed_mid_run_resumes_to_exactly_one_score_each(worker: Worker) -> None:
@@ -135,7 +172,7 @@ def test_a_worker_killed_mid_run_resumes_to_exactly_one_score_each(worker: Worke
             "process; this drill runs on PostgreSQL (CI, DATABASE_URL)"
         )
     dataset = make_scoring_dataset(n_instructions=40)
-    run = services.scoring_run_create(dataset=dataset, metrics=LEXICAL, batch_size=1)
+    run = scoring_runs.scoring_run_create(dataset=dataset, metrics=LEXICAL, batch_size=1)
     wait_for(lambda: MetricScore.objects.count() >= 15, 90, "the first scores", worker.log)
     worker.kill()  # SIGKILL the whole worker (main process and pool child)
     killed_at = MetricScore.objects.count()
@@ -143,7 +180,7 @@ def test_a_worker_killed_mid_run_resumes_to_exactly_one_score_each(worker: Worke
     worker.start()
     # Messages the dead worker held may or may not come back (that depends on the broker);
     # resuming re-plans exactly what is missing, and duplicates are impossible either way.
-    services.scoring_run_resume(run=run)
+    scoring_runs.scoring_run_resume(run=run)
     wait_for(
         lambda: run_progress(run).status == ScoringRun.Status.DONE,
         120,

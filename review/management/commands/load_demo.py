@@ -68,7 +68,7 @@ class Command(BaseCommand):
         for line in demo_accounts_and_assignments(dataset_name=str(options["dataset"])):
             self.stdout.write(line)
         # Scoring and the first report belong to the scoring app (lexical metrics, a few seconds).
-        from scoring.demo_report import demo_first_report
+        from scoring.reports.demo_report import demo_first_report
 
         for line in demo_first_report(dataset_name=str(options["dataset"])):
             self.stdout.write(line)

@@ -4,9 +4,9 @@ import numpy as np
 from django.core.management.base import BaseCommand, CommandParser
 from scipy import stats as sps
 
-from scoring import learned
-from scoring.analysis import compute_results, response_rows
-from scoring.statistics import bench_inputs, per_review_tau
+from scoring.reports import learned
+from scoring.reports.analysis import compute_results, response_rows
+from scoring.reports.statistics import bench_inputs, per_review_tau
 
 
 class Command(BaseCommand):

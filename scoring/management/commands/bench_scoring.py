@@ -32,10 +32,10 @@ from django.db import transaction
 
 from medalign_site.procinfo import peak_rss_mb
 from review.models import Dataset, Instruction, ModelResponse, ReferenceResponse
-from scoring import services
 from scoring.metrics import Pair
 from scoring.models import MetricScore, ScoringRun
-from scoring.selectors import run_progress
+from scoring.runs import scoring as scoring_runs
+from scoring.runs.selectors import run_progress
 
 DATASET = "bench-scoring"
 WORDS = [
@@ -324,7 +324,9 @@ class Command(BaseCommand):
 
     def _run(self, dataset: Dataset, metrics: list[str], batch_size: int) -> float:
         start = time.perf_counter()
-        run = services.scoring_run_create(dataset=dataset, metrics=metrics, batch_size=batch_size)
+        run = scoring_runs.scoring_run_create(
+            dataset=dataset, metrics=metrics, batch_size=batch_size
+        )
         if run.unavailable:
             raise CommandError(f"unavailable: {run.unavailable}")
         deadline = time.monotonic() + 3600
@@ -345,7 +347,7 @@ class Command(BaseCommand):
         """``bert-score`` from scratch: scorer (model load) and score, as a user would."""
         from bert_score import BERTScorer
 
-        from scoring.services import backend_for
+        from scoring.runs.metric_configs import backend_for
 
         backend = backend_for("bertscore")
         start = time.perf_counter()

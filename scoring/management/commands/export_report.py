@@ -2,8 +2,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scoring import exports, services
 from scoring.models import CorrelationReport
+from scoring.reports import exports, services
 
 
 class Command(BaseCommand):

@@ -5,9 +5,11 @@ from kombu.exceptions import OperationalError as BrokerError
 from tqdm import tqdm
 
 from review.models import Dataset
-from scoring import services
 from scoring.models import ScoringBatch, ScoringRun
-from scoring.selectors import run_progress
+from scoring.runs import metric_configs
+from scoring.runs import scoring as scoring_runs
+from scoring.runs.machinery import describe
+from scoring.runs.selectors import run_progress
 
 
 class Command(BaseCommand):
@@ -20,12 +22,12 @@ class Command(BaseCommand):
         parser.add_argument("--dataset", required=True)
         parser.add_argument(
             "--metrics",
-            default=",".join(services.DEFAULT_METRICS),
+            default=",".join(metric_configs.DEFAULT_METRICS),
             help="comma-separated: bertscore,comet,rougeL,bleu,chrf",
         )
         parser.add_argument(
             "--preset",
-            choices=sorted(services.PRESETS),
+            choices=sorted(metric_configs.PRESETS),
             help="a fixed set of metrics and models (replaces --metrics), e.g. medalign-helm: "
             "BERTScore distilbert-base-uncased, COMET Unbabel/wmt22-comet-da, chrF++, ROUGE-L, "
             "BLEU; refused, naming what is missing, unless its models are in the local cache",
@@ -50,9 +52,9 @@ class Command(BaseCommand):
         try:
             if options["resume"]:
                 run = ScoringRun.objects.get(pk=options["resume"], dataset=dataset)
-                run = services.scoring_run_resume(run=run, enqueue=not inline)
+                run = scoring_runs.scoring_run_resume(run=run, enqueue=not inline)
             else:
-                run = services.scoring_run_create(
+                run = scoring_runs.scoring_run_create(
                     dataset=dataset,
                     metrics=[m.strip() for m in str(options["metrics"]).split(",") if m.strip()],
                     aggregate=options["aggregate"],  # type: ignore[arg-type]
@@ -60,7 +62,7 @@ class Command(BaseCommand):
                     enqueue=not inline,
                     preset=options["preset"],  # type: ignore[arg-type]
                 )
-        except services.ScoringError as exc:
+        except metric_configs.ScoringError as exc:
             raise CommandError(str(exc)) from None
         except ScoringRun.DoesNotExist:
             raise CommandError(f"no run {options['resume']} for this dataset") from None
@@ -85,9 +87,10 @@ class Command(BaseCommand):
         batches = list(run.batches.filter(status=ScoringBatch.Status.PENDING).order_by("id"))
         for batch in tqdm(batches, unit="batch", disable=quiet):
             try:
-                services.scoring_batch_execute(batch_id=batch.pk)
+                scoring_runs.scoring_batch_execute(batch_id=batch.pk)
             except Exception as exc:
-                services.scoring_batch_fail(batch_id=batch.pk, error=f"{type(exc).__name__}: {exc}")
+                # Redacted like a worker's errors: a message can quote response text.
+                scoring_runs.scoring_batch_fail(batch_id=batch.pk, error=describe(exc))
         self._wait(run, quiet=True)
 
     def _wait(self, run: ScoringRun, *, quiet: bool) -> None:

@@ -13,7 +13,8 @@
     fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (p) {
-        ["scored", "total", "percent", "batches_done", "batches_total", "batches_failed"].forEach(
+        ["scored", "total", "percent", "batches_done", "batches_running", "batches_total",
+         "batches_failed"].forEach(
           function (k) { set(k, p[k]); });
         set("status", p.status);
         bar.value = p.percent;

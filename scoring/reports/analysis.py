@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from scoring import statistics as st
+from scoring.reports import statistics as st
 
 DEFAULT_CONFIDENCE = 0.95
 

@@ -5,8 +5,9 @@ then one report computed inline. Model-based metrics remain a click away on the 
 """
 
 from review.models import Dataset
-from scoring import services
 from scoring.models import CorrelationReport, ScoringBatch
+from scoring.reports import services
+from scoring.runs import scoring as scoring_runs
 
 DEMO_METRICS = ("rougeL", "bleu", "chrf")
 DEMO_RESAMPLES = 2_000  # plenty for a demo, and quick
@@ -27,9 +28,9 @@ def demo_first_report(*, dataset_name: str) -> list[str]:
         services.model_variant_set(
             dataset=dataset, model_name=name, base_model=base, context_length=length
         )
-    run = services.scoring_run_create(dataset=dataset, metrics=DEMO_METRICS, enqueue=False)
+    run = scoring_runs.scoring_run_create(dataset=dataset, metrics=DEMO_METRICS, enqueue=False)
     for batch in run.batches.filter(status=ScoringBatch.Status.PENDING).order_by("id"):
-        services.scoring_batch_execute(batch_id=batch.pk)
+        scoring_runs.scoring_batch_execute(batch_id=batch.pk)
     report = services.report_create(
         dataset=dataset,
         actor=None,

@@ -6,7 +6,7 @@ from django import forms
 from django.db.models import QuerySet
 
 from review.models import Dataset
-from scoring.services import REPORT_MAX_RESAMPLES
+from scoring.reports.services import REPORT_MAX_RESAMPLES
 
 
 class ReportForm(forms.Form):

@@ -22,8 +22,8 @@ from ninja.security import HttpBearer
 
 from review.access import user_access
 from review.models import Role
-from scoring import exports, selectors, services
 from scoring.models import CorrelationReport
+from scoring.reports import exports, selectors, services
 
 API_VERSION = "1.1.0"
 Status = Literal["pending", "running", "done", "failed"]

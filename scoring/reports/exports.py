@@ -15,8 +15,8 @@ import json
 from typing import Any
 
 from review.csv_safety import csv_safe_cell
-from scoring.analysis import NOT_RECORDED
 from scoring.models import CorrelationReport
+from scoring.reports.analysis import NOT_RECORDED
 
 TABLES = ("correlation", "leaderboard", "responses", "metrics")
 FORMATS = ("csv", "json")

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from scoring.statistics import JudgementTable
+from scoring.reports.statistics import JudgementTable
 
 DEFAULT_SPLITS = 5
 DEFAULT_C = 1.0

@@ -1,11 +1,11 @@
-"""Reads the scoring pages and commands need."""
+"""Reads the report pages, the API and the commands need."""
 
 import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 
 from review.models import Dataset, ModelResponse, ResponseJudgement, Review
 from scoring.models import (
@@ -14,80 +14,8 @@ from scoring.models import (
     MetricConfig,
     MetricScore,
     ModelVariant,
-    ScoringBatch,
-    ScoringRun,
 )
-from scoring.statistics import JudgementTable
-
-
-@dataclass(frozen=True)
-class RunProgress:
-    run_id: int
-    status: str
-    scored: int
-    total: int
-    batches_done: int
-    batches_failed: int
-    batches_total: int
-    error: str
-    unavailable: dict[str, str]
-
-    @property
-    def percent(self) -> int:
-        return 100 if self.total == 0 else min(100, round(100 * self.scored / self.total))
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "run": self.run_id,
-            "status": self.status,
-            "scored": self.scored,
-            "total": self.total,
-            "percent": self.percent,
-            "batches_done": self.batches_done,
-            "batches_failed": self.batches_failed,
-            "batches_total": self.batches_total,
-            "error": self.error,
-            "unavailable": self.unavailable,
-        }
-
-
-def run_progress(run: ScoringRun) -> RunProgress:
-    """Progress counted from the scores that exist, so it is right after any crash or resume."""
-    run.refresh_from_db(fields=["status", "error", "unavailable", "total"])
-    scored = (
-        MetricScore.objects.filter(
-            config__in=run.configs.all(),
-            response__instruction__dataset_id=run.dataset_id,
-            response__instruction__references__isnull=False,
-        )
-        .distinct()
-        .count()
-    )
-    batches = {
-        row["status"]: row["n"]
-        for row in run.batches.values("status").annotate(n=Count("id")).order_by()
-    }
-    return RunProgress(
-        run_id=run.pk,
-        status=run.status,
-        scored=scored,
-        total=run.total,
-        batches_done=batches.get(ScoringBatch.Status.DONE, 0),
-        batches_failed=batches.get(ScoringBatch.Status.FAILED, 0),
-        batches_total=sum(batches.values()),
-        error=run.error,
-        unavailable=run.unavailable,
-    )
-
-
-def runs_recent(limit: int = 50) -> QuerySet[ScoringRun]:
-    return ScoringRun.objects.select_related("dataset", "created_by").prefetch_related("configs")[
-        :limit
-    ]
-
-
-# --- correlation reports ---------------------------------------------------------------------
-# (Reads for the metric–clinician analysis: the judgement table, scores, reports and tokens.)
+from scoring.reports.statistics import JudgementTable
 
 
 @dataclass(frozen=True)

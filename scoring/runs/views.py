@@ -8,9 +8,10 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from review import access
 from review.models import Dataset
-from scoring import services
 from scoring.models import ScoringRun
-from scoring.selectors import run_progress, runs_recent
+from scoring.runs import metric_configs
+from scoring.runs import scoring as scoring_runs
+from scoring.runs.selectors import run_progress, runs_recent
 
 BROKER_DOWN = (
     "The run was saved but its tasks could not be queued: the task broker is unreachable. "
@@ -22,7 +23,7 @@ BROKER_DOWN = (
 @access.researcher_required
 def runs(request: HttpRequest) -> HttpResponse:
     datasets = Dataset.objects.order_by("name")
-    statuses = services.metric_statuses()
+    statuses = metric_configs.metric_statuses()
     if request.method == "POST":
         raw_dataset = request.POST.get("dataset", "")
         dataset = (
@@ -30,19 +31,19 @@ def runs(request: HttpRequest) -> HttpResponse:
             if raw_dataset.isdigit() and len(raw_dataset) < 19
             else None
         )
-        metrics = [m for m in request.POST.getlist("metrics") if m in services.METRIC_LABELS]
+        metrics = [m for m in request.POST.getlist("metrics") if m in metric_configs.METRIC_LABELS]
         preset = request.POST.get("preset") or None
-        if preset is not None and preset not in services.PRESETS:
+        if preset is not None and preset not in metric_configs.PRESETS:
             preset = None
             metrics = []  # an unknown preset is refused, not silently replaced
         if dataset is None or not (metrics or preset):
             messages.error(request, "Choose a dataset and at least one metric or a preset.")
         else:
             try:
-                run = services.scoring_run_create(
+                run = scoring_runs.scoring_run_create(
                     dataset=dataset, metrics=metrics, actor=request.user, preset=preset
                 )
-            except services.ScoringError as exc:
+            except metric_configs.ScoringError as exc:
                 messages.error(request, str(exc))
             except BrokerError:
                 messages.error(request, BROKER_DOWN)
@@ -58,7 +59,7 @@ def runs(request: HttpRequest) -> HttpResponse:
             "runs": runs_recent(),
             "datasets": datasets,
             "statuses": statuses,
-            "presets": services.PRESETS.values(),
+            "presets": metric_configs.PRESETS.values(),
         },
     )
 
@@ -88,7 +89,7 @@ def run_progress_json(request: HttpRequest, run_id: int) -> JsonResponse:
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(ScoringRun, pk=run_id)
     try:
-        services.scoring_run_resume(run=run)
+        scoring_runs.scoring_run_resume(run=run)
     except BrokerError:
         messages.error(request, BROKER_DOWN)
     else:

@@ -1,6 +1,6 @@
 """Researcher pages for correlation reports: list and create, read, export; API tokens; method.
 
-Scoring-run pages live in ``scoring.run_views``; the token API in ``scoring.api``.
+Scoring-run pages live in ``scoring.runs.views``; the token API in ``scoring.reports.api``.
 """
 
 from typing import Any
@@ -14,9 +14,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from review import access
 from review.models import response_label
-from scoring import exports, learned, plots, selectors, services
 from scoring.models import CorrelationReport
-from scoring.report_forms import ApiTokenForm, ReportForm
+from scoring.reports import exports, learned, plots, selectors, services
+from scoring.reports.forms import ApiTokenForm, ReportForm
 
 # Points drawn per scatter plot: thousands of circles make a page heavy and add nothing a
 # reader can see; a deterministic stride sample keeps the shape (the export has every row).
