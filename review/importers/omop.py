@@ -1,11 +1,17 @@
 """OMOP CDM importer: ``person``, ``visit_occurrence``, the event tables and ``note``, as CSV/TSV
 or Parquet, with names from ``concept`` when that table is present.
 
-Every table is read in Arrow record batches (``BATCH_ROWS`` rows; CSV columns read as text and
-parsed here, so a bad value is named by table, row and column instead of failing a whole block).
-Unlike MEDS, OMOP tables are not grouped by patient, so the importer keeps one small state per
-patient and per visit (ids, counters) and streams the events; memory grows with the number of
-patients and visits, not events (plus 16 bytes an event for the duplicate-key check).
+Every table is read in Arrow record batches (``BATCH_ROWS`` rows; CSV columns read as text). A
+batch is parsed a column at a time with ``pyarrow.compute`` casts; a column holding something the
+cast refuses is parsed value by value, so a bad value is still named by table, row and column.
+
+Unlike MEDS, OMOP tables are not grouped by patient, and an event may name any visit. What must
+be remembered across the input lives in temporary tables (``scratch.py``), not in Python:
+concepts, the visit map (visit id -> person, encounter), every primary key read (duplicates are
+found in SQL when a table ends) and each batch's events per encounter. A batch asks them, in one
+query each, for what it needs. Encounters are written as their visits are read, with provisional
+ordinals, and numbered by start time in SQL at the end. The importer's own memory holds a few
+numbers per person (ids, birth, tallies) and one batch: flat in the number of events and visits.
 
 Codes are ``VOCABULARY/concept_code`` from ``concept`` (e.g. ``LOINC/8867-4``); without a concept
 table, or for concept 0 ("no matching concept"), an event keeps ``CONCEPT/<id>`` and its source
