@@ -1,10 +1,12 @@
 """What the MEDS and OMOP importers share: Arrow batches in, patients, encounters and events out.
 
 Both formats describe a whole cohort in a few large files rather than one file per patient, so
-the writing differs from the XML importer's in one way: many patients' writers share one row
-buffer (``_EventWriter`` with a shared ``rows``), and a cohort of small records still reaches the
-database in large COPY batches. Encounter ids are reserved up front (``_IdReserver``) so events can
-point at an encounter before its row exists.
+many patients' events share one row buffer and a cohort of small records still reaches the
+database in large COPY batches, through the same ``write_event_rows`` as the XML importer's.
+Values leave Arrow a column at a time (``to_pylist`` per column, ``pyarrow.compute`` for parsing
+and time zones), and the loaders build each event's row tuple directly: no object and no call
+per event. Encounter ids are reserved up front (``_IdReserver``) so events can point at an
+encounter before its row exists.
 """
 
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ from django.utils import timezone
 
 from review.models import Encounter, Event, Patient
 
-from .loader import EVENT_FLUSH_ROWS, _EventWriter, _IdReserver, _Importer
+from .loader import _IdReserver, _Importer, write_encounters, write_event_rows
 
 # Rows per record batch: its Python values stay a few MB (65,536 grew peak RSS by 50 MB).
 BATCH_ROWS = 16_384
@@ -46,103 +48,111 @@ def local_times(column: pa.Array | pa.ChunkedArray) -> list[datetime | None]:
 
 
 class CohortWriter:
-    """Creates (or, with ``replace``, clears) patients and writes their encounters and events."""
+    """Creates (or, with ``replace``, clears) patients and writes their encounters and events.
+
+    Loaders append event rows (``EVENT_COLUMNS`` order) to ``rows`` themselves, without an
+    object or a call per event, and call ``flush`` when it holds ``EVENT_FLUSH_ROWS``.
+    """
 
     def __init__(self, importer: _Importer, source_format: str) -> None:
         self.importer = importer
         self.source_format = source_format
         self.rows: list[tuple[Any, ...]] = []
         self.ids = _IdReserver(Encounter)
-        self.existing = {p.person_id: p for p in Patient.objects.filter(dataset=importer.dataset)}
+        # Patient ids only: the dataset may hold many records, and only replaced ones are read.
+        self.existing: dict[str, int] = dict(
+            Patient.objects.filter(dataset=importer.dataset).values_list("person_id", "id")
+        )
         self.pending_encounters: list[Encounter] = []
-        self.flusher: _EventWriter | None = None
 
-    def open_patient(self, person_id: str, source_file: str) -> _EventWriter | None:
-        """A writer for this patient's events, or None when the record is kept as it is."""
-        patient = self.existing.get(person_id)
+    def open_patient(self, person_id: str, source_file: str, **fields: Any) -> Patient | None:
+        """The patient to load this record into, or None when the record is kept as it is.
+        ``fields`` (demographics known up front) are saved with it."""
+        pk = self.existing.get(person_id)
         summary = self.importer.summary
-        if patient is not None and not self.importer.replace:
+        if pk is not None and not self.importer.replace:
             summary.skipped["record already imported (use --replace)"] += 1
             return None
-        if patient is not None:
+        if pk is not None:
             self.flush()  # rows already buffered for this patient would survive the delete
-            Event.objects.filter(patient=patient).delete()
-            Encounter.objects.filter(patient=patient).delete()
+            Event.objects.filter(patient_id=pk).delete()
+            Encounter.objects.filter(patient_id=pk).delete()
+            patient = Patient.objects.get(pk=pk)
             for attr in ("gender", "race", "ethnicity"):
                 setattr(patient, attr, "")
             patient.birth_date = None
             patient.demographics = {}
             patient.source_file = source_file[:300]
             patient.source_format = self.source_format
-        else:
-            patient = Patient.objects.create(
-                dataset=self.importer.dataset,
-                person_id=person_id,
-                source_file=source_file[:300],
-                source_format=self.source_format,
-            )
-            self.existing[person_id] = patient
-        writer = _EventWriter(patient, rows=self.rows)
-        writer.patient = patient  # type: ignore[attr-defined]
-        self.flusher = writer
-        return writer
+            if fields:
+                for name, value in fields.items():
+                    setattr(patient, name, value)
+                patient.save()
+            return patient
+        patient = Patient.objects.create(
+            dataset=self.importer.dataset,
+            person_id=person_id,
+            source_file=source_file[:300],
+            source_format=self.source_format,
+            **fields,
+        )
+        self.existing[person_id] = patient.pk
+        return patient
 
     def new_encounter(
         self,
-        writer: _EventWriter,
+        patient_id: int,
         ordinal: int,
         encounter_type: str,
         start: datetime | None,
         end: datetime | None,
-        attributes: dict[str, str] | None = None,
     ) -> Encounter:
         encounter = Encounter(
             id=self.ids.next(),
-            patient_id=writer.patient_id,
+            patient_id=patient_id,
             ordinal=ordinal,
             encounter_type=encounter_type[:100],
             start=start,
             end=end,
-            care_sites=[attributes] if attributes else [],
         )
         self.pending_encounters.append(encounter)
         return encounter
 
-    def add(self, writer: _EventWriter, event: Any) -> None:
-        writer.add(event)
-        if len(self.rows) >= EVENT_FLUSH_ROWS:
-            self.flush()
-
     def flush(self) -> None:
-        if self.flusher is not None:
-            self.flusher.flush()
+        write_event_rows(self.rows)
+        self.rows.clear()
 
-    def close_patient(self, writer: _EventWriter, encounters: dict[int, Encounter]) -> None:
-        for ordinal, encounter in encounters.items():
-            encounter.event_count = writer.encounter_events.get(ordinal, 0)
-        patient: Patient = writer.patient  # type: ignore[attr-defined]
-        patient.event_count = writer.total
-        patient.note_count = writer.notes
-        patient.first_event_at = writer.first
-        patient.last_event_at = writer.last
+    def close_patient(
+        self,
+        patient: Patient,
+        *,
+        events: int,
+        notes: int,
+        first: datetime | None,
+        last: datetime | None,
+        encounters: int,
+    ) -> None:
+        patient.event_count = events
+        patient.note_count = notes
+        patient.first_event_at = first
+        patient.last_event_at = last
         patient.save()
-        counts = self.importer.summary.counts
-        counts["patients"] += 1
-        counts["encounters"] += len(encounters)
-        counts["events"] += writer.total
-        counts["notes"] += writer.notes
-        if len(self.pending_encounters) >= 500:
-            self._write_encounters()
+        self.count(patients=1, encounters=encounters, events=events, notes=notes)
+
+    def count(self, **counts: int) -> None:
+        for name, value in counts.items():
+            self.importer.summary.counts[name] += value
+
+    def write_encounters(self) -> None:
+        """Write the encounters made so far; their fields must be final."""
+        write_encounters(self.pending_encounters)
+        self.pending_encounters = []
 
     def finish(self) -> None:
         self.flush()
-        # Last, as in the XML importer: events already point at these reserved ids, and the
-        # foreign key is checked at commit (Django creates it DEFERRABLE INITIALLY DEFERRED).
-        self._write_encounters()
-
-    def _write_encounters(self) -> None:
-        Encounter.objects.bulk_create(self.pending_encounters, batch_size=500)
-        self.pending_encounters = []
+        # Events already point at these reserved ids; the foreign key is checked at commit
+        # (Django creates it DEFERRABLE INITIALLY DEFERRED), so the order does not matter.
+        self.write_encounters()
 
 
 def batch_rows(batch: pa.RecordBatch, names: list[str]) -> Iterator[tuple[Any, ...]]:

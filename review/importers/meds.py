@@ -24,8 +24,8 @@ Mapping onto the review app's record:
 """
 
 import json
-import math
 from collections.abc import Hashable
+from dataclasses import dataclass
 from datetime import date, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -36,11 +36,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from flexible_schema.exceptions import SchemaValidationError
 
-from review.models import Encounter
+from review.models import Encounter, Patient
 
 from .columnar import BATCH_ROWS, CohortWriter, batch_rows, local_times
-from .ehr_xml import EventData
-from .loader import _EventWriter, _Importer
+from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
 
 VALUE_MAX = 100  # Event.value's length: longer text is a note, not a value
 VISIT_START = ("VISIT", "HOSPITAL_ADMISSION", "ED_REGISTRATION", "ENCOUNTER")
@@ -156,21 +155,59 @@ def read_code_descriptions(root: Path, importer: _Importer) -> dict[str, str]:
     return descriptions
 
 
-class _Subject:
-    """One subject being read: their writer, encounters and what the checks need."""
+@dataclass(frozen=True, slots=True)
+class _Code:
+    """What a code means for the record, worked out once per distinct code."""
 
-    def __init__(self, subject_id: int, writer: _EventWriter | None) -> None:
+    code: str  # cut to Event.code's length
+    event_type: str
+    name: str  # of a coded event
+    note_type: str  # of a note with this code
+    note_code: bool  # a note or report code: its text is a note whatever its length
+    opens: bool
+    closes: bool
+    life_event: bool  # birth or death: no visit
+    birth: bool
+    visit_kind: str
+
+
+class _Subject:
+    """One subject being read: their patient, encounters, tallies and what the checks need."""
+
+    __slots__ = (
+        "subject_id",
+        "patient",
+        "patient_id",
+        "encounters",
+        "current",
+        "current_is_visit",
+        "current_day",
+        "last_time",
+        "key_time",
+        "same_time_keys",
+        "first_timed",
+        "unsorted_reported",
+        "events",
+        "notes",
+        "first",
+    )
+
+    def __init__(self, subject_id: int, patient: Patient | None) -> None:
         self.subject_id = subject_id
-        self.writer = writer
-        self.encounters: dict[int, Encounter] = {}
+        self.patient = patient
+        self.patient_id = patient.pk if patient is not None else None
+        self.encounters: list[Encounter] = []
         self.current: Encounter | None = None
         self.current_is_visit = False
         self.current_day: date | None = None
         self.last_time: datetime | None = None
         self.key_time: object = _UNSET
-        self.same_time_keys: set[tuple[Any, ...]] = set()
+        self.same_time_keys: set[Any] = set()
         self.first_timed: tuple[datetime, int] | None = None  # (time, row)
         self.unsorted_reported = False
+        self.events = 0
+        self.notes = 0
+        self.first: datetime | None = None
 
 
 class MedsLoader:
@@ -179,6 +216,7 @@ class MedsLoader:
         self.root = root
         self.cohort = CohortWriter(importer, "meds")
         self.descriptions: dict[str, str] = {}
+        self.codes: dict[str, _Code] = {}
         self.seen_subjects: set[int] = set()
         self.subject: _Subject | None = None
 
@@ -208,19 +246,13 @@ class MedsLoader:
             return
         self.importer.summary.files[file] = "meds"
         extras = [n for n in schema.names if n not in CORE]
-        names = [*CORE, *extras]
         total_rows = max(parquet.metadata.num_rows, 1)
         row = 0
         reported = 0
         try:
             for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
-                times = local_times(batch.column("time"))
-                ends = local_times(batch.column("end")) if "end" in extras else None
-                values = batch_rows(batch, names)
-                for i, (sid, _t, code, numeric, text, *extra) in enumerate(values):
-                    row += 1
-                    end = ends[i] if ends is not None else None
-                    self.load_row(file, row, sid, times[i], code, numeric, text, extras, extra, end)
+                self.load_batch(file, row, batch, extras)
+                row += batch.num_rows
                 done = size * row // total_rows
                 self.importer.progress(done - reported)
                 reported = done
@@ -228,75 +260,147 @@ class MedsLoader:
             self.problem(file, row + 1, None, f"unreadable Parquet data ({exc})")
         self.importer.progress(size - reported)
 
-    def load_row(
-        self,
-        file: str,
-        row: int,
-        sid: int | None,
-        time: datetime | None,
-        code: str | None,
-        numeric: float | None,
-        text: str | None,
-        extras: list[str],
-        extra: list[Any],
-        end: datetime | None,
-    ) -> None:
-        if sid is None:
-            self.problem(file, row, "subject_id", "required value is empty")
-            return
-        if self.subject is None or sid != self.subject.subject_id:
-            self._open_subject(file, row, sid)
-        subject = self.subject
-        assert subject is not None
-        if code is None or not code.strip():
-            self.problem(file, row, "code", "required value is empty")
-            return
-        if subject.writer is None:
-            return  # kept as imported, or already refused
-        if numeric is not None and math.isnan(numeric):
-            numeric = None
-        if time != subject.key_time:
-            if time is not None and subject.last_time is not None and time < subject.last_time:
-                if not subject.unsorted_reported:
-                    self.problem(
-                        file,
-                        row,
-                        "time",
-                        f"subject {sid}'s rows are not sorted by time "
-                        "(MEDS requires each subject's rows in time order)",
-                    )
-                    subject.unsorted_reported = True
-                return
-            if time is not None:
-                subject.last_time = time
-            # Duplicates share a time, and rows come in time order: only this time's keys matter.
-            subject.key_time = time
-            subject.same_time_keys = set()
-        key: Any = (time, code, numeric, text, *extra)
-        if extras and not all(isinstance(v, Hashable) for v in extra):
-            key = repr(key)  # a list or struct extension column
-        if key in subject.same_time_keys:
-            self.importer.summary.skipped["duplicate MEDS rows"] += 1
-            return
-        subject.same_time_keys.add(key)
-        if time is None:
-            self._static(subject, code, numeric, text)
-            return
-        attributes = {
-            name: _text(value)
-            for name, value in zip(extras, extra, strict=True)
-            if value is not None and name not in ("unit", "end")
-        }
-        unit = str(extra[extras.index("unit")] or "") if "unit" in extras else ""
-        if code == meds.birth_code:
-            self._birth(file, row, subject, time)
-        elif subject.first_timed is None:
-            subject.first_timed = (time, row)
-        event = self._event(code, time, numeric, text, unit, attributes)
-        self._place(subject, code, time, end)
-        self.cohort.add(subject.writer, event)
+    def load_batch(self, file: str, offset: int, batch: pa.RecordBatch, extras: list[str]) -> None:
+        """One record batch, a column at a time out of Arrow, then one lean pass over the rows
+        (row ``offset + 1`` is the batch's first)."""
+        n = batch.num_rows
+        names = batch.schema.names
 
-    def _open_subject(self, file: str, row: int, sid: int) -> None:
+        def column(name: str) -> list[Any]:
+            return batch.column(name).to_pylist() if name in names else [None] * n
+
+        sids = column("subject_id")
+        times = local_times(batch.column("time"))
+        codes = column("code")
+        numerics = column("numeric_value")
+        texts = column("text_value")
+        ends = local_times(batch.column("end")) if "end" in extras else None
+        units = column("unit") if "unit" in extras else None
+        extra_columns = [column(name) for name in extras]
+        attribute_columns = [
+            (name, values)
+            for name, values in zip(extras, extra_columns, strict=True)
+            if name not in ("unit", "end")
+        ]
+        rows = self.cohort.rows
+        append = rows.append
+        codes_known = self.codes
+        skipped = self.importer.summary.skipped
+        subject = self.subject
+        for i in range(n):
+            row = offset + i + 1
+            sid = sids[i]
+            if sid is None:
+                self.problem(file, row, "subject_id", "required value is empty")
+                continue
+            if subject is None or sid != subject.subject_id:
+                subject = self._open_subject(file, row, sid)
+            code = codes[i]
+            if code is None or not code.strip():
+                self.problem(file, row, "code", "required value is empty")
+                continue
+            patient_id = subject.patient_id
+            if patient_id is None:
+                continue  # kept as imported, or already refused
+            time = times[i]
+            numeric = numerics[i]
+            if numeric is not None and numeric != numeric:
+                numeric = None  # NaN
+            text = texts[i]
+            if time != subject.key_time:
+                last_time = subject.last_time
+                if time is not None and last_time is not None and time < last_time:
+                    if not subject.unsorted_reported:
+                        self.problem(
+                            file,
+                            row,
+                            "time",
+                            f"subject {sid}'s rows are not sorted by time "
+                            "(MEDS requires each subject's rows in time order)",
+                        )
+                        subject.unsorted_reported = True
+                    continue
+                if time is not None:
+                    subject.last_time = time
+                # Duplicates share a time, and rows come in time order: only this time's keys.
+                subject.key_time = time
+                subject.same_time_keys = set()
+            if extra_columns:
+                extra = [values[i] for values in extra_columns]
+                key: Any = (code, numeric, text, *extra)
+                if not all(isinstance(v, Hashable) for v in extra):
+                    key = repr(key)  # a list or struct extension column
+            else:
+                key = (code, numeric, text)
+            if key in subject.same_time_keys:
+                skipped["duplicate MEDS rows"] += 1
+                continue
+            subject.same_time_keys.add(key)
+            if time is None:
+                self._static(subject, code, numeric, text)
+                continue
+            info = codes_known.get(code) or self._code(code)
+            if info.birth:
+                self._birth(file, row, subject, time)
+            elif subject.first_timed is None:
+                subject.first_timed = (time, row)
+            encounter = self._place(subject, info, time, ends[i] if ends is not None else None)
+            encounter_id = None
+            if encounter is not None:
+                encounter.event_count += 1
+                encounter_id = encounter.id
+            attributes = (
+                {name: _text(v[i]) for name, v in attribute_columns if v[i] is not None}
+                if attribute_columns
+                else NO_ATTRIBUTES
+            )
+            subject.events += 1
+            if subject.first is None:
+                subject.first = time
+            if (
+                text is not None
+                and (info.note_code or len(text) > VALUE_MAX or "\n" in text)
+                and (stripped := text.strip())
+            ):
+                subject.notes += 1
+                note_type = info.note_type
+                # fmt: off
+                append((patient_id, encounter_id, subject.events, time, "note", info.code,
+                        note_type[:500], "", None, "", stripped, note_type[:120], attributes))
+                # fmt: on
+            else:
+                if numeric is not None:
+                    value = f"{numeric:g}"
+                else:
+                    value = text.strip()[:VALUE_MAX] if text is not None else ""
+                unit = str(units[i] or "")[:60] if units is not None else ""
+                # fmt: off
+                append((patient_id, encounter_id, subject.events, time, info.event_type,
+                        info.code, info.name, value, numeric, unit, "", "", attributes))
+                # fmt: on
+            if len(rows) >= EVENT_FLUSH_ROWS:
+                self.cohort.flush()
+
+    def _code(self, code: str) -> _Code:
+        event_type, opens, closes = code_kind(code)
+        description = self.descriptions.get(code, "")
+        upper = code.upper()
+        info = _Code(
+            code=code[:120],
+            event_type=event_type[:40],
+            name=(description or LIFE_EVENT_NAMES.get(code, code))[:500],
+            note_type=description or code.split("/", 1)[-1].strip("/").replace("//", " "),
+            note_code=any(w in upper for w in NOTE_WORDS),
+            opens=opens,
+            closes=closes,
+            life_event=code in (meds.birth_code, meds.death_code),
+            birth=code == meds.birth_code,
+            visit_kind=description or code.split("/", 1)[-1].strip("/") or code,
+        )
+        self.codes[code] = info
+        return info
+
+    def _open_subject(self, file: str, row: int, sid: int) -> _Subject:
         self._close_subject()
         if sid in self.seen_subjects:
             self.problem(
@@ -307,21 +411,33 @@ class MedsLoader:
                 "(MEDS keeps each subject's rows together, in one shard)",
             )
             self.subject = _Subject(sid, None)
-            return
+            return self.subject
         self.seen_subjects.add(sid)
         self.subject = _Subject(sid, self.cohort.open_patient(str(sid), file))
+        return self.subject
 
     def _close_subject(self) -> None:
         subject = self.subject
-        if subject is not None and subject.writer is not None:
-            self.cohort.close_patient(subject.writer, subject.encounters)
+        if subject is not None and subject.patient is not None:
+            self.cohort.close_patient(
+                subject.patient,
+                events=subject.events,
+                notes=subject.notes,
+                # Rows come in time order (out-of-order rows are refused), so the last is latest.
+                first=subject.first,
+                last=subject.last_time if subject.first is not None else None,
+                encounters=len(subject.encounters),
+            )
+            # A closed subject's encounters are final; a few hundred go in at a time.
+            if len(self.cohort.pending_encounters) >= 500:
+                self.cohort.write_encounters()
         self.subject = None
 
     def _static(
         self, subject: _Subject, code: str, numeric: float | None, text: str | None
     ) -> None:
-        assert subject.writer is not None
-        patient = subject.writer.patient  # type: ignore[attr-defined]
+        patient = subject.patient
+        assert patient is not None
         vocab, _, rest = code.partition("/")
         value = rest.strip("/") or self.descriptions.get(code, "")
         target = DEMOGRAPHIC_FIELDS.get(vocab.strip().upper())
@@ -332,8 +448,8 @@ class MedsLoader:
         patient.demographics[code[:120]] = shown or self.descriptions.get(code, "yes")
 
     def _birth(self, file: str, row: int, subject: _Subject, time: datetime) -> None:
-        assert subject.writer is not None
-        patient = subject.writer.patient  # type: ignore[attr-defined]
+        patient = subject.patient
+        assert patient is not None
         patient.birth_date = time.date()
         if subject.first_timed is not None and subject.first_timed[0].date() < time.date():
             first_time, first_row = subject.first_timed
@@ -345,90 +461,39 @@ class MedsLoader:
                 f"their birth on {time.date()} ({meds.birth_code}, row {row})",
             )
 
-    def _event(
-        self,
-        code: str,
-        time: datetime,
-        numeric: float | None,
-        text: str | None,
-        unit: str,
-        attributes: dict[str, str],
-    ) -> EventData:
-        description = self.descriptions.get(code, "")
-        if text is not None and text.strip() and _is_note(code, text):
-            note_type = description or code.split("/", 1)[-1].strip("/").replace("//", " ")
-            return EventData(
-                timestamp=time,
-                event_type="note",
-                code=code,
-                name=note_type,
-                text=text.strip(),
-                note_type=note_type,
-                attributes=attributes,
-            )
-        event_type = code_kind(code)[0]
-        value = ""
-        if numeric is not None:
-            value = f"{numeric:g}"
-        elif text is not None:
-            value = text.strip()
-        return EventData(
-            timestamp=time,
-            event_type=event_type,
-            code=code,
-            name=description or LIFE_EVENT_NAMES.get(code, code),
-            value=value,
-            value_numeric=numeric,
-            unit=unit,
-            attributes=attributes,
-        )
-
-    def _place(self, subject: _Subject, code: str, time: datetime, end: datetime | None) -> None:
-        """Pick (or open) the encounter this row belongs to; see the module docstring."""
-        writer = subject.writer
-        assert writer is not None
-        _, opens, closes = code_kind(code)
+    def _place(
+        self, subject: _Subject, info: _Code, time: datetime, end: datetime | None
+    ) -> Encounter | None:
+        """The encounter this row belongs to (opened if need be); see the module docstring."""
         current = subject.current
-        if code in (meds.birth_code, meds.death_code):
+        if info.life_event:
             # Life events belong to no visit; the next row opens its own encounter.
             subject.current = None
-            writer.encounter_id = None
-            return
-        if opens:
-            kind = code.split("/", 1)[-1].strip("/") or code
-            self._open_encounter(subject, self.descriptions.get(code) or kind, time, end, True)
-            return
-        if closes and current is not None and subject.current_is_visit:
+            return None
+        if info.opens:
+            return self._open_encounter(subject, info.visit_kind, time, end, True)
+        if subject.current_is_visit and current is not None:
+            if info.closes:
+                current.end = time
+                return current
+            if current.end is None or time <= current.end:
+                return current
+        elif current is not None and subject.current_day == time.date():
             current.end = time
-            return
-        if (
-            current is not None
-            and subject.current_is_visit
-            and (current.end is None or time <= current.end)
-        ):
-            return
-        if (
-            current is not None
-            and not subject.current_is_visit
-            and subject.current_day == time.date()
-        ):
-            current.end = time
-            return
-        self._open_encounter(subject, "day (no visit code)", time, time, False)
+            return current
+        return self._open_encounter(subject, "day (no visit code)", time, time, False)
 
     def _open_encounter(
         self, subject: _Subject, kind: str, start: datetime, end: datetime | None, visit: bool
-    ) -> None:
-        writer = subject.writer
-        assert writer is not None
+    ) -> Encounter:
+        assert subject.patient_id is not None
         ordinal = len(subject.encounters) + 1
-        encounter = self.cohort.new_encounter(writer, ordinal, kind, start, end)
-        subject.encounters[ordinal] = encounter
+        encounter = self.cohort.new_encounter(subject.patient_id, ordinal, kind, start, end)
+        subject.encounters.append(encounter)
         subject.current = encounter
         subject.current_is_visit = visit
         subject.current_day = start.date()
-        writer.encounter_id = encounter.id
-        writer.encounter_ordinal = ordinal
+        return encounter
 
 
 def _is_note(code: str, text: str) -> bool:

@@ -294,3 +294,61 @@ def test_the_progress_bar_follows_every_byte_of_the_shards(tmp_path: Path) -> No
     files = [*(root / "data").glob("*.parquet"), root / "metadata" / "codes.parquet"]
     assert sum(steps) == sum(f.stat().st_size for f in files)
     assert min(steps) >= 0
+
+
+def test_a_visits_end_column_closes_it_and_later_rows_fall_into_a_day(tmp_path: Path) -> None:
+    schema = pa.schema([*MEDS_SCHEMA, ("unit", pa.string()), ("end", pa.timestamp("us"))])
+    rows = [
+        (4, T(2020, 1, 1, 8), "VISIT/ER", None, None, None, T(2020, 1, 1, 12)),
+        (4, T(2020, 1, 1, 9), "LOINC/8867-4", float("nan"), None, "/min", None),
+        (4, T(2020, 1, 1, 11), "LOINC/8867-4", 96.0, None, "/min", None),
+        (4, T(2020, 1, 1, 13), "LOINC/8867-4", 90.0, None, "/min", None),
+        (4, T(2020, 1, 1, 14), "ICD10CM/I10", None, None, None, None),
+    ]
+    import_release(write_meds(tmp_path, {"0.parquet": table(rows, schema)}), dataset_name="m")
+    visit, day = Encounter.objects.order_by("ordinal")
+    assert (visit.encounter_type, visit.event_count, visit.end.hour) == ("ER", 3, 12)
+    assert (day.encounter_type, day.event_count, day.start.hour, day.end.hour) == (
+        "day (no visit code)",
+        2,
+        13,
+        14,
+    )
+    nan, ninety_six = Event.objects.filter(encounter=visit, code="LOINC/8867-4").order_by("seq")
+    assert (nan.value, nan.value_numeric, nan.unit) == ("", None, "/min")
+    assert (ninety_six.value, ninety_six.unit, ninety_six.seq) == ("96", "/min", 3)
+    patient = Patient.objects.get()
+    assert (patient.event_count, patient.first_event_at.hour, patient.last_event_at.hour) == (
+        5,
+        8,
+        14,
+    )
+
+
+def test_a_failure_in_the_last_shard_leaves_nothing_of_the_earlier_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Many COPY batches and encounter writes have gone to the database before the problem.
+    monkeypatch.setattr(meds_module, "BATCH_ROWS", 100)
+    monkeypatch.setattr(meds_module, "EVENT_FLUSH_ROWS", 250)
+    shards = {
+        f"{s}.parquet": table(
+            [
+                (
+                    10 * s + i // 100,
+                    T(2020, 1, 1 + i % 100 // 10),
+                    "VISIT/OP" if i % 10 == 0 else "LOINC/8867-4",
+                    float(i),
+                    None,
+                )
+                for i in range(1000)
+            ]
+        )
+        for s in range(3)
+    }
+    shards["3.parquet"] = table(
+        [(99, T(2020, 1, 2), "A/1", None, None), (99, T(2020, 1, 1), "A/2", None, None)]
+    )
+    message = refused(write_meds(tmp_path, shards))
+    assert "data/3.parquet, row 2, field 'time'" in message
+    assert not Encounter.objects.exists()

@@ -289,3 +289,145 @@ def test_the_progress_bar_follows_every_byte_of_the_tables(tmp_path: Path) -> No
     import_release(tmp_path, dataset_name="o", progress=steps.append)
     assert sum(steps) == sum(f.stat().st_size for f in tmp_path.glob("*.csv"))
     assert min(steps) >= 0
+
+
+def scratch_tables() -> list[str]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname LIKE 'pg_temp%%' "
+                "AND tablename LIKE 'omop_import_%%'"
+            )
+        else:
+            cursor.execute(
+                "SELECT name FROM sqlite_temp_master WHERE type = 'table' "
+                "AND name LIKE 'omop_import_%'"
+            )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_a_duplicate_visit_is_refused_naming_its_row(tmp_path: Path) -> None:
+    visits = (VISITS[0], [*VISITS[1], [5, 11, 9202, "2021-01-01", "", ""]])
+    message = refused(write_omop(tmp_path, visit_occurrence=visits))
+    assert "visit_occurrence.csv, row 3, field 'visit_occurrence_id': visit 5 appears twice" in (
+        message
+    )
+
+
+def test_an_unknown_unit_or_value_concept_is_named_by_row_and_column(tmp_path: Path) -> None:
+    header = [*MEASUREMENT_HEADER, "value_as_concept_id"]
+    rows = [
+        [1, 11, 3027018, "2020-01-01", "", "1", 777, "", "HR", ""],
+        [2, 11, 3027018, "2020-01-01", "", "", "", "", "HR", 888],
+    ]
+    message = refused(write_omop(tmp_path, measurement=(header, rows)))
+    assert "row 1, field 'unit_concept_id': concept 777 is not in the concept table" in message
+    assert "row 2, field 'value_as_concept_id': concept 888 is not in the concept table" in message
+
+
+def test_concepts_and_visits_are_looked_up_batch_by_batch_from_the_scratch_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small CSV blocks and a one-entry concept cache: every batch asks the temporary tables
+    # for its own concepts and visits, and visits of earlier batches are still found.
+    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(omop_module, "CONCEPT_CACHE_MAX", 1)
+    visits = [
+        [v, 11, 9201 if v % 2 else 9202, f"2020-{1 + v % 12:02d}-01", "", ""] for v in range(1, 301)
+    ]
+    rows = [
+        [i, 11, 3027018 if i % 3 else 201826, "2020-06-01", "", str(i), 8541, 1 + i % 300, "x"]
+        for i in range(1, 1201)
+    ]
+    summary = import_release(
+        write_omop(
+            tmp_path, visit_occurrence=(VISITS[0], visits), measurement=(MEASUREMENT_HEADER, rows)
+        ),
+        dataset_name="o",
+    )
+    assert summary.counts["encounters"] == 300
+    assert Event.objects.filter(code="LOINC/8867-4", unit="/min").count() == 800
+    assert (
+        Event.objects.filter(
+            event_type="measurement", code="SNOMED/44054006", name="Type 2 diabetes mellitus"
+        ).count()
+        == 400
+    )
+    eleven = Patient.objects.get(person_id="11")
+    encounters = list(Encounter.objects.filter(patient=eleven).order_by("ordinal"))
+    assert [e.ordinal for e in encounters] == list(range(1, 301))
+    starts = [e.start for e in encounters]
+    assert starts == sorted(starts)  # numbered by start, not by file order
+    assert sum(e.event_count for e in encounters) == 1200 + 1  # + the condition in visit 4
+    assert scratch_tables() == []
+
+
+def test_ids_read_as_text_with_decimals_nulls_and_zoned_times_are_parsed(tmp_path: Path) -> None:
+    rows = [
+        ["1.0", "11", "3027018.0", "2020-01-01", "2020-01-01T09:00:00+02:00", "NULL", "", "", "HR"],
+        ["2", "11", "3027018", "2020-01-02", "", "NA", "", "", "HR"],
+        ["3", "12", "3027018", "03/04/2021", "", " 7.25 ", "", "", "HR"],
+    ]
+    import_release(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)), dataset_name="o")
+    heart = Event.objects.filter(code="LOINC/8867-4").order_by("patient__person_id", "timestamp")
+    first, second, third = heart
+    assert first.timestamp.isoformat() == "2020-01-01T07:00:00+00:00"
+    assert (first.value, first.value_numeric) == ("", None)
+    assert second.timestamp.date() == date(2020, 1, 2)  # no datetime: its date
+    assert (third.timestamp.date(), third.value, third.value_numeric) == (
+        date(2021, 3, 4),
+        "7.25",
+        7.25,
+    )
+
+
+def test_a_problem_late_in_the_last_table_leaves_the_earlier_import_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 2048)
+    write_omop(tmp_path)
+    import_release(tmp_path, dataset_name="o")
+    before = (
+        sorted(Event.objects.values_list("code", "timestamp", "encounter__ordinal")),
+        sorted(Encounter.objects.values_list("patient__person_id", "ordinal", "event_count")),
+        sorted(Patient.objects.values_list("person_id", "event_count", "note_count")),
+    )
+    rows = [[i, 11, 3027018, "2020-01-01", "", str(i), "", 5, "HR"] for i in range(1, 2001)]
+    notes = [
+        *NOTES[1],
+        [2, 12, "2021-02-03", "", 0, 0, "CT", "ok"],
+        [3, 12, "not a date", "", 0, 0, "CT", "x"],
+    ]
+    write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows), note=(NOTES[0], notes))
+    with pytest.raises(ImportFailed, match="note.csv, row 3, field 'note_date'"):
+        import_release(tmp_path, dataset_name="o", replace=True)
+    after = (
+        sorted(Event.objects.values_list("code", "timestamp", "encounter__ordinal")),
+        sorted(Encounter.objects.values_list("patient__person_id", "ordinal", "event_count")),
+        sorted(Patient.objects.values_list("person_id", "event_count", "note_count")),
+    )
+    assert after == before
+    assert scratch_tables() == []
+
+
+def test_replace_renumbers_visits_and_recounts_their_events(tmp_path: Path) -> None:
+    write_omop(tmp_path)
+    import_release(tmp_path, dataset_name="o")
+    visits = (VISITS[0], [*VISITS[1], [6, 11, 9202, "2018-01-01", "", ""]])
+    conditions = (
+        CONDITIONS[0],
+        [[1, 11, 201826, "2019-01-01", 4], [2, 11, 201826, "2018-01-01", 6]],
+    )
+    write_omop(tmp_path, visit_occurrence=visits, condition_occurrence=conditions)
+    summary = import_release(tmp_path, dataset_name="o", replace=True)
+    assert summary.counts["encounters"] == 3
+    eleven = Patient.objects.get(person_id="11")
+    assert list(
+        Encounter.objects.filter(patient=eleven)
+        .order_by("ordinal")
+        .values_list("ordinal", "start__year", "event_count")
+    ) == [(1, 2018, 1), (2, 2019, 1), (3, 2020, 1)]
+    assert eleven.event_count == 4
+    assert Encounter.objects.count() == 3
