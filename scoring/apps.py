@@ -1,7 +1,21 @@
 from django.apps import AppConfig
 
 
+def _endpoint_allowed(endpoint: str) -> bool:
+    # Read on every request (no cache): an endpoint an admin disables stops at once.
+    from scoring.models import GenerationEndpoint
+
+    return GenerationEndpoint.objects.filter(url=endpoint, enabled=True).exists()
+
+
 class ScoringConfig(AppConfig):
     name = "scoring"
     verbose_name = "Scoring: metrics, correlation reports and exports"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The generation backends are plain Python and allow no endpoint by default; the app's
+        # allowlist is the admin's GenerationEndpoint rows.
+        from scoring.generation import backends
+
+        backends.set_allowlist(_endpoint_allowed)

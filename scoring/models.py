@@ -238,3 +238,34 @@ class LearnedMetricModel(models.Model):
 
     def __str__(self) -> str:
         return f"Learned metric {self.pk} ({self.n_reviews} reviews)"
+
+
+class GenerationEndpoint(models.Model):
+    """An OpenAI-compatible model server inside the institution: the allowlist (issue 14).
+
+    The data use agreement forbids sending records to third-party services, so generation and
+    jury backends refuse any endpoint not listed here and enabled, before connecting
+    (``scoring.generation.backends.check_endpoint``). Empty by default; maintained by admins in
+    Django's admin, every change audited. ``url`` is stored normalized
+    (``scheme://host:port/path``); ``tokenizer_path`` is a local copy of the served model's
+    tokenizer files, with which prompts are cut to the context length.
+    """
+
+    url = models.CharField(max_length=300, unique=True)
+    model = models.CharField(max_length=200, help_text="The model name the server serves.")
+    tokenizer_path = models.CharField(
+        max_length=500, help_text="Local folder with the served model's tokenizer files."
+    )
+    label = models.CharField(
+        max_length=80, blank=True, help_text="Name in the app (default: model)."
+    )
+    enabled = models.BooleanField(default=True)
+    timeout_seconds = models.PositiveIntegerField(default=120)
+    notes = models.TextField(blank=True, help_text="Who runs it, where, under which agreement.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["url"]
+
+    def __str__(self) -> str:
+        return f"{self.label or self.model} at {self.url}"

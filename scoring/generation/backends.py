@@ -278,9 +278,11 @@ def normalize_endpoint(url: str) -> str:
 _ALLOWED: Callable[[str], bool] = lambda endpoint: False  # noqa: E731
 
 
-def set_allowlist(check: Callable[[str], bool]) -> None:
+def set_allowlist(check: Callable[[str], bool]) -> Callable[[str], bool]:
+    """Install the allowlist check; returns the one it replaces (tests put it back)."""
     global _ALLOWED
-    _ALLOWED = check
+    previous, _ALLOWED = _ALLOWED, check
+    return previous
 
 
 def check_endpoint(url: str) -> str:

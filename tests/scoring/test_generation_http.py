@@ -24,9 +24,9 @@ PROMPT = "EHR: patient has a secret diagnosis of xylophonitis\n\nQuestion: what 
 def allow() -> Iterator[set[str]]:
     """The allowlist, as a set of normalized endpoints (the app's reads the database)."""
     allowed: set[str] = set()
-    backends.set_allowlist(lambda endpoint: endpoint in allowed)
+    previous = backends.set_allowlist(lambda endpoint: endpoint in allowed)
     yield allowed
-    backends.set_allowlist(lambda endpoint: False)
+    backends.set_allowlist(previous)
 
 
 def _backend(url: str, **kwargs) -> OpenAIHttpBackend:
@@ -60,7 +60,18 @@ def test_an_endpoint_not_on_the_allowlist_is_refused_before_any_connection(allow
     assert "third-party" in str(refused.value)
 
 
-def test_the_default_allowlist_is_empty() -> None:
+@pytest.mark.django_db
+def test_the_allowlist_is_the_admins_enabled_endpoints_and_empty_by_default() -> None:
+    from scoring.models import GenerationEndpoint
+
+    with pytest.raises(EndpointRefused):
+        check_endpoint("http://127.0.0.1:8000")
+    row = GenerationEndpoint.objects.create(
+        url="http://127.0.0.1:8000", model="m", tokenizer_path=TOKENIZER
+    )
+    assert check_endpoint("http://127.0.0.1:8000/") == "http://127.0.0.1:8000"
+    row.enabled = False
+    row.save()
     with pytest.raises(EndpointRefused):
         check_endpoint("http://127.0.0.1:8000")
 

@@ -30,9 +30,9 @@ def verdict(accuracy: int, completeness: int, clarity: int) -> str:
 @pytest.fixture
 def allow() -> Iterator[set[str]]:
     allowed: set[str] = set()
-    backends.set_allowlist(lambda endpoint: endpoint in allowed)
+    previous = backends.set_allowlist(lambda endpoint: endpoint in allowed)
     yield allowed
-    backends.set_allowlist(lambda endpoint: False)
+    backends.set_allowlist(previous)
 
 
 def judge(url: str, name: str) -> dict:
