@@ -3,7 +3,8 @@
 ``OpenAIServer(script)`` answers each ``POST /v1/completions`` with the next action of ``script``
 (the last one repeats): ``"ok"`` (a completion; ``text`` sets it), ``"500"``, ``"503"``,
 ``"malformed"`` (a body that is not JSON), ``"no-choices"``, ``"redirect"`` (302 to ``location``),
-``("sleep", seconds)`` (answers late), ``("text", "...")`` (a completion with that text). Every
+``("sleep", seconds)`` (answers late), ``("text", "...")`` (a completion with that text),
+``("fn", f)`` (a completion with the text ``f(request body)``). Every
 connection and request body is recorded. The server stops with the ``with`` block; a request is
 never held longer than ``max_sleep`` seconds, so a test cannot hang on it.
 """
@@ -59,6 +60,8 @@ class OpenAIServer:
             action = "ok"
         if isinstance(action, tuple) and action[0] == "text":
             text, action = str(action[1]), "ok"
+        if isinstance(action, tuple) and action[0] == "fn":
+            text, action = str(action[1](body)), "ok"
         if action in ("500", "503"):
             self._send(handler, int(action), b'{"error": "overloaded"}')
         elif action == "malformed":

