@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Protocol
 
 from .record_text import RecordText, join_segments
@@ -108,22 +110,43 @@ def suffix_by_tokens(text: str, n_tokens: int, tokenizer: Tokenizer) -> tuple[st
     Returns (suffix, tokens in it, whether anything was cut). Only a window at the end of the text
     is tokenized (doubled until it holds more than ``n_tokens`` tokens, or is the whole text), so
     a 50,000-event record is never tokenized whole; the caller re-counts the finished prompt.
+    The window's tokens are kept for the last few texts: every instruction on a record, at one
+    context length, cuts the same tail at a slightly different place.
     """
     if n_tokens <= 0 or not text:
         return "", 0, bool(text)
-    window = min(len(text), max(64, n_tokens * 6))
-    while True:
-        start = len(text) - window
-        spans = tokenizer.offsets(text[start:])
-        if len(spans) > n_tokens or start == 0:
-            break
-        window = min(len(text), window * 2)
+    start, spans = _tail_tokens(text, n_tokens, tokenizer)
     if len(spans) <= n_tokens:  # the whole text fits
         return text, len(spans), False
     # The first kept token starts the suffix; a window's first token may be a fragment, which is
     # why the window holds more tokens than are kept.
     cut = start + spans[len(spans) - n_tokens][0]
     return text[cut:], n_tokens, True
+
+
+_TAILS: OrderedDict[tuple[str, int, int], tuple[int, list[tuple[int, int]]]] = OrderedDict()
+
+
+def _tail_tokens(
+    text: str, n_tokens: int, tokenizer: Tokenizer
+) -> tuple[int, list[tuple[int, int]]]:
+    """(window start, token spans in the window) with more than ``n_tokens`` tokens, or all."""
+    key = (str(getattr(tokenizer, "folder", id(tokenizer))), len(text), hash(text))
+    cached = _TAILS.get(key)
+    if cached is not None and (len(cached[1]) > n_tokens or cached[0] == 0):
+        _TAILS.move_to_end(key)
+        return cached
+    window = min(len(text), max(64, n_tokens * 5))
+    while True:
+        start = len(text) - window
+        spans = tokenizer.offsets(text[start:])
+        if len(spans) > n_tokens or start == 0:
+            break
+        window = min(len(text), window * 2)
+    _TAILS[key] = (start, spans)
+    while len(_TAILS) > 4:
+        _TAILS.popitem(last=False)
+    return start, spans
 
 
 def build_prompt(
@@ -186,10 +209,10 @@ def _bm25_selection(
     record: RecordText, question: str, budget: int, tokenizer: Tokenizer
 ) -> tuple[str, int]:
     """Visits ranked by BM25 against the question, best first until over budget, by time."""
-    from review.search import bm25_rank, query_terms, tokenize
+    from review.search import bm25_rank, query_terms
 
     segments = record.segments
-    ranked = bm25_rank(query_terms(question), [tokenize(s.text) for s in segments])
+    ranked = bm25_rank(query_terms(question), _bm25_documents(record))
     order = [r.index for r in ranked]
     # Visits that share no term with the question follow, most recent first (MedAlign's code
     # ranks every visit; a zero score leaves them in retrieval order, here recency).
@@ -199,12 +222,36 @@ def _bm25_selection(
     used = 0
     for i in order:
         chosen.append(i)
-        used += len(tokenizer.offsets(segments[i].text))
+        used += _segment_tokens(record, tokenizer, i)
         if used > budget:  # as MedAlign's code: the visit that crosses the budget is kept
             break
     chosen.sort()  # segments are stored oldest first
     text = join_segments(record.header, [segments[i].text for i in chosen])
     return text, len(chosen)
+
+
+# A run asks for one record's prompts once per instruction and context length: the visits' BM25
+# documents and model-token counts are computed once per record (and tokenizer) and reused.
+@lru_cache(maxsize=4)
+def _bm25_documents(record: RecordText) -> list[list[str]]:
+    from review.search import tokenize
+
+    return [tokenize(s.text) for s in record.segments]
+
+
+_SEGMENT_TOKENS: OrderedDict[tuple[str, RecordText], list[int | None]] = OrderedDict()
+
+
+def _segment_tokens(record: RecordText, tokenizer: Tokenizer, index: int) -> int:
+    key = (str(getattr(tokenizer, "folder", id(tokenizer))), record)
+    counts = _SEGMENT_TOKENS.get(key)
+    if counts is None:
+        counts = _SEGMENT_TOKENS[key] = [None] * len(record.segments)
+        while len(_SEGMENT_TOKENS) > 4:
+            _SEGMENT_TOKENS.popitem(last=False)
+    if counts[index] is None:
+        counts[index] = len(tokenizer.offsets(record.segments[index].text))
+    return counts[index]  # type: ignore[return-value]
 
 
 def count_tokens(texts: Sequence[str], tokenizer: Tokenizer) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import cached_property
 from typing import Any
 
 SERIALIZATION_VERSION = "medalign-text/1"
@@ -65,8 +66,8 @@ class RecordText:
     segments: tuple[Segment, ...]
     version: str = SERIALIZATION_VERSION
 
-    @property
-    def text(self) -> str:
+    @cached_property
+    def text(self) -> str:  # joined once: a long record is megabytes
         return join_segments(self.header, [s.text for s in self.segments])
 
 
