@@ -209,11 +209,10 @@ def _bm25_selection(
     record: RecordText, question: str, budget: int, tokenizer: Tokenizer
 ) -> tuple[str, int]:
     """Visits ranked by BM25 against the question, best first until over budget, by time."""
-    from review.search import bm25_rank, query_terms
+    from review.search import query_terms
 
     segments = record.segments
-    ranked = bm25_rank(query_terms(question), _bm25_documents(record))
-    order = [r.index for r in ranked]
+    order = _bm25_index(record).rank(query_terms(question))
     # Visits that share no term with the question follow, most recent first (MedAlign's code
     # ranks every visit; a zero score leaves them in retrieval order, here recency).
     matched = set(order)
@@ -232,11 +231,49 @@ def _bm25_selection(
 
 # A run asks for one record's prompts once per instruction and context length: the visits' BM25
 # documents and model-token counts are computed once per record (and tokenizer) and reused.
+class Bm25Index:
+    """``review.search.bm25_rank`` over fixed documents, indexed once (postings per term).
+
+    Same scores and order as ``bm25_rank`` (Okapi BM25, Lucene's "+1" idf, k1 1.2, b 0.75, ties
+    by document index); ``bm25_rank`` counts every document's terms on every call, which for
+    a 500-visit record is most of a prompt's cost.
+    """
+
+    def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75):
+        from collections import Counter
+
+        self.n = len(documents)
+        self.lengths = [len(d) for d in documents]
+        avgdl = sum(self.lengths) / self.n if self.n else 0.0
+        self.avgdl = avgdl or 1.0
+        self.k1, self.b = k1, b
+        self.postings: dict[str, list[tuple[int, int]]] = {}
+        for i, doc in enumerate(documents):
+            for term, tf in Counter(doc).items():
+                self.postings.setdefault(term, []).append((i, tf))
+
+    def rank(self, query: Sequence[str]) -> list[int]:
+        """Indexes of the documents sharing a term with ``query``, best first."""
+        import math
+
+        scores: dict[int, float] = {}
+        for term in set(query):
+            posting = self.postings.get(term, [])
+            df = len(posting)
+            idf = math.log((self.n - df + 0.5) / (df + 0.5) + 1.0)
+            for i, tf in posting:
+                norm = tf + self.k1 * (1 - self.b + self.b * self.lengths[i] / self.avgdl)
+                scores[i] = scores.get(i, 0.0) + idf * tf * (self.k1 + 1) / norm
+        ranked = [i for i, score in scores.items() if score > 0]
+        ranked.sort(key=lambda i: (-scores[i], i))
+        return ranked
+
+
 @lru_cache(maxsize=4)
-def _bm25_documents(record: RecordText) -> list[list[str]]:
+def _bm25_index(record: RecordText) -> Bm25Index:
     from review.search import tokenize
 
-    return [tokenize(s.text) for s in record.segments]
+    return Bm25Index([tokenize(s.text) for s in record.segments])
 
 
 _SEGMENT_TOKENS: OrderedDict[tuple[str, RecordText], list[int | None]] = OrderedDict()

@@ -200,3 +200,15 @@ def test_an_instruction_too_long_for_the_context_is_refused_without_quoting_it()
             max_new_tokens=32,
         )
     assert "zebra" not in str(refused.value)
+
+
+def test_the_bm25_index_ranks_as_review_search_does() -> None:
+    from review.search import bm25_rank, query_terms, tokenize
+    from scoring.generation.prompts import Bm25Index
+
+    record = _record()
+    documents = [tokenize(s.text) for s in record.segments]
+    index = Bm25Index(documents)
+    for question in ("warfarin INR?", "routine follow up visit 12", "heart rate 7 note", "zzz"):
+        terms = query_terms(question)
+        assert index.rank(terms) == [r.index for r in bm25_rank(terms, documents)]
