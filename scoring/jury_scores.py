@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from scoring.metrics.jury import judge_keys
 from scoring.models import MetricConfig, MetricScore
@@ -21,8 +22,8 @@ def jury_expand(
     *,
     configs: list[MetricConfig],
     keys: dict[int, str],
-    scores: dict[str, np.ndarray],
-    truncated: dict[str, np.ndarray],
+    scores: dict[str, NDArray[Any]],
+    truncated: dict[str, NDArray[Any]],
     row_of_response: dict[int, list[int]],
     n_rows: int,
 ) -> list[dict[str, Any]]:

@@ -100,9 +100,12 @@ class ModelTokenizer:
 
     def _load(self) -> Any:
         set_offline_env()
-        from transformers import AutoTokenizer
+        import transformers
 
-        tok = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True, use_fast=True)
+        lib: Any = transformers  # untyped library
+        tok = lib.AutoTokenizer.from_pretrained(
+            str(self.folder), local_files_only=True, use_fast=True
+        )
         if not tok.is_fast:
             raise GenerationError(
                 f"{self.folder.name}: a fast tokenizer (tokenizer.json) is needed"
@@ -120,7 +123,7 @@ class ModelTokenizer:
 
     def offsets(self, text: str) -> list[tuple[int, int]]:
         enc = self._tok(text, add_special_tokens=False, return_offsets_mapping=True)
-        return [tuple(span) for span in enc["offset_mapping"]]  # type: ignore[misc]
+        return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
 
     def sha256(self) -> str:
         return _files_sha256(self.folder, TOKENIZER_FILES)
@@ -190,10 +193,11 @@ class TransformersBackend(GenerationBackend):
     def _load(self) -> tuple[Any, str]:
         set_offline_env()
         import torch
-        from transformers import AutoModelForCausalLM
+        import transformers
 
+        lib: Any = transformers  # untyped library
         device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
-        model = AutoModelForCausalLM.from_pretrained(
+        model = lib.AutoModelForCausalLM.from_pretrained(
             str(self.path), local_files_only=True, trust_remote_code=False
         )
         model.to(device)
@@ -364,7 +368,8 @@ class OpenAIHttpBackend(GenerationBackend):
                 f"{self.endpoint}: the answer has no choices[0].text (not an OpenAI-compatible "
                 "completions response)"
             ) from None
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        raw_usage = data.get("usage")
+        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
         return Generation(
             text=text,
             prompt_tokens=_int(usage.get("prompt_tokens")),

