@@ -86,3 +86,9 @@ def _configure_worker_process(**_: Any) -> None:
 def compute_report(report_id: int) -> None:
     # Failures are recorded on the report itself (status failed, with the reason).
     services.report_compute(report_id=report_id)
+
+
+# Generation runs (issue 14): imported here so that Celery's autodiscovery registers the task.
+from scoring.generation.tasks import generation_batch  # noqa: E402
+
+__all__ = ["compute_report", "generation_batch", "score_batch"]

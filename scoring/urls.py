@@ -1,6 +1,7 @@
 from django.urls import path
 
 from scoring import api, run_views, views
+from scoring.generation import views as generation_views
 
 urlpatterns: list = []
 
@@ -29,4 +30,24 @@ urlpatterns += [
         "runs/<int:run_id>/progress.json", run_views.run_progress_json, name="scoring_run_progress"
     ),
     path("runs/<int:run_id>/resume/", run_views.run_resume, name="scoring_run_resume"),
+]
+
+# --- generation runs (scoring.generation.views) -----------------------------------------------
+urlpatterns += [
+    path("generation/", generation_views.generation_runs, name="generation_runs"),
+    path(
+        "generation/<int:run_id>/",
+        generation_views.generation_run_detail,
+        name="generation_run_detail",
+    ),
+    path(
+        "generation/<int:run_id>/progress.json",
+        generation_views.generation_progress_json,
+        name="generation_run_progress",
+    ),
+    path(
+        "generation/<int:run_id>/resume/",
+        generation_views.generation_run_resume,
+        name="generation_run_resume",
+    ),
 ]

@@ -160,3 +160,39 @@ def test_prompts_are_stored_only_when_a_setting_says_so(allow, settings) -> None
         sent = server.requests[0]["body"]["prompt"]
     gen = ModelResponse.objects.get(instruction__dataset=dataset).generation_metadata["generation"]
     assert gen["prompt"] == sent
+
+
+def test_exports_carry_the_provenance_of_generated_and_imported_responses(allow) -> None:
+    from scoring.generation.provenance import GENERATION_COLUMNS, add_generation_columns
+
+    dataset = make_generation_dataset(n_instructions=1)
+    instruction = Instruction.objects.filter(dataset=dataset, patient__isnull=False).get()
+    imported = ModelResponse.objects.create(
+        instruction=instruction, model_name="gpt-4", text="x", context_length=32768
+    )
+    with OpenAIServer([("text", "Stable creatinine.")]) as server:
+        allow.add(normalize_endpoint(server.url))
+        spec = {
+            "kind": "openai-http",
+            "endpoint": server.url,
+            "model": "m",
+            "tokenizer_path": TOKENIZER,
+        }
+        identity = OpenAIHttpBackend(server.url, "m", tokenizer_path=TOKENIZER).identity()
+        generate_responses(job=_job(spec, identity), instruction_ids=[instruction.pk])
+    generated = ModelResponse.objects.get(model_name="tiny-lm@256")
+    rows = [{"response_id": generated.pk}, {"response_id": imported.pk}]
+    add_generation_columns(rows)
+    gen, imp = rows
+    assert set(GENERATION_COLUMNS) <= set(gen)
+    meta = generated.generation_metadata["generation"]
+    assert gen["generation_prompt_sha256"] == meta["prompt_sha256"]
+    assert gen["generation_endpoint"] == normalize_endpoint(server.url)
+    assert (gen["context_length"], gen["truncation_policy"], gen["generation_seed"]) == (
+        256,
+        "recent",
+        5,
+    )
+    assert gen["generation_serialization"] == SERIALIZATION_VERSION
+    assert imp["context_length"] == 32768 and imp["generation_prompt_sha256"] is None
+    assert "Stable creatinine." not in str(rows)  # never the text
