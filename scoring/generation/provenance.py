@@ -36,8 +36,9 @@ def provenance_columns(metadata: dict[str, Any] | None) -> dict[str, Any]:
     gen = (metadata or {}).get("generation")
     if not isinstance(gen, dict):
         return {}
-    model = gen.get("model") if isinstance(gen.get("model"), dict) else {}
-    params = gen.get("params") if isinstance(gen.get("params"), dict) else {}
+    raw_model, raw_params = gen.get("model"), gen.get("params")
+    model: dict[str, Any] = raw_model if isinstance(raw_model, dict) else {}
+    params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
     return {
         "generation_run": gen.get("run"),
         "generation_model": model.get("model"),

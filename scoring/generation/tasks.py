@@ -16,7 +16,7 @@ from django.db import InterfaceError, OperationalError
 TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
 
 
-class GenerationBatchTask(Task):  # type: ignore[misc] - Celery's Task is untyped
+class GenerationBatchTask(Task):  # type: ignore[misc]  # Celery's Task is untyped
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
@@ -28,7 +28,7 @@ class GenerationBatchTask(Task):  # type: ignore[misc] - Celery's Task is untype
             runs.batch_fail(batch_id=batch_id, error=runs.describe(exc))
 
 
-@shared_task(
+@shared_task(  # type: ignore[untyped-decorator]
     name="scoring.generation.batch",
     base=GenerationBatchTask,
     bind=True,

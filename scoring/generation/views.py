@@ -45,7 +45,7 @@ class GenerationRunForm(forms.Form):
         help_text="HELM's medalign template; {ehr} and {question} are filled in. An edited "
         "template is recorded with its own version (name and sha256).",
     )
-    template_name = forms.SlugField(required=False, help_text="A name for an edited template.")
+    template_label = forms.SlugField(required=False, help_text="A name for an edited template.")
     label = forms.CharField(
         required=False, max_length=80, help_text="The model's name in responses (default: its own)."
     )
@@ -56,7 +56,9 @@ class GenerationRunForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["model"].choices = [(c.key, c.description) for c in generation.model_choices()]
+        model = self.fields["model"]
+        assert isinstance(model, forms.ChoiceField)
+        model.choices = [(c.key, c.description) for c in generation.model_choices()]
 
     def clean_context_lengths(self) -> list[int]:
         raw = self.cleaned_data["context_lengths"]
@@ -79,7 +81,7 @@ def generation_runs(request: HttpRequest) -> HttpResponse:
                 context_lengths=data["context_lengths"],
                 policy=data["policy"],
                 template_text=data["template"].replace("\r\n", "\n"),
-                template_name=data["template_name"],
+                template_name=data["template_label"],
                 params=GenerationParams(
                     max_new_tokens=data["max_new_tokens"],
                     temperature=data["temperature"],

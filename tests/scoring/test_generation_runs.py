@@ -206,7 +206,7 @@ def test_a_researcher_starts_a_run_from_the_page_and_follows_it(
                 "context_lengths": "128, 256",
                 "policy": "recent",
                 "template": "Record:\r\n{ehr}\r\nQ: {question}\r\nA:",
-                "template_name": "short",
+                "template_label": "short",
                 "label": "",
                 "max_new_tokens": 4,
                 "temperature": 0,

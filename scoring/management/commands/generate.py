@@ -62,7 +62,7 @@ class Command(BaseCommand):
         inline = bool(options["inline"])
         try:
             if options["resume"]:
-                run = GenerationRun.objects.get(pk=options["resume"], dataset=dataset)
+                run = GenerationRun.objects.get(pk=int(str(options["resume"])), dataset=dataset)
                 run = generation.generation_run_resume(run=run, enqueue=not inline)
             else:
                 if not options["model"]:
