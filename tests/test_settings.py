@@ -132,6 +132,9 @@ def test_the_app_refuses_to_start_with_only_allowed_hosts_set(tmp_path) -> None:
             {"DEBUG": "true", "SCORING_REFERENCE_AGGREGATE": "median"},
             "SCORING_REFERENCE_AGGREGATE must be one of",
         ),
+        ({"DEBUG": "true", "JURY_JUDGES": "[{'kind': 1}"}, "JURY_JUDGES is not valid JSON"),
+        ({"DEBUG": "true", "JURY_JUDGES": '{"kind": "x"}'}, "JURY_JUDGES must be a JSON list"),
+        ({"DEBUG": "true", "GENERATION_STORE_PROMPTS": "perhaps"}, "is not a boolean"),
     ],
 )
 def test_bad_values_stop_start_up_with_a_clear_error(tmp_path, env, message) -> None:
