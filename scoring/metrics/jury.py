@@ -171,8 +171,8 @@ class JuryBackend(MetricBackend):
 
         if not self.options["judges"]:
             raise MetricUnavailable(
-                "no judges configured: set JURY_JUDGES (a JSON list of model specs) or pass "
-                "--judge to manage.py score"
+                "no judges configured: set JURY_JUDGES (a JSON list of model specs, "
+                "endpoints on the admin's allowlist)"
             )
         try:
             return [backend_from_spec(spec) for spec in self.options["judges"]]
@@ -223,6 +223,8 @@ class JuryBackend(MetricBackend):
         from scoring.generation.backends import GenerationParams
 
         pairs = self._check_pairs(pairs)
+        if not pairs:
+            return []  # as every backend: nothing to score loads nothing
         judges = self._judges()
         params = GenerationParams(
             max_new_tokens=self.options["max_new_tokens"],
