@@ -9,6 +9,7 @@ a malformed boolean or number raises ImproperlyConfigured naming the variable, r
 silently falling back to a default that might, for instance, leave DEBUG on in production.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -390,6 +391,26 @@ SCORING_EMBEDDING_CACHE_MB = env_int("SCORING_EMBEDDING_CACHE_MB", 2048, minimum
 SCORING_EMBEDDING_MEMORY_MB = env_int("SCORING_EMBEDDING_MEMORY_MB", 256, minimum=0)
 # Import torch, transformers, bert-score and COMET when a worker process starts (model queues).
 SCORING_IMPORT_AT_START = env_bool("SCORING_IMPORT_AT_START", False)
+
+# --- Generation and the LLM jury (issue 14) ---------------------------------------------------
+# Local causal LMs a researcher can pick: each folder directly under this one that holds a
+# config.json (weights, tokenizer). Nothing is downloaded at run time. Endpoints (vLLM, TGI,
+# llama.cpp) are picked from the admin's allowlist (Admin -> Generation endpoints), empty at first.
+GENERATION_MODEL_DIR = Path(env_str("GENERATION_MODEL_DIR", str(DATA_DIR / "models"))).resolve()
+GENERATION_BATCH_SIZE = env_int("GENERATION_BATCH_SIZE", 8, minimum=1)  # instructions per task
+# Prompts hold patient text: only their sha256 and token counts are stored, unless this is set.
+GENERATION_STORE_PROMPTS = env_bool("GENERATION_STORE_PROMPTS", False)
+# The LLM jury's judges: a JSON list of model specs, e.g.
+# [{"kind": "transformers", "path": "/models/llama-3-8b"},
+#  {"kind": "openai-http", "endpoint": "http://10.0.0.5:8000", "model": "llama-3-70b",
+#   "tokenizer_path": "/models/llama-3-70b-tokenizer"}]  (endpoints must be allowlisted)
+_jury_raw = env_str("JURY_JUDGES", "")
+try:
+    JURY_JUDGES = json.loads(_jury_raw) if _jury_raw.strip() else []
+except json.JSONDecodeError as _exc:
+    raise ImproperlyConfigured(f"JURY_JUDGES is not valid JSON: {_exc.msg}") from None
+if not isinstance(JURY_JUDGES, list) or not all(isinstance(j, dict) for j in JURY_JUDGES):
+    raise ImproperlyConfigured("JURY_JUDGES must be a JSON list of objects (model specs)")
 
 # --- Importers --------------------------------------------------------------------------------
 IMPORT_MAX_FILE_BYTES = env_int("IMPORT_MAX_FILE_BYTES", 4 * 1024**3, minimum=1024)

@@ -21,6 +21,11 @@ def _pattern(model_name: str) -> re.Pattern[str]:
     name = model_name.strip()
     if len(name) >= 3:
         words.add(name)
+    # A generated response's model name is "<model>@<context length>" (scoring.generation): the
+    # text names the model without the length.
+    base = name.rsplit("@", 1)[0].strip()
+    if "@" in name and len(base) >= 3:
+        words.add(base)
     # Longest first, so "gpt-4" is masked whole rather than leaving "-4" after "gpt".
     alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
     # A family word runs on into its version suffix ("GPT-4o", "Llama-2-70b-chat", "Claude 3"):

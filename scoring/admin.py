@@ -1,9 +1,15 @@
-"""Django admin for what researchers declare about a dataset's models."""
+"""Django admin for what researchers declare about a dataset's models, and the allowlist of
+institution-run model endpoints (issue 14)."""
 
+from pathlib import Path
+
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from scoring.models import LearnedMetricModel, ModelVariant
+from review.admin.audited import AuditedAdmin
+from scoring.generation.backends import normalize_endpoint
+from scoring.models import GenerationEndpoint, LearnedMetricModel, ModelVariant
 
 
 @admin.register(ModelVariant)
@@ -35,3 +41,34 @@ class LearnedMetricModelAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+class GenerationEndpointForm(forms.ModelForm):
+    class Meta:
+        model = GenerationEndpoint
+        fields = ("url", "model", "label", "tokenizer_path", "enabled", "timeout_seconds", "notes")
+
+    def clean_url(self) -> str:
+        try:
+            return normalize_endpoint(self.cleaned_data["url"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_tokenizer_path(self) -> str:
+        path = Path(self.cleaned_data["tokenizer_path"]).expanduser()
+        if not (path / "tokenizer.json").is_file():
+            raise forms.ValidationError(
+                "no tokenizer.json in this folder: copy the served model's tokenizer files here"
+            )
+        return str(path.resolve())
+
+
+@admin.register(GenerationEndpoint)
+class GenerationEndpointAdmin(AuditedAdmin):
+    """The allowlist of institution-run model servers: every addition, change and deletion is
+    audited (``AuditedAdmin``). Nothing else may be sent a prompt or a response to judge."""
+
+    form = GenerationEndpointForm
+    list_display = ("url", "model", "label", "enabled", "timeout_seconds", "created_at")
+    list_filter = ("enabled",)
+    search_fields = ("url", "model", "label")

@@ -1,6 +1,13 @@
 from django.apps import AppConfig
 
 
+def _endpoint_allowed(endpoint: str) -> bool:
+    # Read on every request (no cache): an endpoint an admin disables stops at once.
+    from scoring.models import GenerationEndpoint
+
+    return GenerationEndpoint.objects.filter(url=endpoint, enabled=True).exists()
+
+
 class ScoringConfig(AppConfig):
     name = "scoring"
     verbose_name = "Scoring: metrics, correlation reports and exports"
@@ -9,4 +16,9 @@ class ScoringConfig(AppConfig):
     def ready(self) -> None:
         # Kinds of run register with the run machinery when their module is imported: every
         # process (web, worker, beat's sweep) then knows them all.
+        # The generation backends are plain Python and allow no endpoint by default; the app's
+        # allowlist is the admin's GenerationEndpoint rows.
+        from scoring.generation import backends
         from scoring.runs import scoring  # noqa: F401
+
+        backends.set_allowlist(_endpoint_allowed)

@@ -213,3 +213,114 @@ class LearnedMetricModel(models.Model):
 
     def __str__(self) -> str:
         return f"Learned metric {self.pk} ({self.n_reviews} reviews)"
+
+
+class GenerationEndpoint(models.Model):
+    """An OpenAI-compatible model server inside the institution: the allowlist (issue 14).
+
+    The data use agreement forbids sending records to third-party services, so generation and
+    jury backends refuse any endpoint not listed here and enabled, before connecting
+    (``scoring.generation.backends.check_endpoint``). Empty by default; maintained by admins in
+    Django's admin, every change audited. ``url`` is stored normalized
+    (``scheme://host:port/path``); ``tokenizer_path`` is a local copy of the served model's
+    tokenizer files, with which prompts are cut to the context length.
+    """
+
+    url = models.CharField(max_length=300, unique=True)
+    model = models.CharField(max_length=200, help_text="The model name the server serves.")
+    tokenizer_path = models.CharField(
+        max_length=500, help_text="Local folder with the served model's tokenizer files."
+    )
+    label = models.CharField(
+        max_length=80, blank=True, help_text="Name in the app (default: model)."
+    )
+    enabled = models.BooleanField(default=True)
+    timeout_seconds = models.PositiveIntegerField(default=120)
+    notes = models.TextField(blank=True, help_text="Who runs it, where, under which agreement.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["url"]
+
+    def __str__(self) -> str:
+        return f"{self.label or self.model} at {self.url}"
+
+
+class GenerationRun(models.Model):
+    """A dataset's instructions answered by one model at one or more context lengths (issue 14).
+
+    Status and allowed transitions (made in scoring.generation.runs):
+      pending -> running -> done
+      pending | running -> failed (the reasons are kept; transient errors retry first)
+      failed | done -> pending (resume: only what is missing is generated)
+
+    The run fields mirror ``ScoringRun``'s and the shared machinery's ``RunBase`` (status,
+    total, error, created_by, timestamps), so the move onto ``scoring/runs`` changes the base
+    class only. Everything that
+    shapes a prompt or a response is kept here and copied onto every response's provenance:
+    the model (``backend_spec``: a local folder or an allowlisted endpoint; ``model_identity``:
+    weights sha256, or endpoint + model name, and the tokenizer's sha256), the truncation policy,
+    the template text and version, the serialization version and the generation parameters.
+    ``total`` counts instruction × context length.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True
+    )
+    total = models.PositiveIntegerField(default=0)  # instruction x context length
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="generation_runs")
+    model_key = models.CharField(max_length=120)  # "local:<folder>" | "endpoint:<id>"
+    backend_spec = models.JSONField(default=dict)
+    model_identity = models.JSONField(default=dict)
+    label = models.CharField(max_length=80)  # responses are "<label>@<context length>"
+    context_lengths = models.JSONField(default=list)
+    truncation_policy = models.CharField(max_length=10, default="recent")
+    template_text = models.TextField()
+    template_version = models.CharField(max_length=120)
+    serialization_version = models.CharField(max_length=40)
+    params = models.JSONField(default=dict)  # max_new_tokens, temperature, top_p, seed
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Generation run {self.pk} ({self.status})"
+
+
+class GenerationBatch(models.Model):
+    """Instruction ids (``item_ids``) to answer at one context length; one Celery task taking
+    the batch id. Fields as ``ScoringBatch`` and the shared machinery's ``BatchBase``."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    run = models.ForeignKey(GenerationRun, on_delete=models.CASCADE, related_name="batches")
+    context_length = models.PositiveIntegerField()
+    item_ids = models.JSONField(default=list)  # instruction ids
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    seconds = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        indexes = [models.Index(fields=["run", "status"])]
+
+    def __str__(self) -> str:
+        return f"Generation batch {self.pk} of run {self.run_id} ({self.status})"

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from scoring.generation import views as generation_views
 from scoring.reports import api, views
 from scoring.runs import views as run_views
 
@@ -30,4 +31,24 @@ urlpatterns += [
         "runs/<int:run_id>/progress.json", run_views.run_progress_json, name="scoring_run_progress"
     ),
     path("runs/<int:run_id>/resume/", run_views.run_resume, name="scoring_run_resume"),
+]
+
+# --- generation runs (scoring.generation.views) -----------------------------------------------
+urlpatterns += [
+    path("generation/", generation_views.generation_runs, name="generation_runs"),
+    path(
+        "generation/<int:run_id>/",
+        generation_views.generation_run_detail,
+        name="generation_run_detail",
+    ),
+    path(
+        "generation/<int:run_id>/progress.json",
+        generation_views.generation_progress_json,
+        name="generation_run_progress",
+    ),
+    path(
+        "generation/<int:run_id>/resume/",
+        generation_views.generation_run_resume,
+        name="generation_run_resume",
+    ),
 ]

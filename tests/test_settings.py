@@ -136,6 +136,9 @@ def test_the_app_refuses_to_start_with_only_allowed_hosts_set(tmp_path) -> None:
             {"DEBUG": "true", "RUN_HEARTBEAT_INTERVAL": "60", "RUN_HEARTBEAT_TIMEOUT": "90"},
             "RUN_HEARTBEAT_TIMEOUT must be at least twice RUN_HEARTBEAT_INTERVAL",
         ),
+        ({"DEBUG": "true", "JURY_JUDGES": "[{'kind': 1}"}, "JURY_JUDGES is not valid JSON"),
+        ({"DEBUG": "true", "JURY_JUDGES": '{"kind": "x"}'}, "JURY_JUDGES must be a JSON list"),
+        ({"DEBUG": "true", "GENERATION_STORE_PROMPTS": "perhaps"}, "is not a boolean"),
     ],
 )
 def test_bad_values_stop_start_up_with_a_clear_error(tmp_path, env, message) -> None:

@@ -27,6 +27,7 @@ from .base import (
 )
 from .bertscore import BertScoreBackend
 from .comet import CometBackend
+from .jury import JuryBackend
 from .lexical import BleuBackend, ChrfBackend, RougeLBackend
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "BleuBackend",
     "ChrfBackend",
     "CometBackend",
+    "JuryBackend",
     "MetricBackend",
     "MetricUnavailable",
     "Pair",
@@ -49,7 +51,14 @@ __all__ = [
 
 BACKENDS: dict[str, type[MetricBackend]] = {
     cls.name: cls
-    for cls in (BertScoreBackend, CometBackend, RougeLBackend, BleuBackend, ChrfBackend)
+    for cls in (
+        BertScoreBackend,
+        CometBackend,
+        RougeLBackend,
+        BleuBackend,
+        ChrfBackend,
+        JuryBackend,
+    )
 }
 
 

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from review.csv_safety import csv_safe_cell
+from scoring.generation.provenance import GENERATION_COLUMNS
 from scoring.models import CorrelationReport
 from scoring.reports.analysis import NOT_RECORDED
 
@@ -98,7 +99,12 @@ def columns(report: CorrelationReport, table: str) -> list[str]:
         return METRICS_COLUMNS
     if table == "responses":
         keys = [m["key"] for m in report.results.get("metrics", [])]
-        return RESPONSE_COLUMNS + [f"score_{k}" for k in keys] + [f"truncated_{k}" for k in keys]
+        return (
+            RESPONSE_COLUMNS
+            + GENERATION_COLUMNS  # how the response was generated (scoring.generation.provenance)
+            + [f"score_{k}" for k in keys]
+            + [f"truncated_{k}" for k in keys]
+        )
     raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLES)}")
 
 

@@ -8,6 +8,7 @@ import numpy as np
 from django.db.models import QuerySet
 
 from review.models import Dataset, ModelResponse, ResponseJudgement, Review
+from scoring.jury_scores import jury_expand
 from scoring.models import (
     ApiToken,
     CorrelationReport,
@@ -165,6 +166,15 @@ def report_inputs(
             truncated[keys[config_id]][rows_of] = cut
             if not (cut and exclude_truncated):
                 scores[keys[config_id]][rows_of] = value
+    # The LLM jury's judges, each a column of its own (scoring.jury_scores).
+    judge_metrics = jury_expand(
+        configs=configs,
+        keys=keys,
+        scores=scores,
+        truncated=truncated,
+        row_of_response=row_of_response,
+        n_rows=n,
+    )
 
     table = JudgementTable(
         review=np.asarray(columns[1], dtype=np.int64),
@@ -196,7 +206,8 @@ def report_inputs(
                 "identity_hash": c.identity_hash,
             }
             for c in configs
-        ],
+        ]
+        + judge_metrics,
         review_ids=review_ids,
         simulated_review_ids=simulated,
         n_cannot_assess=n_cannot_assess,

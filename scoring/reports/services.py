@@ -19,6 +19,7 @@ from django.utils import timezone
 from medalign_site.logs import redact_exception
 from review.models import AuditEvent, Dataset, ModelResponse, User
 from review.services.audit import audit_record
+from scoring.generation.provenance import add_generation_columns
 from scoring.models import (
     ApiToken,
     CorrelationReport,
@@ -210,6 +211,9 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             simulated_review_ids=inputs.simulated_review_ids,
             truncated=inputs.truncated,
         )
+        # Each response's generation provenance (context length, model identity, versions,
+        # prompt sha256…): ids, hashes and numbers only.
+        add_generation_columns(results["responses"])
         n_simulated = len(inputs.simulated_review_ids)
         provenance = {
             "dataset": {

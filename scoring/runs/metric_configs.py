@@ -21,7 +21,10 @@ METRIC_LABELS = {
     "rougeL": "ROUGE-L F",
     "bleu": "BLEU",
     "chrf": "chrF++",
+    "jury": "LLM jury",
 }
+# The jury is not a default: it runs only with judges configured (JURY_JUDGES) and asks each
+# judge model for every response.
 DEFAULT_METRICS = ("bertscore", "comet", "rougeL", "bleu", "chrf")
 
 
@@ -40,6 +43,8 @@ def backend_options(name: str) -> dict[str, Any]:
         return options
     if name == "comet":
         return {"checkpoint": settings.COMET_MODEL or None}
+    if name == "jury":
+        return {"judges": list(settings.JURY_JUDGES)}
     return {}
 
 

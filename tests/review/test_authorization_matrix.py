@@ -105,6 +105,15 @@ def _run(w: Any) -> Any:
     return run
 
 
+def _generation_run(w: Any) -> Any:
+    from scoring.models import GenerationRun
+
+    run, _ = GenerationRun.objects.get_or_create(
+        dataset=w.patient.dataset, defaults={"total": 0, "label": "m", "template_text": "x"}
+    )
+    return run
+
+
 def _report(w: Any) -> Any:
     from scoring.models import CorrelationReport
 
@@ -239,6 +248,32 @@ RULES: dict[str, Rule] = {
         researcher="405",
         admin="405",
         kwargs=lambda w: {"run_id": _run(w).pk},
+    ),
+    # --- generation runs: researchers and admins -----------------------------------------------
+    "generation_runs": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "generation_run_detail": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="200",
+        admin="200",
+        kwargs=lambda w: {"run_id": _generation_run(w).pk},
+    ),
+    "generation_run_progress": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="200",
+        admin="200",
+        kwargs=lambda w: {"run_id": _generation_run(w).pk},
+    ),
+    "generation_run_resume": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="405",
+        admin="405",
+        kwargs=lambda w: {"run_id": _generation_run(w).pk},
     ),
     # --- reports, exports, tokens and the token API (scoring.reports.views, scoring.reports.api) ------------
     "scoring_reports": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),

@@ -349,7 +349,10 @@ def test_per_response_csv_has_the_documented_columns_and_parses(data, client):
     body = client.get(reverse("scoring_report_export", args=[report.pk, "responses", "csv"]))
     rows = list(csv.DictReader(io.StringIO(body.content.decode())))
     assert len(rows) == 12
-    assert list(rows[0]) == exports.RESPONSE_COLUMNS + ["score_bleu", "score_rougeL"] + [
+    assert list(rows[0]) == exports.RESPONSE_COLUMNS + exports.GENERATION_COLUMNS + [
+        "score_bleu",
+        "score_rougeL",
+    ] + [
         "truncated_bleu",
         "truncated_rougeL",
         "report",

