@@ -16,7 +16,7 @@ sha256), ``served_model``, ``context_length``, ``tokens_kept`` (record tokens in
 ``visits_total`` (bm25), ``serialization_version``, ``template_version``, ``prompt_sha256``,
 ``params`` (max_new_tokens, temperature, top_p, seed), ``seconds``, ``generated_at``; ``prompt``
 only when ``GENERATION_STORE_PROMPTS`` is set. ``generation_metadata["base_model"]`` names the
-model for the context-length analysis (``scoring.selectors.model_variants``).
+model for the context-length analysis (``scoring.reports.selectors.model_variants``).
 """
 
 from __future__ import annotations

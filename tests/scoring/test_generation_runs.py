@@ -8,10 +8,10 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from review.models import AuditEvent, Instruction, ModelResponse, Role
-from scoring import selectors
 from scoring.generation import runs as generation
 from scoring.generation.backends import GenerationParams, normalize_endpoint
 from scoring.models import GenerationBatch, GenerationEndpoint, GenerationRun
+from scoring.reports import selectors
 from tests import factories
 from tests.scoring.generation_data import make_generation_dataset
 from tests.scoring.openai_server import OpenAIServer

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from scoring import selectors, services
 from scoring.generation import backends
 from scoring.generation.backends import normalize_endpoint
 from scoring.models import MetricScore, ScoringRun
+from scoring.reports import selectors
+from scoring.runs import scoring as services
 from tests.scoring.openai_server import OpenAIServer
 from tests.scoring.test_reports import MODELS, _done_report, data  # noqa: F401 - the fixture
 
