@@ -213,3 +213,18 @@ def test_a_tag_an_admin_adds_or_retires_shows_at_once_despite_the_process_copy(c
     ErrorTag.objects.filter(slug="new-tag").update(is_active=False)  # a queryset: no signal
     ErrorTag.objects.get(slug="new-tag").save()  # the admin saves the row: the signal fires
     assert b"A brand-new tag" not in _page(client, instruction).content
+
+
+def test_prepare_excerpts_fills_in_a_dataset_imported_before_and_then_has_nothing_to_do(setup):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    instruction, _, _ = setup  # made row by row, as an older import left it: no excerpt
+    assert not RecordExcerpt.objects.exists()
+    out = StringIO()
+    call_command("prepare_excerpts", "--no-progress", stdout=out)
+    assert "1 of 1 excerpts prepared" in out.getvalue()
+    assert RecordExcerpt.objects.get(instruction=instruction).html
+    call_command("prepare_excerpts", "--no-progress", "--dataset", "tests", stdout=out)
+    assert out.getvalue().endswith("tests: 0 of 1 excerpts prepared\n")
