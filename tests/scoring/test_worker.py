@@ -162,7 +162,10 @@ def test_a_whole_worker_killed_mid_run_heals_without_resume(worker: Worker) -> N
     run.refresh_from_db()
     exactly_one_score_each(run)
     assert not run.batches.exclude(status=ScoringBatch.Status.DONE).exists()
-    assert "run sweep: " in worker.log.read_text(errors="replace"), "healed, but not by the sweep?"
+    # The kill can land between batches (the worker held none): then nothing needed healing.
+    # A batch tried more than once was re-queued, and only the sweep does that.
+    if run.batches.filter(attempts__gt=1).exists():
+        assert "run sweep: " in worker.log.read_text(errors="replace"), "healed, not by the sweep?"
 
 
 def test_a_worker_killed_mid_run_resumes_to_exactly_one_score_each(worker: Worker) -> None:
