@@ -570,29 +570,21 @@ def record_excerpt_html(instruction: Instruction, patient: Patient) -> SafeStrin
     first view and stored; a stored excerpt rendered by another template is rendered again from
     its stored ranking.
     """
-    from review.services.excerpts import record_excerpt_store  # services import selectors
+    from review.services.excerpts import record_excerpt_prepare  # services import selectors
 
     fingerprint = record_excerpt_fingerprint(instruction, patient)
-    version = _excerpt_html_version()
     row = (
         RecordExcerpt.objects.filter(instruction=instruction, patient=patient)
         .values_list("fingerprint", "html_version", "html")
         .first()
     )
-    if row is not None and row[0] == fingerprint and row[1] == version:
+    if row is not None and row[0] == fingerprint and row[1] == _excerpt_html_version():
         return mark_safe(row[2])  # noqa: S308 - rendered by the template, which escapes
-    if row is not None and row[0] == fingerprint:
+    stored = None
+    if row is not None and row[0] == fingerprint:  # ranked, but rendered by another template
         content = RecordExcerpt.objects.values_list("content", flat=True).get(pk=instruction.pk)
-        excerpt = Excerpt.from_json(content)
-    else:
-        excerpt = record_excerpt(instruction, patient)
-    html = record_excerpt_render(instruction, excerpt)
-    record_excerpt_store(
-        instruction=instruction,
-        patient=patient,
-        fingerprint=fingerprint,
-        excerpt=excerpt,
-        html=html,
-        html_version=version,
+        stored = Excerpt.from_json(content)
+    html = record_excerpt_prepare(
+        instruction=instruction, patient=patient, fingerprint=fingerprint, excerpt=stored
     )
     return mark_safe(html)  # noqa: S308 - rendered by the template, which escapes

@@ -35,6 +35,36 @@ def record_excerpt_store(
     )
 
 
+def record_excerpt_prepare(
+    *,
+    instruction: Instruction,
+    patient: Patient,
+    fingerprint: str,
+    excerpt: "Excerpt | None" = None,
+) -> str:
+    """Rank one instruction's excerpt (unless given its stored ranking), render it as the review
+    page shows it and store both; returns the HTML. Used by the import's preparation and by a
+    page view that finds none current."""
+    from review.selectors.records import (
+        _excerpt_html_version,
+        record_excerpt,
+        record_excerpt_render,
+    )
+
+    if excerpt is None:
+        excerpt = record_excerpt(instruction, patient)
+    html = record_excerpt_render(instruction, excerpt)
+    record_excerpt_store(
+        instruction=instruction,
+        patient=patient,
+        fingerprint=fingerprint,
+        excerpt=excerpt,
+        html=html,
+        html_version=_excerpt_html_version(),
+    )
+    return html
+
+
 def record_excerpts_prepare(
     *, dataset_id: int, progress: Callable[[int], object] | None = None
 ) -> int:
@@ -45,12 +75,7 @@ def record_excerpts_prepare(
     Run after an import commits, one instruction at a time (each its own short transaction):
     an interruption leaves the rest to be prepared on first view, as before.
     """
-    from review.selectors.records import (
-        _excerpt_html_version,
-        record_excerpt,
-        record_excerpt_fingerprint,
-        record_excerpt_render,
-    )
+    from review.selectors.records import _excerpt_html_version, record_excerpt_fingerprint
 
     version = _excerpt_html_version()
     current = {
@@ -71,15 +96,7 @@ def record_excerpts_prepare(
         fingerprint = record_excerpt_fingerprint(instruction, patient)
         if current.get(instruction.pk) == (fingerprint, version):
             continue
-        excerpt = record_excerpt(instruction, patient)
-        record_excerpt_store(
-            instruction=instruction,
-            patient=patient,
-            fingerprint=fingerprint,
-            excerpt=excerpt,
-            html=record_excerpt_render(instruction, excerpt),
-            html_version=version,
-        )
+        record_excerpt_prepare(instruction=instruction, patient=patient, fingerprint=fingerprint)
         prepared += 1
         if progress is not None:
             progress(1)
