@@ -11,7 +11,9 @@ clinician). Two user classes, chosen by the runner:
 - ``ClosedLoopClinician`` (closed loop, no think time): opens a task (the review page, which
   carries the excerpt), saves its completed ranking as a draft ``LOAD_DRAFTS`` times and submits
   it, then takes the next task at once. Throughput is then what the server can do: comparable
-  between apps.
+  between apps. ``FastClosedLoopClinician`` does the same on locust's ``FastHttpUser``
+  (geventhttpclient instead of python-requests): the load generator shares the server's two
+  cores, and python-requests costs it several times the CPU per request.
 
 The requests are made in ``open_task``, ``save_draft`` and ``submit`` below;
 their shapes (URLs, the save/submit body, what an answer must hold) live in ``shapes.py``, shared
@@ -33,6 +35,7 @@ import time
 from pathlib import Path
 
 from locust import HttpUser, between, constant, events, task
+from locust.contrib.fasthttp import FastHttpUser
 
 # locust puts this file's folder on sys.path, not the project's: shapes.py is imported as the
 # project's module, as the profiler imports it.
@@ -65,20 +68,37 @@ class _NoCookies(http.cookiejar.DefaultCookiePolicy):
 
 
 # --- the requests: URLs and bodies come from shapes.py -----------------------------------------
-def _post_json(user: HttpUser, url: str, payload: dict, name: str):  # noqa: ANN202 - a response
+# Either locust client: python-requests (HttpUser) or geventhttpclient (FastHttpUser).
+User = HttpUser | FastHttpUser
+
+
+def _cookie(user: User) -> dict[str, str]:
+    # Sent with every request by hand (see _SignedIn.on_start): both clients accept it per call.
+    return {"Cookie": user.cookie}
+
+
+def _post_json(user: User, url: str, payload: dict, name: str):  # noqa: ANN202 - a response
     return user.client.post(
         url,
         data=json.dumps(payload),
-        headers={**JSON_HEADERS, "X-CSRFToken": user.account["csrf"], "Referer": user.host + "/"},
+        headers={
+            **JSON_HEADERS,
+            **_cookie(user),
+            "X-CSRFToken": user.account["csrf"],
+            "Referer": user.host + "/",
+        },
         name=name,
         catch_response=True,
     )
 
 
-def open_task(user: HttpUser, instruction: int) -> dict | None:
+def open_task(user: User, instruction: int) -> dict | None:
     """GET the review page; return the page's review data (None, a failure recorded, if absent)."""
     with user.client.get(
-        review_page_url(instruction), name="review page", catch_response=True
+        review_page_url(instruction),
+        name="review page",
+        headers=_cookie(user),
+        catch_response=True,
     ) as r:
         data = task_data(r.text or "") if r.status_code == 200 else None
         if data is None:
@@ -86,7 +106,7 @@ def open_task(user: HttpUser, instruction: int) -> dict | None:
         return data
 
 
-def save_draft(user: HttpUser, data: dict, annotation: Annotation, upto: int) -> bool:
+def save_draft(user: User, data: dict, annotation: Annotation, upto: int) -> bool:
     """POST an autosave; on success the new version is kept in ``data`` for the next one."""
     payload = judgement_payload(data, annotation, upto)
     with _post_json(user, save_url(data), payload, "autosave") as r:
@@ -97,7 +117,7 @@ def save_draft(user: HttpUser, data: dict, annotation: Annotation, upto: int) ->
         return True
 
 
-def submit(user: HttpUser, data: dict, annotation: Annotation) -> bool:
+def submit(user: User, data: dict, annotation: Annotation) -> bool:
     """POST the completed annotation; True once the server acknowledged it as submitted."""
     payload = judgement_payload(data, annotation, len(data["responses"]))
     with _post_json(user, submit_url(data), payload, "submit") as r:
@@ -113,8 +133,8 @@ def record_submitted(data: dict, annotation: Annotation) -> None:
 
 
 # --- users ---------------------------------------------------------------------------------------
-class _SignedIn(HttpUser):
-    abstract = True
+class _Account:
+    """Signs the user in with an account the runner prepared (any locust client)."""
 
     def on_start(self) -> None:
         account = ACCOUNTS[next(_next_account) % len(ACCOUNTS)]
@@ -123,11 +143,15 @@ class _SignedIn(HttpUser):
         # Session and CSRF cookies are sent by hand and the cookie jar is switched off: with DEBUG
         # off Django marks its cookies Secure, so over plain HTTP on loopback a Set-Cookie from
         # the server would replace ours with one the client then never sends.
-        self.client.cookies.set_policy(_NoCookies())
-        self.client.headers["Cookie"] = (
-            f"sessionid={account['session']}; csrftoken={account['csrf']}"
-        )
+        # An empty CookieJar is falsy: ask for the attribute, not its truth.
+        jar = self.client.cookiejar if hasattr(self.client, "cookiejar") else self.client.cookies
+        jar.set_policy(_NoCookies())
+        self.cookie = f"sessionid={account['session']}; csrftoken={account['csrf']}"
         self.todo = list(account["instructions"])
+
+
+class _SignedIn(_Account, HttpUser):
+    abstract = True
 
 
 class Clinician(_SignedIn):
@@ -137,7 +161,7 @@ class Clinician(_SignedIn):
 
     @task
     def work(self) -> None:
-        self.client.get("/queue/", name="/queue/")
+        self.client.get("/queue/", name="/queue/", headers=_cookie(self))
         if not self.todo:
             # Everything submitted: keep reading (a finished clinician rereading their work).
             if not self.account["instructions"]:
@@ -155,7 +179,9 @@ class Clinician(_SignedIn):
         cursor = ""
         for _ in range(self.rng.randint(1, 3)):  # page through the timeline
             url = f"{base}/record/events/" + (f"?cursor={cursor}" if cursor else "")
-            with self.client.get(url, name="record events", catch_response=True) as r:
+            with self.client.get(
+                url, name="record events", headers=_cookie(self), catch_response=True
+            ) as r:
                 if r.status_code != 200:
                     r.failure(f"events: {r.status_code}")
                     break
@@ -184,26 +210,33 @@ class Clinician(_SignedIn):
         record_submitted(data, annotation)
 
 
-class ClosedLoopClinician(_SignedIn):
-    """No think time: the next request leaves as soon as the previous answer arrived."""
+DRAFTS = int(os.environ.get("LOAD_DRAFTS", "1"))
 
-    wait_time = constant(0)
-    drafts = int(os.environ.get("LOAD_DRAFTS", "1"))
 
-    @task
-    def annotate(self) -> None:
-        if not self.todo:
-            self.todo = list(self.account["instructions"])  # reopen submitted ones (read only)
-        instruction = self.todo.pop(0)
-        data = open_task(self, instruction)  # the page carries the excerpt inline
-        if data is None or not data["editable"]:
+def annotate(user: User) -> None:
+    """Closed loop, no think time: the next request leaves as soon as the previous answer came."""
+    if not user.todo:
+        user.todo = list(user.account["instructions"])  # reopen submitted ones (read only)
+    instruction = user.todo.pop(0)
+    data = open_task(user, instruction)  # the page carries the excerpt inline
+    if data is None or not data["editable"]:
+        return
+    annotation = make_annotation(user.rng, len(data["responses"]))
+    for _ in range(DRAFTS):
+        if not save_draft(user, data, annotation, len(data["responses"])):
             return
-        annotation = make_annotation(self.rng, len(data["responses"]))
-        for _ in range(self.drafts):
-            if not save_draft(self, data, annotation, len(data["responses"])):
-                return
-        if submit(self, data, annotation):
-            record_submitted(data, annotation)
+    if submit(user, data, annotation):
+        record_submitted(data, annotation)
+
+
+class ClosedLoopClinician(_SignedIn):
+    wait_time = constant(0)
+    tasks = [annotate]
+
+
+class FastClosedLoopClinician(_Account, FastHttpUser):
+    wait_time = constant(0)
+    tasks = [annotate]
 
 
 _STARTED: list[float] = []

@@ -66,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         "--drafts", type=int, default=1, help="closed loop: draft saves before each submit"
     )
     parser.add_argument(
+        "--client",
+        choices=("requests", "fast"),
+        default="fast",
+        help="closed loop: locust's client, python-requests (HttpUser) or geventhttpclient "
+        "(FastHttpUser, a fraction of the CPU per request: the load generator shares the cores)",
+    )
+    parser.add_argument(
         "--warmup", type=float, default=10, help="seconds after all users started before measuring"
     )
     parser.add_argument("--dataset", choices=DATASETS, default="demo")
@@ -340,6 +347,12 @@ def _start_scoring(dataset_name: str) -> int:
     return run.pk
 
 
+def _user_class(args: argparse.Namespace) -> str:
+    if not args.closed_loop:
+        return "Clinician"
+    return "FastClosedLoopClinician" if args.client == "fast" else "ClosedLoopClinician"
+
+
 def _run_locust(
     args: argparse.Namespace,
     host: str,
@@ -378,7 +391,7 @@ def _run_locust(
         "--only-summary",
         "--loglevel",
         "WARNING",
-        "ClosedLoopClinician" if args.closed_loop else "Clinician",
+        _user_class(args),
     ]
     # Measure from --warmup seconds after every user runs (locust says when) until just before
     # the end of the run, which locust counts from its own start.
