@@ -43,7 +43,7 @@ from review.models import Encounter, Patient
 
 from .columnar import BATCH_ROWS, CohortWriter, local_times
 from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
-from .scratch import ScratchTable
+from .scratch import ScratchTable, drop_scratch_tables, scratch_tables
 from .tables import normalise_header
 from .timestamps import BadTimestamp, parse_timestamp
 
@@ -391,6 +391,7 @@ class OmopLoader:
         self.persons: dict[int, _Person | None] = {}  # None: kept as already imported
         self.scratch: list[ScratchTable] = []
         self.pending_visits: list[tuple[int, int, int | None, int]] = []
+        self.queued_persons: list[tuple[int, Patient]] = []
 
     def problem(self, file: str, row: int | None, column: str | None, message: str) -> None:
         self.importer.problems.add(file, row, column, message, unit="row")
@@ -423,10 +424,15 @@ class OmopLoader:
         )
         self.key_table = self._table("key", [("id", "bigint"), ("row", "integer")])
         self.count_table = self._table("count", [("encounter_id", "bigint"), ("n", "integer")])
+        scratch_tables(*self.scratch)
         if self.has_concepts:
             self._read("concept", ("concept_id", "vocabulary_id", "concept_code"), self._concepts)
             self.concept_table.index("id")
-        self._read("person", ("person_id",), self._rows(self._person, _PERSON_CONCEPTS))
+        self._read(
+            "person",
+            ("person_id",),
+            self._rows(self._person, _PERSON_CONCEPTS, after=self._create_persons),
+        )
         if self.importer.problems.problems:
             return  # every later table is keyed on person: its problems would only repeat these
         if "visit_occurrence" in self.tables:
@@ -457,8 +463,7 @@ class OmopLoader:
         if self.importer.problems.problems:
             return  # the import is refused: no need to finish the records
         self._finish_records()
-        for table in self.scratch:
-            table.drop()
+        drop_scratch_tables(self.scratch)
 
     # --- reading ----------------------------------------------------------------------------
     def _read(self, name: str, required: tuple[str, ...], handle: Any) -> None:
@@ -586,7 +591,7 @@ class OmopLoader:
             named = self._name(file, row, values, f"{target}_concept_id")
             source = _str(values.get(f"{target}_source_value"))
             demographics[target] = (named[1] if named and named[1] else "") or source
-        patient = self.cohort.open_patient(
+        patient = self.cohort.queue_patient(
             str(person_id),
             file,
             birth_date=birth_date,
@@ -597,7 +602,16 @@ class OmopLoader:
         if patient is None:
             self.persons[person_id] = None
             return
+        # A queued patient's id comes when its batch's patients are created (_create_persons).
         self.persons[person_id] = _Person(patient.pk, birth_date)
+        if patient.pk is None:
+            self.queued_persons.append((person_id, patient))
+
+    def _create_persons(self) -> None:
+        self.cohort.create_patients()
+        for person_id, patient in self.queued_persons:
+            self.persons[person_id].patient_id = patient.pk  # type: ignore[union-attr]
+        self.queued_persons = []
 
     def _known_person(self, values: dict[str, Any], table: str) -> tuple[int, _Person | None]:
         person_id = self._value(values, "person_id", _int)

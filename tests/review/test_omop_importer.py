@@ -513,3 +513,26 @@ def test_the_import_gives_back_arrows_default_allocator_even_when_refused(tmp_pa
     assert pa.default_memory_pool().backend_name == before
     import_release(write_omop(tmp_path / "good"), dataset_name="o")
     assert pa.default_memory_pool().backend_name == before
+
+
+def test_a_small_cohort_takes_a_few_statements_not_one_per_person_or_scratch_table(
+    tmp_path: Path,
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    persons = [[100 + i, 8507, 1950, 1, 1, "", 0, 0, "M"] for i in range(50)]
+    folder = write_omop(tmp_path, person=(PERSON[0], [*PERSON[1], *persons]))
+    with CaptureQueriesContext(connection) as queries:
+        summary = import_release(folder, dataset_name="o")
+    assert summary.counts["patients"] == 52
+    statements = [q["sql"] for q in queries.captured_queries]
+    # Patients of a batch go in together; their tallies are one UPDATE at the end.
+    assert sum('INSERT INTO "review_patient"' in s for s in statements) == 1
+    # Tables this small are scanned, not indexed (an index and ANALYZE per table cost more).
+    assert not [s for s in statements if "CREATE INDEX" in s]
+    if connection.vendor == "postgresql":
+        # The scratch tables are made in one round trip and dropped in another.
+        scratch = [s for s in statements if "omop_import_" in s and ("CREATE" in s or "DROP" in s)]
+        assert len(scratch) == 2
+        assert len(statements) < 40  # 101 when every person and scratch table took its own
