@@ -392,6 +392,9 @@ class OmopLoader:
         self.scratch: list[ScratchTable] = []
         self.pending_visits: list[tuple[int, int, int | None, int]] = []
         self.queued_persons: list[tuple[int, Patient]] = []
+        # The current event table's primary keys (see _remember_keys).
+        self.held_keys: tuple[pa.Array, pa.Array] | None = None
+        self.keys_in_table = False
 
     def problem(self, file: str, row: int | None, column: str | None, message: str) -> None:
         self.importer.problems.add(file, row, column, message, unit="row")
@@ -452,13 +455,11 @@ class OmopLoader:
         for name, spec in EVENT_TABLES.items():
             if name in self.tables:
                 self._read(name, ("person_id", spec.date), self._events(spec, f"{name}_id"))
-                self._report_repeats(
-                    self.key_table,
+                self._report_key_repeats(
                     self.tables[name].name,
                     f"{name}_id",
                     f"{name}_id {{id}} appears again (first at row {{first}})",
                 )
-                self.key_table.clear()
         self.cohort.flush()
         if self.importer.problems.problems:
             return  # the import is refused: no need to finish the records
@@ -830,11 +831,36 @@ class OmopLoader:
         return resolved
 
     def _remember_keys(self, columns: _Columns, ids: list[int | None]) -> None:
-        """Primary keys and their rows go to a temporary table; duplicates are found in SQL."""
+        """Primary keys and their rows go to a temporary table; duplicates are found in SQL.
+        A table's first batch is held back: a table read in one batch (every table of a small
+        cohort) is checked in memory, without the table's COPY, query and DELETE."""
         id_array = pa.array(ids, pa.int64())
         rows = pa.array(range(columns.offset + 1, columns.offset + columns.n + 1), pa.int32())
         present = pc.is_valid(id_array)
-        self.key_table.insert_arrays([id_array.filter(present), rows.filter(present)])
+        keys = (id_array.filter(present), rows.filter(present))
+        if self.held_keys is None and not self.keys_in_table:
+            self.held_keys = keys
+            return
+        if self.held_keys is not None:
+            self.key_table.insert_arrays(self.held_keys)
+            self.held_keys = None
+        self.keys_in_table = True
+        self.key_table.insert_arrays(keys)
+
+    def _report_key_repeats(self, file: str, column: str, message: str) -> None:
+        """Name every repeated primary key of the table just read; forget its keys."""
+        limit = self.importer.problems.MAX_KEPT
+        if self.held_keys is not None:
+            repeats = _repeats(*self.held_keys)[:limit]
+        elif self.keys_in_table:
+            repeats = self.key_table.repeats("id", "row", limit)
+            self.key_table.clear()
+        else:
+            repeats = []
+        self.held_keys = None
+        self.keys_in_table = False
+        for key, first, again in repeats:
+            self.problem(file, again, column, message.format(id=key, first=first))
 
     # --- finishing ----------------------------------------------------------------------------
     def _finish_records(self) -> None:
@@ -881,6 +907,21 @@ class OmopLoader:
 
 
 _PERSON_CONCEPTS = ("gender_concept_id", "race_concept_id", "ethnicity_concept_id")
+
+
+def _repeats(ids: pa.Array, rows: pa.Array) -> list[tuple[int, int, int]]:
+    """(id, first row, repeated row) for each row whose id an earlier row had, by row: what
+    ``ScratchTable.repeats`` finds in SQL, for one batch's keys."""
+    if pc.count_distinct(ids).as_py() == len(ids):
+        return []  # the usual case, without a Python step per row
+    first: dict[int, int] = {}
+    found = []
+    for key, row in zip(ids.to_pylist(), rows.to_pylist(), strict=True):
+        if key in first:
+            found.append((key, first[key], row))
+        else:
+            first[key] = row
+    return found
 
 
 def load_omop(importer: _Importer, tables: dict[str, Path]) -> None:
