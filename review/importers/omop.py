@@ -132,11 +132,17 @@ class _MappedTable:
     """
 
     def __init__(self, path: Path) -> None:
-        self.source = pa.memory_map(str(path))
-        self.size = self.source.size()
-        self.base = self.source.read_buffer(1).address if self.size else 0
-        self.source.seek(0)
-        self.released = 0  # bytes from the start already given back
+        self.source: pa.NativeFile | str
+        self.size = self.base = self.released = 0  # released: bytes from the start given back
+        try:
+            mapped = pa.memory_map(str(path))
+        except OSError:
+            self.source = str(path)  # a file system without mmap: read as before, read-ahead
+            return
+        self.source = mapped
+        self.size = mapped.size()
+        self.base = mapped.read_buffer(1).address if self.size else 0
+        mapped.seek(0)
 
     def release_before(self, offset: int) -> None:
         """Give back the pages wholly before ``offset``."""

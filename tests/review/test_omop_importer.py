@@ -553,3 +553,14 @@ def test_duplicate_ids_in_different_batches_are_refused_naming_both_rows(
         "measurement.csv, row 301, field 'measurement_id': measurement_id 7 appears again "
         "(first at row 7)"
     ) in message
+
+
+def test_a_table_that_cannot_be_memory_mapped_is_read_as_a_plain_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(path: str) -> None:
+        raise OSError("mmap not supported here")  # e.g. some network file systems
+
+    monkeypatch.setattr(omop_module.pa, "memory_map", refuse)
+    summary = import_release(write_omop(tmp_path), dataset_name="o")
+    assert summary.counts["events"] == 5
