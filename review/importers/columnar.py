@@ -64,6 +64,7 @@ class CohortWriter:
             Patient.objects.filter(dataset=importer.dataset).values_list("person_id", "id")
         )
         self.pending_encounters: list[Encounter] = []
+        self.queued_patients: list[Patient] = []
 
     def open_patient(self, person_id: str, source_file: str, **fields: Any) -> Patient | None:
         """The patient to load this record into, or None when the record is kept as it is.
@@ -98,6 +99,29 @@ class CohortWriter:
         )
         self.existing[person_id] = patient.pk
         return patient
+
+    def queue_patient(self, person_id: str, source_file: str, **fields: Any) -> Patient | None:
+        """Like ``open_patient``, but a new patient is only queued, to be created with the
+        others of its batch by ``create_patients`` (one INSERT, not one per person); its ``pk``
+        is set then. A patient already in the dataset is opened (or kept) at once."""
+        if person_id in self.existing:
+            return self.open_patient(person_id, source_file, **fields)
+        patient = Patient(
+            dataset=self.importer.dataset,
+            person_id=person_id,
+            source_file=source_file[:300],
+            source_format=self.source_format,
+            **fields,
+        )
+        self.queued_patients.append(patient)
+        return patient
+
+    def create_patients(self) -> None:
+        """Create the queued patients, in one statement per 500."""
+        created = Patient.objects.bulk_create(self.queued_patients, batch_size=500)
+        for patient in created:
+            self.existing[patient.person_id] = patient.pk
+        self.queued_patients = []
 
     def new_encounter(
         self,

@@ -23,6 +23,8 @@ in its table, duplicate primary keys, unknown concept ids, unreadable dates, eve
 the person's birth (compared by date: birth times are often just midnight).
 """
 
+import ctypes
+import mmap
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,13 +43,14 @@ from review.models import Encounter, Patient
 
 from .columnar import BATCH_ROWS, CohortWriter, local_times
 from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
-from .scratch import ScratchTable
+from .scratch import ScratchTable, drop_scratch_tables, scratch_tables
 from .tables import normalise_header
 from .timestamps import BadTimestamp, parse_timestamp
 
 SUFFIXES = {".csv": ",", ".tsv": "\t", ".parquet": None}
-# CSV is read a block at a time, one thread, no read-ahead: every block becomes Python values
-# before it is used, so the block bounds memory (8 MB blocks with read-ahead peaked at 440 MB).
+# CSV is read a block at a time, one thread: every block becomes Python values before it is
+# used, so the block bounds memory (8 MB blocks with read-ahead peaked at 440 MB). A row may
+# straddle two blocks, not three, so the block is also the longest note a table can hold.
 CSV_BLOCK_BYTES = 1024 * 1024
 
 
@@ -114,6 +117,56 @@ def find_omop_tables(path: Path, exclude_root: Path | None = None) -> dict[str, 
     return found
 
 
+class _MappedTable:
+    """A table file for Arrow's CSV reader, memory-mapped, its pages given back as it is read.
+
+    Arrow's streaming CSV reader reads blocks on a background thread up to 32 ahead of its
+    consumer, even with ``use_threads=False``, and Arrow does not expose the limit: from an
+    ordinary file, with 1 MB blocks, a 60 MB table held 40 MB of read-ahead and a 6 MB one
+    10 MB, so the import's peak memory followed the size of its largest table. (Smaller blocks
+    would bound it but refuse long notes: a row may straddle two blocks, not three.) From a
+    memory map the reader's blocks are views of the file, not copies; the pages it has parsed
+    are given back to the kernel (``madvise(MADV_DONTNEED)``, clean file pages: read again
+    from the file if touched again) as the batches go, so only the blocks being parsed are
+    resident. Nothing here runs Python on Arrow's thread.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.source: pa.NativeFile | str
+        self.size = self.base = self.released = 0  # released: bytes from the start given back
+        try:
+            mapped = pa.memory_map(str(path))
+        except OSError:
+            self.source = str(path)  # a file system without mmap: read as before, read-ahead
+            return
+        self.source = mapped
+        self.size = mapped.size()
+        self.base = mapped.read_buffer(1).address if self.size else 0
+        mapped.seek(0)
+
+    def release_before(self, offset: int) -> None:
+        """Give back the pages wholly before ``offset``."""
+        end = min(offset, self.size) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > self.released and _madvise is not None:
+            _madvise(self.base + self.released, end - self.released, mmap.MADV_DONTNEED)
+            self.released = end
+
+
+def _libc_madvise() -> Any:
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return None  # not Linux: the pages stay mapped (memory follows the file again)
+    try:
+        function = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function
+
+
+_madvise = _libc_madvise()
+
+
 def iter_batches(path: Path) -> Iterator[pa.RecordBatch]:
     """Record batches with lower-cased column names; CSV values as text."""
     delimiter = SUFFIXES[path.suffix.lower()]
@@ -126,8 +179,9 @@ def iter_batches(path: Path) -> Iterator[pa.RecordBatch]:
     with path.open("r", encoding="utf-8-sig") as fh:
         header = fh.readline().rstrip("\r\n").split(delimiter)
     names = [normalise_header(n) for n in header]
+    table = _MappedTable(path)
     reader = pacsv.open_csv(
-        path,
+        table.source,
         read_options=pacsv.ReadOptions(
             column_names=names, skip_rows=1, block_size=CSV_BLOCK_BYTES, use_threads=False
         ),
@@ -138,7 +192,10 @@ def iter_batches(path: Path) -> Iterator[pa.RecordBatch]:
             quoted_strings_can_be_null=False,
         ),
     )
-    for batch in reader:
+    for taken, batch in enumerate(reader):
+        # Batch n comes from block n or later (a block gives at most one batch, with the row
+        # straddling into the next block): everything before block n has been parsed already.
+        table.release_before(taken * CSV_BLOCK_BYTES)
         if batch.num_rows:
             yield batch
 
@@ -340,6 +397,10 @@ class OmopLoader:
         self.persons: dict[int, _Person | None] = {}  # None: kept as already imported
         self.scratch: list[ScratchTable] = []
         self.pending_visits: list[tuple[int, int, int | None, int]] = []
+        self.queued_persons: list[tuple[int, Patient]] = []
+        # The current event table's primary keys (see _remember_keys).
+        self.held_keys: tuple[pa.Array, pa.Array] | None = None
+        self.keys_in_table = False
 
     def problem(self, file: str, row: int | None, column: str | None, message: str) -> None:
         self.importer.problems.add(file, row, column, message, unit="row")
@@ -372,10 +433,15 @@ class OmopLoader:
         )
         self.key_table = self._table("key", [("id", "bigint"), ("row", "integer")])
         self.count_table = self._table("count", [("encounter_id", "bigint"), ("n", "integer")])
+        scratch_tables(*self.scratch)
         if self.has_concepts:
             self._read("concept", ("concept_id", "vocabulary_id", "concept_code"), self._concepts)
             self.concept_table.index("id")
-        self._read("person", ("person_id",), self._rows(self._person, _PERSON_CONCEPTS))
+        self._read(
+            "person",
+            ("person_id",),
+            self._rows(self._person, _PERSON_CONCEPTS, after=self._create_persons),
+        )
         if self.importer.problems.problems:
             return  # every later table is keyed on person: its problems would only repeat these
         if "visit_occurrence" in self.tables:
@@ -395,19 +461,16 @@ class OmopLoader:
         for name, spec in EVENT_TABLES.items():
             if name in self.tables:
                 self._read(name, ("person_id", spec.date), self._events(spec, f"{name}_id"))
-                self._report_repeats(
-                    self.key_table,
+                self._report_key_repeats(
                     self.tables[name].name,
                     f"{name}_id",
                     f"{name}_id {{id}} appears again (first at row {{first}})",
                 )
-                self.key_table.clear()
         self.cohort.flush()
         if self.importer.problems.problems:
             return  # the import is refused: no need to finish the records
         self._finish_records()
-        for table in self.scratch:
-            table.drop()
+        drop_scratch_tables(self.scratch)
 
     # --- reading ----------------------------------------------------------------------------
     def _read(self, name: str, required: tuple[str, ...], handle: Any) -> None:
@@ -535,7 +598,7 @@ class OmopLoader:
             named = self._name(file, row, values, f"{target}_concept_id")
             source = _str(values.get(f"{target}_source_value"))
             demographics[target] = (named[1] if named and named[1] else "") or source
-        patient = self.cohort.open_patient(
+        patient = self.cohort.queue_patient(
             str(person_id),
             file,
             birth_date=birth_date,
@@ -546,7 +609,16 @@ class OmopLoader:
         if patient is None:
             self.persons[person_id] = None
             return
+        # A queued patient's id comes when its batch's patients are created (_create_persons).
         self.persons[person_id] = _Person(patient.pk, birth_date)
+        if patient.pk is None:
+            self.queued_persons.append((person_id, patient))
+
+    def _create_persons(self) -> None:
+        self.cohort.create_patients()
+        for person_id, patient in self.queued_persons:
+            self.persons[person_id].patient_id = patient.pk  # type: ignore[union-attr]
+        self.queued_persons = []
 
     def _known_person(self, values: dict[str, Any], table: str) -> tuple[int, _Person | None]:
         person_id = self._value(values, "person_id", _int)
@@ -765,11 +837,36 @@ class OmopLoader:
         return resolved
 
     def _remember_keys(self, columns: _Columns, ids: list[int | None]) -> None:
-        """Primary keys and their rows go to a temporary table; duplicates are found in SQL."""
+        """Primary keys and their rows go to a temporary table; duplicates are found in SQL.
+        A table's first batch is held back: a table read in one batch (every table of a small
+        cohort) is checked in memory, without the table's COPY, query and DELETE."""
         id_array = pa.array(ids, pa.int64())
         rows = pa.array(range(columns.offset + 1, columns.offset + columns.n + 1), pa.int32())
         present = pc.is_valid(id_array)
-        self.key_table.insert_arrays([id_array.filter(present), rows.filter(present)])
+        keys = (id_array.filter(present), rows.filter(present))
+        if self.held_keys is None and not self.keys_in_table:
+            self.held_keys = keys
+            return
+        if self.held_keys is not None:
+            self.key_table.insert_arrays(self.held_keys)
+            self.held_keys = None
+        self.keys_in_table = True
+        self.key_table.insert_arrays(keys)
+
+    def _report_key_repeats(self, file: str, column: str, message: str) -> None:
+        """Name every repeated primary key of the table just read; forget its keys."""
+        limit = self.importer.problems.MAX_KEPT
+        if self.held_keys is not None:
+            repeats = _repeats(*self.held_keys)[:limit]
+        elif self.keys_in_table:
+            repeats = self.key_table.repeats("id", "row", limit)
+            self.key_table.clear()
+        else:
+            repeats = []
+        self.held_keys = None
+        self.keys_in_table = False
+        for key, first, again in repeats:
+            self.problem(file, again, column, message.format(id=key, first=first))
 
     # --- finishing ----------------------------------------------------------------------------
     def _finish_records(self) -> None:
@@ -818,14 +915,38 @@ class OmopLoader:
 _PERSON_CONCEPTS = ("gender_concept_id", "race_concept_id", "ethnicity_concept_id")
 
 
+def _repeats(ids: pa.Array, rows: pa.Array) -> list[tuple[int, int, int]]:
+    """(id, first row, repeated row) for each row whose id an earlier row had, by row: what
+    ``ScratchTable.repeats`` finds in SQL, for one batch's keys."""
+    if pc.count_distinct(ids).as_py() == len(ids):
+        return []  # the usual case, without a Python step per row
+    first: dict[int, int] = {}
+    found = []
+    for key, row in zip(ids.to_pylist(), rows.to_pylist(), strict=True):
+        if key in first:
+            found.append((key, first[key], row))
+        else:
+            first[key] = row
+    return found
+
+
 def load_omop(importer: _Importer, tables: dict[str, Path]) -> None:
     """Load OMOP CDM ``tables`` (by table name) through ``importer`` (inside its transaction)."""
     # Arrow's default allocator (mimalloc) keeps the CSV blocks' and casts' freed pages: over a
     # 1M-event import its peak grew 1.33x (261 -> 348 MB) while the importer's own data stayed
-    # flat; the system allocator gives them back (peak 299 MB). Restored afterwards.
+    # flat. The system allocator (glibc) gives most of them back but still grew 16 MB from 100k
+    # to 1M events (fragmentation); jemalloc, where pyarrow has it, stays flat (234 -> 238 MB).
+    # Restored afterwards.
     pool = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
+    pa.set_memory_pool(_import_memory_pool())
     try:
         OmopLoader(importer, tables).run()
     finally:
         pa.set_memory_pool(pool)
+
+
+def _import_memory_pool() -> pa.MemoryPool:
+    try:
+        return pa.jemalloc_memory_pool()
+    except NotImplementedError:  # a pyarrow built without jemalloc
+        return pa.system_memory_pool()

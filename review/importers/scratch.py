@@ -20,20 +20,20 @@ from django.db import connection
 
 # SQLite allows 32,766 bound variables; lookups go in chunks well below that.
 LOOKUP_CHUNK = 900
+# Below this many rows a scratch table is scanned rather than indexed (see ``index``).
+INDEX_MIN_ROWS = 10_000
 
 
 class ScratchTable:
-    """A temporary table ``name`` with ``columns`` ((name, SQL type) pairs)."""
+    """A temporary table ``name`` with ``columns`` ((name, SQL type) pairs). Made by
+    ``scratch_tables``, several in one round trip."""
 
     def __init__(self, name: str, columns: Sequence[tuple[str, str]]) -> None:
         self.name = name
         self.columns = [column for column, _ in columns]
+        self.definition = ", ".join(f"{column} {kind}" for column, kind in columns)
         self.postgres = connection.vendor == "postgresql"
-        definition = ", ".join(f"{column} {kind}" for column, kind in columns)
-        with connection.cursor() as cursor:
-            cursor.execute(f"DROP TABLE IF EXISTS {name}")
-            on_commit = " ON COMMIT DROP" if self.postgres else ""
-            cursor.execute(f"CREATE TEMPORARY TABLE {name} ({definition}){on_commit}")
+        self.rows = 0  # rows inserted (``clear`` resets): a small table needs no index
 
     def insert(self, rows: Iterable[Sequence[Any]]) -> None:
         """Rows of Python values, in column order."""
@@ -43,12 +43,15 @@ class ScratchTable:
                 with cursor.cursor.copy(f"COPY {self.name} ({columns}) FROM STDIN") as copy:
                     for row in rows:
                         copy.write_row(row)
+                        self.rows += 1
                 return
             marks = ", ".join("%s" for _ in self.columns)
+            values = [tuple(row) for row in rows]
             cursor.executemany(
                 f"INSERT INTO {self.name} ({columns}) VALUES ({marks})",  # noqa: S608
-                [tuple(row) for row in rows],
+                values,
             )
+            self.rows += len(values)
 
     def insert_arrays(self, arrays: Sequence[pa.Array]) -> None:
         """Whole integer columns at once (no nulls), without a Python step per row."""
@@ -57,6 +60,7 @@ class ScratchTable:
         if not self.postgres:
             self.insert(zip(*(array.to_pylist() for array in arrays), strict=True))
             return
+        self.rows += len(arrays[0])
         table = pa.Table.from_arrays(list(arrays), names=self.columns)
         buffer = io.BytesIO()
         pacsv.write_csv(table, buffer, pacsv.WriteOptions(include_header=False))
@@ -67,11 +71,18 @@ class ScratchTable:
                 copy.write(buffer.getbuffer())
 
     def index(self, column: str) -> None:
+        """Index ``column`` for lookups, unless the table is small enough to scan: below
+        ``INDEX_MIN_ROWS`` rows an index and fresh statistics cost more than they save."""
+        if self.rows < INDEX_MIN_ROWS:
+            return
+        create = f"CREATE INDEX {self.name}_{column} ON {self.name} ({column})"
         with connection.cursor() as cursor:
-            cursor.execute(f"CREATE INDEX {self.name}_{column} ON {self.name} ({column})")
             if self.postgres:
                 # A temporary table is never analysed by autovacuum; the planner needs figures.
-                cursor.execute(f"ANALYZE {self.name}")
+                # Both statements in one round trip (no parameters, so psycopg allows it).
+                cursor.execute(f"{create}; ANALYZE {self.name}")
+            else:
+                cursor.execute(create)
 
     def lookup(
         self, key: str, keys: Iterable[Any], values: Sequence[str]
@@ -118,7 +129,37 @@ class ScratchTable:
     def clear(self) -> None:
         with connection.cursor() as cursor:
             cursor.execute(f"DELETE FROM {self.name}")  # noqa: S608
+        self.rows = 0
 
-    def drop(self) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(f"DROP TABLE IF EXISTS {self.name}")
+
+def scratch_tables(*tables: ScratchTable) -> list[ScratchTable]:
+    """Create ``tables``. PostgreSQL: one round trip, no DROP first, since a temporary table
+    made inside the import's transaction (or savepoint) goes with its rollback and, ``ON COMMIT
+    DROP``, with its commit. SQLite keeps temporary tables for the connection: a failed import's
+    are dropped first, one statement at a time (its driver takes one per call)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "; ".join(
+                    f"CREATE TEMPORARY TABLE {t.name} ({t.definition}) ON COMMIT DROP"
+                    for t in tables
+                )
+            )
+            return list(tables)
+        for t in tables:
+            cursor.execute(f"DROP TABLE IF EXISTS {t.name}")
+            cursor.execute(f"CREATE TEMPORARY TABLE {t.name} ({t.definition})")
+    return list(tables)
+
+
+def drop_scratch_tables(tables: Sequence[ScratchTable]) -> None:
+    """Drop ``tables`` now (PostgreSQL would at commit; an import inside a longer transaction,
+    or SQLite, would keep them): one statement on PostgreSQL."""
+    if not tables:
+        return
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"DROP TABLE IF EXISTS {', '.join(t.name for t in tables)}")
+            return
+        for t in tables:
+            cursor.execute(f"DROP TABLE IF EXISTS {t.name}")

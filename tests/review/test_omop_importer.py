@@ -431,3 +431,136 @@ def test_replace_renumbers_visits_and_recounts_their_events(tmp_path: Path) -> N
     ) == [(1, 2018, 1), (2, 2019, 1), (3, 2020, 1)]
     assert eleven.event_count == 4
     assert Encounter.objects.count() == 3
+
+
+def test_reading_a_csv_table_holds_a_few_blocks_whatever_the_file_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Arrow's streaming CSV reader reads up to 32 blocks ahead on a background thread, even
+    # with use_threads=False: with 1 MB blocks a 60 MB table held ~40 MB of Arrow memory, a
+    # 6 MB one ~10 MB. The importer's memory must not follow the file's size.
+    block = 64 * 1024
+    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", block)
+    rows = [
+        [i, 11, 3027018, "2020-01-01", "2020-01-01 09:00:00", str(i % 97), 8541, "", "HR"]
+        for i in range(1, 80_001)
+    ]
+    write_csv(tmp_path, "measurement", MEASUREMENT_HEADER, rows)
+    path = tmp_path / "measurement.csv"
+    assert path.stat().st_size > 60 * block
+    for _ in omop_module.iter_batches(path):
+        pass  # once first, so that Arrow's own code is paged in before the count below
+
+    # Arrow's allocations while reading, counted apart; kept for the whole session, since
+    # freeing a pool that a buffer still points to crashes the process.
+    pool = pa.proxy_memory_pool(pa.system_memory_pool())
+    POOLS.append(pool)
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pool)
+    file_pages = resident_file_kb()
+    try:
+        ids: list[int] = []
+        batches = 0
+        most_file_pages = 0
+        for batch in omop_module.iter_batches(path):
+            ids.extend(int(v) for v in batch.column("measurement_id").to_pylist())
+            batches += 1
+            most_file_pages = max(most_file_pages, resident_file_kb() - file_pages)
+        del batch
+    finally:
+        pa.set_memory_pool(previous)
+    assert ids == list(range(1, 80_001))
+    assert batches > 30  # still about a block per batch
+    assert pool.max_memory() < 8 * block  # no copies read ahead
+    assert most_file_pages * 1024 < 8 * block  # and the file's parsed pages given back
+
+
+POOLS: list[pa.MemoryPool] = []
+
+
+def resident_file_kb() -> int:
+    """File-backed pages mapped in this process (Linux: /proc/self/status RssFile)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    pytest.skip("no RssFile in /proc/self/status")
+
+
+def test_a_note_longer_than_a_block_is_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rows that straddle two blocks, the first one among them.
+    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 4096)
+    long_text = "IMPRESSION:" + " no acute process;" * 200  # 3.6 KB: straddles, at most two
+    notes = [[1, 12, "2021-02-02", "", 0, 0, "Discharge", long_text]]
+    notes += [[2 + i, 12, "2021-02-04", "", 0, 0, "CT", "ok"] for i in range(500)]
+    notes += [[600, 12, "2021-02-05", "", 0, 0, "Discharge 2", long_text]]
+    import_release(write_omop(tmp_path, note=(NOTES[0], notes)), dataset_name="o")
+    assert Event.objects.get(note_type="Discharge").text == long_text
+    assert Event.objects.get(note_type="Discharge 2").text == long_text
+    assert Event.objects.filter(event_type="note").count() == 502
+
+
+def test_an_empty_table_file_is_named(tmp_path: Path) -> None:
+    write_omop(tmp_path)
+    (tmp_path / "drug_exposure.csv").write_text("")
+    assert "drug_exposure.csv" in refused(tmp_path)
+
+
+def test_the_import_gives_back_arrows_default_allocator_even_when_refused(tmp_path: Path) -> None:
+    before = pa.default_memory_pool().backend_name
+    refused(write_omop(tmp_path / "bad", person=(PERSON[0], [*PERSON[1], PERSON[1][0]])))
+    assert pa.default_memory_pool().backend_name == before
+    import_release(write_omop(tmp_path / "good"), dataset_name="o")
+    assert pa.default_memory_pool().backend_name == before
+
+
+def test_a_small_cohort_takes_a_few_statements_not_one_per_person_or_scratch_table(
+    tmp_path: Path,
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    persons = [[100 + i, 8507, 1950, 1, 1, "", 0, 0, "M"] for i in range(50)]
+    folder = write_omop(tmp_path, person=(PERSON[0], [*PERSON[1], *persons]))
+    with CaptureQueriesContext(connection) as queries:
+        summary = import_release(folder, dataset_name="o")
+    assert summary.counts["patients"] == 52
+    statements = [q["sql"] for q in queries.captured_queries]
+    # Patients of a batch go in together; their tallies are one UPDATE at the end.
+    assert sum('INSERT INTO "review_patient"' in s for s in statements) == 1
+    # Tables this small are scanned, not indexed (an index and ANALYZE per table cost more).
+    assert not [s for s in statements if "CREATE INDEX" in s]
+    if connection.vendor == "postgresql":
+        # The scratch tables are made in one round trip and dropped in another.
+        scratch = [s for s in statements if "omop_import_" in s and ("CREATE" in s or "DROP" in s)]
+        assert len(scratch) == 2
+        assert len(statements) < 35  # 101 when every person and scratch table took its own
+    # An event table read in one batch is checked for duplicate ids in memory.
+    assert not [
+        s for s in statements if "omop_import_key" in s and not s.startswith(("CREATE", "DROP"))
+    ]
+
+
+def test_duplicate_ids_in_different_batches_are_refused_naming_both_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 2048)
+    rows = [[i, 11, 3027018, "2020-01-01", "", str(i), "", "", "HR"] for i in range(1, 301)]
+    rows.append([7, 11, 3027018, "2020-01-02", "", "1", "", "", "HR"])
+    message = refused(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)))
+    assert (
+        "measurement.csv, row 301, field 'measurement_id': measurement_id 7 appears again "
+        "(first at row 7)"
+    ) in message
+
+
+def test_a_table_that_cannot_be_memory_mapped_is_read_as_a_plain_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(path: str) -> None:
+        raise OSError("mmap not supported here")  # e.g. some network file systems
+
+    monkeypatch.setattr(omop_module.pa, "memory_map", refuse)
+    summary = import_release(write_omop(tmp_path), dataset_name="o")
+    assert summary.counts["events"] == 5

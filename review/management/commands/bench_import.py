@@ -134,6 +134,12 @@ class Command(BaseCommand):
                 f"(target <= 1.2x: {'met' if ratio <= 1.2 else 'NOT met'})"
             )
             if fmt != "xml" and "xml" in results:
+                xml_peak = max(r["peak_mb"] for r in results["xml"][sizes[-1]])
+                versus_xml = peaks[-1] / xml_peak
+                self.stdout.write(
+                    f"  {fmt}: peak memory at {sizes[-1]:,} events vs XML's: {versus_xml:.2f}x "
+                    f"(target <= 1.2x: {'met' if versus_xml <= 1.2 else 'NOT met'})"
+                )
                 ratios = [
                     statistics.median(rate(r) for r in results[fmt][size])
                     / statistics.median(rate(r) for r in results["xml"][size])
