@@ -248,6 +248,20 @@ def _aggregate(
     return out
 
 
+def _scores_produced(run: ScoringRun) -> int:
+    # Scores of the run's configurations on its dataset's scorable responses, whichever run
+    # wrote them: a re-run reuses what exists.
+    return (
+        MetricScore.objects.filter(
+            config__in=run.configs.all(),
+            response__instruction__dataset_id=run.dataset_id,
+            response__instruction__references__isnull=False,
+        )
+        .distinct()
+        .count()
+    )
+
+
 def scoring_batch_fail(*, batch_id: int, error: str) -> None:
     """Record a batch that failed for good and fail the run once nothing else is open."""
     machinery.batch_fail(kind=SCORING, batch_id=batch_id, error=error)
@@ -262,5 +276,7 @@ SCORING: machinery.RunKind[ScoringRun, ScoringBatch] = machinery.register(
         execute=scoring_batch_execute,
         replan=_replan,
         queue_for=_batch_queue,
+        produced=_scores_produced,
+        produced_name="scored",
     )
 )

@@ -11,6 +11,7 @@ from review.models import Instruction, ModelResponse
 from scoring.generation import runs as generation
 from scoring.generation.backends import GenerationParams
 from scoring.models import GenerationRun
+from scoring.runs.selectors import run_progress
 from tests.scoring.generation_data import make_generation_dataset
 from tests.scoring.test_worker import Worker, wait_for, worker  # noqa: F401 - the fixture
 
@@ -24,7 +25,7 @@ def local_model(tiny_lm, settings) -> str:
 
 
 def _status(run: GenerationRun) -> str:
-    return generation.generation_progress(run).status
+    return run_progress(run).status
 
 
 def exactly_one_response_each(run: GenerationRun) -> None:
