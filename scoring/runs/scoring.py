@@ -17,6 +17,7 @@ from django.db.models.functions import Length
 
 from review.models import AuditEvent, Dataset, ModelResponse, User
 from review.services.audit import audit_record
+from scoring.generation.selectors import record_text
 from scoring.metrics import MetricUnavailable, Pair, Scored, backend_class
 from scoring.models import MetricConfig, MetricScore, ScoringBatch, ScoringRun
 from scoring.runs import machinery
@@ -161,18 +162,27 @@ def scoring_run_resume(*, run: ScoringRun, enqueue: bool = True) -> ScoringRun:
     return machinery.run_resume(kind=SCORING, run=run, enqueue=enqueue)
 
 
-def _pairs_for(responses: list[ModelResponse], aggregate: str) -> tuple[list[Pair], list[int]]:
-    """One Pair per (response, reference) to score; ``owner[i]`` is the response of pair i."""
+def _pairs_for(
+    responses: list[ModelResponse], aggregate: str, *, records: bool = False
+) -> tuple[list[Pair], list[int]]:
+    """One Pair per (response, reference) to score; ``owner[i]`` is the response of pair i.
+
+    ``records``: each pair carries its patient's serialized record (a backend that reads it:
+    the LLM jury), read once per patient per worker process (``record_text``'s cache)."""
     pairs: list[Pair] = []
     owner: list[int] = []
     for response in responses:
+        patient = response.instruction.patient if records else None
+        record = record_text(patient) if patient is not None else None
         references = sorted(
             response.instruction.references.all(), key=lambda r: (r.annotator_order, r.annotator)
         )
         if aggregate == "first":
             references = references[:1]
         for reference in references:
-            pairs.append(Pair(response.instruction.question, response.text, reference.text))
+            pairs.append(
+                Pair(response.instruction.question, response.text, reference.text, record=record)
+            )
             owner.append(response.pk)
     return pairs, owner
 
@@ -198,13 +208,13 @@ def _score_batch(batch: ScoringBatch) -> int:
     if not todo:
         return 0
     aggregate = config.identity.get("reference_aggregate", "first")
+    backend = backend_for(config.backend, config.identity.get("backend_options"))
     responses = list(
         ModelResponse.objects.filter(pk__in=todo)
-        .select_related("instruction")
+        .select_related("instruction__patient" if backend.reads_record else "instruction")
         .prefetch_related("instruction__references")
     )
-    backend = backend_for(config.backend, config.identity.get("backend_options"))
-    pairs, owner = _pairs_for(responses, aggregate)
+    pairs, owner = _pairs_for(responses, aggregate, records=backend.reads_record)
     scored = backend.score_detailed(pairs) if pairs else []
     scores = _aggregate(config, backend.primary, owner, pairs, scored, aggregate)
     with transaction.atomic():
