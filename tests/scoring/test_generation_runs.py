@@ -334,6 +334,17 @@ def model_copy(tiny_lm, settings, tmp_path):
     return tmp_path / "models" / "tiny-copy"
 
 
+def _copy_run(dataset, **kwargs) -> GenerationRun:
+    return generation.generation_run_create(
+        dataset=dataset,
+        model="local:tiny-copy",
+        context_lengths=[128],
+        params=GenerationParams(max_new_tokens=4),
+        enqueue=False,
+        **kwargs,
+    )
+
+
 def _no_weights_hashing(monkeypatch) -> None:
     from scoring.generation import backends
 
@@ -352,14 +363,7 @@ def test_creating_a_run_does_not_hash_the_weights_and_the_first_batch_records_th
     dataset = make_generation_dataset(n_instructions=2)
     with monkeypatch.context() as patched:
         _no_weights_hashing(patched)
-        run = generation.generation_run_create(
-            dataset=dataset,
-            model="local:tiny-copy",
-            context_lengths=[128],
-            params=GenerationParams(max_new_tokens=4),
-            batch_size=1,
-            enqueue=False,
-        )
+        run = _copy_run(dataset, batch_size=1)
     assert "weights_sha256" not in run.model_identity
     assert run.model_identity["weights_files"]["model.safetensors"][0] > 0  # size, mtime
     for batch in run.batches.order_by("pk"):
@@ -375,14 +379,7 @@ def test_creating_a_run_does_not_hash_the_weights_and_the_first_batch_records_th
 @pytest.mark.slow
 def test_weights_changed_mid_run_fail_the_next_batch_with_the_reason(model_copy) -> None:
     dataset = make_generation_dataset(n_instructions=2)
-    run = generation.generation_run_create(
-        dataset=dataset,
-        model="local:tiny-copy",
-        context_lengths=[128],
-        params=GenerationParams(max_new_tokens=4),
-        batch_size=1,
-        enqueue=False,
-    )
+    run = _copy_run(dataset, batch_size=1)
     first, second = run.batches.order_by("pk")
     generation.generation_batch_execute(batch_id=first.pk)
     weights = model_copy / "model.safetensors"
@@ -399,13 +396,7 @@ def test_weights_changed_before_the_first_batch_fail_it_with_the_reason(model_co
     import os
 
     dataset = make_generation_dataset(n_instructions=1)
-    run = generation.generation_run_create(
-        dataset=dataset,
-        model="local:tiny-copy",
-        context_lengths=[128],
-        params=GenerationParams(max_new_tokens=4),
-        enqueue=False,
-    )
+    run = _copy_run(dataset)
     weights = model_copy / "model.safetensors"
     os.utime(weights, ns=(0, weights.stat().st_mtime_ns + 10**9))  # replaced, say
     with pytest.raises(generation.GenerationRunError, match="changed since this run was created"):
