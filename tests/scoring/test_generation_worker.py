@@ -86,8 +86,7 @@ def test_a_worker_killed_mid_run_ends_with_exactly_one_response_each(
     killed_at = ModelResponse.objects.filter(model_name__in=names).count()
     assert killed_at < run.total, "the run finished before the kill: make it longer"
     worker.start()
-    # The sweep re-queues the dead worker's batch; Resume as well is harmless (nothing twice).
-    generation.generation_run_resume(run=run)
-    wait_for(lambda: _status(run) == GenerationRun.Status.DONE, 300, "the resumed run", worker.log)
+    # Nobody presses Resume: the restarted worker's sweep re-queues the batch the dead one held.
+    wait_for(lambda: _status(run) == GenerationRun.Status.DONE, 300, "the healed run", worker.log)
     run.refresh_from_db()
     exactly_one_response_each(run)
