@@ -19,6 +19,7 @@ class ScoringConfig(AppConfig):
         # The generation backends are plain Python and allow no endpoint by default; the app's
         # allowlist is the admin's GenerationEndpoint rows.
         from scoring.generation import backends
+        from scoring.generation import runs as generation_runs  # noqa: F401
         from scoring.runs import scoring  # noqa: F401
 
         backends.set_allowlist(_endpoint_allowed)

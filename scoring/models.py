@@ -246,41 +246,22 @@ class GenerationEndpoint(models.Model):
         return f"{self.label or self.model} at {self.url}"
 
 
-class GenerationRun(models.Model):
+class GenerationRun(RunBase):
     """A dataset's instructions answered by one model at one or more context lengths (issue 14).
 
-    Status and allowed transitions (made in scoring.generation.runs):
-      pending -> running -> done
-      pending | running -> failed (the reasons are kept; transient errors retry first)
-      failed | done -> pending (resume: only what is missing is generated)
+    Status and allowed transitions: ``RunBase`` (made in ``scoring.runs.machinery``); a batch
+    whose worker died is queued again by the sweep, and resume generates only what is missing.
 
-    The run fields mirror ``ScoringRun``'s and the shared machinery's ``RunBase`` (status,
-    total, error, created_by, timestamps), so the move onto ``scoring/runs`` changes the base
-    class only. Everything that
-    shapes a prompt or a response is kept here and copied onto every response's provenance:
-    the model (``backend_spec``: a local folder or an allowlisted endpoint; ``model_identity``:
-    weights sha256, or endpoint + model name, and the tokenizer's sha256), the truncation policy,
-    the template text and version, the serialization version and the generation parameters.
-    ``total`` counts instruction × context length.
+    Everything that shapes a prompt or a response is kept here and copied onto every response's
+    provenance: the model (``backend_spec``: a local folder or an allowlisted endpoint;
+    ``model_identity``: weights sha256, or endpoint + model name, and the tokenizer's sha256),
+    the truncation policy, the template text and version, the serialization version and the
+    generation parameters. A local model's weights are hashed by the first batch's worker, not
+    in the web request: until then ``model_identity`` holds the weight files' sizes and
+    modification times (``scoring.generation.runs``). ``total`` counts instruction × context
+    length.
     """
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
-
-    status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True
-    )
-    total = models.PositiveIntegerField(default=0)  # instruction x context length
-    error = models.TextField(blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
-    )
-    created_at = models.DateTimeField(default=timezone.now)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="generation_runs")
     model_key = models.CharField(max_length=120)  # "local:<folder>" | "endpoint:<id>"
     backend_spec = models.JSONField(default=dict)
@@ -293,34 +274,22 @@ class GenerationRun(models.Model):
     serialization_version = models.CharField(max_length=40)
     params = models.JSONField(default=dict)  # max_new_tokens, temperature, top_p, seed
 
-    class Meta:
-        ordering = ["-created_at"]
+    class Meta(RunBase.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"Generation run {self.pk} ({self.status})"
 
 
-class GenerationBatch(models.Model):
-    """Instruction ids (``item_ids``) to answer at one context length; one Celery task taking
-    the batch id. Fields as ``ScoringBatch`` and the shared machinery's ``BatchBase``."""
-
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
+class GenerationBatch(BatchBase):
+    """Instruction ids (``item_ids``) to answer at one context length, by one Celery task."""
 
     run = models.ForeignKey(GenerationRun, on_delete=models.CASCADE, related_name="batches")
     context_length = models.PositiveIntegerField()
-    item_ids = models.JSONField(default=list)  # instruction ids
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
-    seconds = models.FloatField(null=True, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
-    class Meta:
+    class Meta(BatchBase.Meta):
         ordering = ["run", "id"]
-        indexes = [models.Index(fields=["run", "status"])]
+        indexes = [*BatchBase.Meta.indexes, models.Index(fields=["run", "status"])]
 
     def __str__(self) -> str:
         return f"Generation batch {self.pk} of run {self.run_id} ({self.status})"

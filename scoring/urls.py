@@ -33,7 +33,7 @@ urlpatterns += [
     path("runs/<int:run_id>/resume/", run_views.run_resume, name="scoring_run_resume"),
 ]
 
-# --- generation runs (scoring.generation.views) -----------------------------------------------
+# --- generation runs (scoring.generation.views; progress, resume: scoring.runs.views) ---------
 urlpatterns += [
     path("generation/", generation_views.generation_runs, name="generation_runs"),
     path(
@@ -41,14 +41,17 @@ urlpatterns += [
         generation_views.generation_run_detail,
         name="generation_run_detail",
     ),
+    # progress and Resume: the shared run views (scoring.runs.views), for this kind
     path(
         "generation/<int:run_id>/progress.json",
-        generation_views.generation_progress_json,
+        run_views.run_progress_json,
+        {"kind": "generation"},
         name="generation_run_progress",
     ),
     path(
         "generation/<int:run_id>/resume/",
-        generation_views.generation_run_resume,
+        run_views.run_resume,
+        {"kind": "generation"},
         name="generation_run_resume",
     ),
 ]

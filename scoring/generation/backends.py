@@ -138,12 +138,27 @@ def _files_sha256(folder: Path, names: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def weights_sha256(folder: Path) -> str:
-    """sha256 over the weight files of a model folder (name and content of each)."""
+def _weight_names(folder: Path) -> list[str]:
     names = sorted(p.name for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
     if not names:
         raise GenerationError(f"{folder.name}: no weight files ({', '.join(WEIGHT_SUFFIXES)})")
-    return _files_sha256(folder, names)
+    return names
+
+
+def weights_sha256(folder: Path) -> str:
+    """sha256 over the weight files of a model folder (name and content of each)."""
+    return _files_sha256(folder, _weight_names(folder))
+
+
+def weights_files(folder: Path) -> dict[str, list[int]]:
+    """The weight files' names, sizes and modification times (ns): what tells, without reading
+    gigabytes, that a folder's weights are the ones seen before (``file_sha256`` caches on
+    the same)."""
+    out = {}
+    for name in _weight_names(folder):
+        st = os.stat(os.path.realpath(folder / name))
+        out[name] = [st.st_size, st.st_mtime_ns]
+    return out
 
 
 # --------------------------------------------------------------------------- backends
@@ -158,6 +173,10 @@ class GenerationBackend(abc.ABC):
     @abc.abstractmethod
     def identity(self) -> dict[str, Any]:
         """What produced the text: weights hash, or endpoint + model name; tokenizer hash."""
+
+    def quick_identity(self) -> dict[str, Any]:
+        """``identity()`` without reading the weights (a web request takes this one)."""
+        return self.identity()
 
     @abc.abstractmethod
     def generate(self, prompt: str, params: GenerationParams) -> Generation: ...
@@ -181,10 +200,14 @@ class TransformersBackend(GenerationBackend):
         return ModelTokenizer(self.path)
 
     def identity(self) -> dict[str, Any]:
+        return {**self.quick_identity(), "weights_sha256": weights_sha256(self.path)}
+
+    def quick_identity(self) -> dict[str, Any]:
+        # Sizes and times of the weights, hashes of the small files only: no weights read.
         return {
             "backend": self.kind,
             "model": self.path.name,
-            "weights_sha256": weights_sha256(self.path),
+            "weights_files": weights_files(self.path),
             "config_sha256": file_sha256(self.path / "config.json"),
             "tokenizer_sha256": self.tokenizer().sha256(),
             "versions": library_versions("torch", "transformers"),

@@ -5,15 +5,10 @@ A run is split into batches of instruction ids at one context length, one Celery
 local model (loaded once per worker process) and the ``cpu`` queue for an endpoint (the work is
 waiting on the server).
 
-Run machinery: the shared ``scoring/runs/`` package (claim, heartbeat, sweep, a registry of run
-kinds) was not on main when this was written, so the run-and-batch state changes below follow
-the scoring run's pattern (``scoring.services``: ``_start``/``_maybe_finish``/``_finish``/resume)
-in the smallest form, behind the same names the shared machinery uses (``run_start``,
-``batch_execute``, ``batch_fail``, ``run_maybe_finish``, ``run_resume``). Moving onto it:
-``GenerationRun``/``GenerationBatch`` take ``RunBase``/``BatchBase`` (their fields here are the
-same), the section "run machinery" below is deleted in favour of ``machinery.*`` with a
-registered ``RunKind`` (work ``_generate_batch``, replan ``_replan``, queue ``_queue_for``), and
-the task takes ``BATCH_TASK_OPTIONS``.
+Runs and batches are the shared run machinery's (``scoring.runs``): this module plans the
+batches (``_plan_batches``, ``_replan``), names their queue (``_queue_for``), does one batch's
+work (``_generate_batch``) and registers the kind (``GENERATION``); claiming, heartbeats, the
+sweep that re-queues a dead worker's batch, finishing, failing and resuming are the machinery's.
 A batch's work (``scoring.generation.work.generate_responses``) writes each response as soon as
 it is generated, unique per (instruction, model name ``<label>@<context length>``), so a run is
 idempotent and resumable: a killed worker's batch is re-queued by the sweep (or Resume) and
@@ -27,7 +22,6 @@ the context-length analysis pairs the lengths of one model by itself.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +29,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet
-from django.utils import timezone
+from django.db.models import QuerySet
 
-from medalign_site.logs import redact_exception
 from review.models import AuditEvent, Dataset, Instruction, ModelResponse, User
 from review.services.audit import audit_record
 from scoring.generation.backends import (
@@ -49,6 +41,7 @@ from scoring.generation.backends import (
 )
 from scoring.generation.prompts import TRUNCATION_POLICIES, PromptError, PromptTemplate
 from scoring.generation.record_text import SERIALIZATION_VERSION
+from scoring.generation.tasks import generation_batch
 from scoring.generation.work import (
     MODEL_LABEL_MAX,
     GenerationJob,
@@ -56,6 +49,7 @@ from scoring.generation.work import (
     response_model_name,
 )
 from scoring.models import GenerationBatch, GenerationEndpoint, GenerationRun
+from scoring.runs import machinery
 
 MAX_CONTEXT_LENGTH = 1 << 20
 
@@ -172,10 +166,14 @@ def _replan(run: GenerationRun, open_batches: list[GenerationBatch]) -> list[Gen
 # --- the batch ----------------------------------------------------------------------------------
 
 
-def job_for(run: GenerationRun, context_length: int) -> GenerationJob:
+def job_for(
+    run: GenerationRun, context_length: int, *, identity: dict[str, Any] | None = None
+) -> GenerationJob:
+    """What a batch of ``run`` at ``context_length`` generates with; ``identity``: the model's
+    as the worker verified it (``_verified_identity``), else as the run records it."""
     return GenerationJob(
         backend_spec=run.backend_spec,
-        model_identity=run.model_identity,
+        model_identity=identity if identity is not None else run.model_identity,
         label=run.label,
         context_length=context_length,
         policy=run.truncation_policy,
@@ -187,121 +185,99 @@ def job_for(run: GenerationRun, context_length: int) -> GenerationJob:
 
 def _generate_batch(batch: GenerationBatch) -> int:
     run = GenerationRun.objects.select_related("dataset").get(pk=batch.run_id)
-    return generate_responses(
-        job=job_for(run, batch.context_length), instruction_ids=batch.item_ids
-    )
+    backend = backend_from_spec(run.backend_spec)
+    job = job_for(run, batch.context_length, identity=_verified_identity(run, backend))
+    return generate_responses(job=job, instruction_ids=batch.item_ids, backend=backend)
 
 
 def generation_batch_execute(*, batch_id: int, task_id: str | None = None) -> int:
-    """Generate one batch: what is missing only, written once."""
-    return batch_execute(batch_id=batch_id, work=_generate_batch)
+    """Generate one batch: what is missing only, written once (``machinery.batch_execute``).
 
-
-# --- run machinery (until scoring/runs is on main; see the module docstring) --------------------
-
-
-def run_start(run: GenerationRun, batches: list[GenerationBatch], *, enqueue: bool) -> None:
-    """Queue the batches once the run is committed; a run with nothing to do is done at once."""
-    if not batches:
-        _run_finish(run)
-    elif enqueue:
-        transaction.on_commit(lambda: batches_enqueue(batches))
-
-
-def batches_enqueue(batches: Iterable[GenerationBatch]) -> None:
-    from scoring.generation.tasks import generation_batch
-
-    for batch in batches:
-        generation_batch.apply_async(args=[batch.pk], queue=_queue_for(batch))
-
-
-def batch_execute(*, batch_id: int, work: Any) -> int:
-    """Run ``work`` (idempotent) on a pending batch, mark it done, and maybe finish the run."""
-    batch = GenerationBatch.objects.select_related("run").filter(pk=batch_id).first()
-    if batch is None or batch.status == GenerationBatch.Status.DONE:
-        return 0  # done already, or re-planned by a resume while this task waited
-    run = batch.run
-    if run.status == GenerationRun.Status.PENDING:
-        GenerationRun.objects.filter(pk=run.pk, status=GenerationRun.Status.PENDING).update(
-            status=GenerationRun.Status.RUNNING, started_at=timezone.now()
-        )
-    started = time.perf_counter()
-    created = int(work(batch))
-    GenerationBatch.objects.filter(pk=batch.pk).update(
-        status=GenerationBatch.Status.DONE,
-        attempts=batch.attempts + 1,
-        seconds=time.perf_counter() - started,
-        error="",
+    ``task_id``: the Celery task running it (``machinery.batch_claim``); None inline."""
+    return machinery.batch_execute(
+        kind=GENERATION, batch_id=batch_id, task_id=task_id, work=_generate_batch
     )
-    run_maybe_finish(run.pk)
-    return created
-
-
-def batch_fail(*, batch_id: int, error: str) -> None:
-    """Record a batch that failed for good and fail the run once nothing else is pending."""
-    batch = GenerationBatch.objects.filter(pk=batch_id).first()
-    if batch is None:
-        return
-    GenerationBatch.objects.filter(pk=batch_id).exclude(status=GenerationBatch.Status.DONE).update(
-        status=GenerationBatch.Status.FAILED, error=error[:2000], attempts=batch.attempts + 1
-    )
-    run_maybe_finish(batch.run_id)
 
 
 def describe(exc: BaseException) -> str:
-    """An error as researchers see it: redacted like the logs (the type, and the app's own
-    messages, which quote no patient text)."""
+    """An error as researchers see it on a batch and its run: the app's own messages as they are
+    (they name the model, the endpoint or the template, never patient text), anything else by
+    its type only (``machinery.describe``)."""
     if isinstance(exc, GenerationError | PromptError | GenerationRunError):
         return str(exc)[:500]
-    return redact_exception(exc)[:500]
+    return machinery.describe(exc)
 
 
-def _run_finish(run: GenerationRun) -> None:
-    run.status = GenerationRun.Status.DONE
-    run.finished_at = timezone.now()
-    if run.started_at is None:
-        run.started_at = run.finished_at
-    run.save(update_fields=["status", "finished_at", "started_at"])
+def _responses_produced(run: GenerationRun) -> int:
+    names = [response_model_name(run.label, n) for n in run.context_lengths]
+    return ModelResponse.objects.filter(
+        instruction__dataset_id=run.dataset_id,
+        model_name__in=names,
+        instruction__patient__isnull=False,
+    ).count()
 
 
-def run_maybe_finish(run_id: int) -> None:
+GENERATION: machinery.RunKind[GenerationRun, GenerationBatch] = machinery.register(
+    machinery.RunKind(
+        name="generation",
+        run_model=GenerationRun,
+        batch_model=GenerationBatch,
+        task=generation_batch,
+        execute=generation_batch_execute,
+        replan=_replan,
+        queue_for=_queue_for,
+        produced=_responses_produced,
+        produced_name="generated",
+        describe_error=describe,
+    )
+)
+
+
+# --- the model's identity: cheap in the request, hashed on the worker ---------------------------
+
+# What must stay the same for the responses of one run to come from one model. ``weights_files``
+# (names, sizes, modification times) is what the web request records; the worker's first batch
+# adds ``weights_sha256``.
+_SAME_FILES = ("weights_files", "config_sha256", "tokenizer_sha256")
+_SAME_WEIGHTS = ("weights_sha256", "config_sha256", "tokenizer_sha256")
+
+
+def _changed(recorded: dict[str, Any], now: dict[str, Any], keys: Iterable[str]) -> list[str]:
+    return [k for k in keys if k in recorded and recorded[k] != now.get(k)]
+
+
+def _verified_identity(run: GenerationRun, backend: GenerationBackend) -> dict[str, Any]:
+    """The run's model identity with the weights' sha256, checked against the model folder now.
+
+    Hashing a real model's weights takes minutes, so it happens here, on the worker, and not in
+    the web request that created the run (``file_sha256`` caches per file size and modification
+    time, so a worker process hashes once). The first batch records the hash on the run; every
+    batch checks that the folder still holds what the run recorded and fails with the reason if
+    it does not: all responses of a run come from one set of weights.
+    """
+    if backend.kind != "transformers":
+        return dict(run.model_identity)  # an endpoint: its identity costs nothing to take
+    try:
+        now = backend.identity()
+    except OSError as exc:
+        raise GenerationRunError(
+            f"{run.label}: cannot read the model folder: {exc.strerror}"
+        ) from None
     with transaction.atomic():
-        run = GenerationRun.objects.select_for_update().get(pk=run_id)
-        if run.status in (GenerationRun.Status.DONE, GenerationRun.Status.FAILED):
-            return
-        counts = run.batches.aggregate(
-            pending=Count("id", filter=Q(status=GenerationBatch.Status.PENDING)),
-            failed=Count("id", filter=Q(status=GenerationBatch.Status.FAILED)),
-        )
-        if counts["pending"]:
-            return
-        if counts["failed"]:
-            errors = list(
-                run.batches.filter(status=GenerationBatch.Status.FAILED)
-                .values_list("error", flat=True)
-                .distinct()[:3]
+        recorded = GenerationRun.objects.select_for_update().get(pk=run.pk).model_identity
+        hashed = bool(recorded.get("weights_sha256"))
+        changed = _changed(recorded, now, _SAME_WEIGHTS if hashed else _SAME_FILES)
+        if changed:
+            raise GenerationRunError(
+                f"the model folder {Path(str(run.backend_spec.get('path'))).name} changed since "
+                f"this run "
+                f"{'began' if hashed else 'was created'} ({', '.join(changed)} differ): its "
+                "responses would not all come from one model. Start a new run."
             )
-            run.status = GenerationRun.Status.FAILED
-            run.error = f"{counts['failed']} batch(es) failed: " + " | ".join(errors)
-            run.finished_at = timezone.now()
-            run.save(update_fields=["status", "error", "finished_at"])
-            return
-        _run_finish(run)
-
-
-@transaction.atomic
-def run_resume(*, run: GenerationRun, enqueue: bool = True) -> GenerationRun:
-    """Failed batches are planned again, pending ones queued again as they are (a copy of a task
-    that still runs finds its responses there and writes nothing), the rest planned anew."""
-    run = GenerationRun.objects.select_for_update().get(pk=run.pk)
-    run.batches.filter(status=GenerationBatch.Status.FAILED).delete()
-    pending = list(run.batches.filter(status=GenerationBatch.Status.PENDING))
-    run.status = GenerationRun.Status.PENDING
-    run.error = ""
-    run.finished_at = None
-    run.save(update_fields=["status", "error", "finished_at"])
-    run_start(run, pending + _replan(run, pending), enqueue=enqueue)
-    return run
+        if not hashed:
+            GenerationRun.objects.filter(pk=run.pk).update(model_identity=now)
+            return now
+    return dict(recorded)
 
 
 # --- runs ---------------------------------------------------------------------------------------
@@ -317,9 +293,12 @@ def _context_lengths(values: Iterable[int]) -> list[int]:
     return lengths
 
 
-def _identity(backend: GenerationBackend) -> dict[str, Any]:
+def _identity(backend: GenerationBackend, *, hashed: bool = False) -> dict[str, Any]:
+    """The model's identity as the web request takes it: without hashing a local model's
+    weights (``quick_identity``) unless ``hashed``; the worker hashes them
+    (``_verified_identity``)."""
     try:
-        return backend.identity()
+        return backend.identity() if hashed else backend.quick_identity()
     except (GenerationError, OSError) as exc:
         raise GenerationRunError(str(exc)) from None
 
@@ -333,13 +312,21 @@ def _identity_key(identity: dict[str, Any] | None) -> tuple[str, str, str]:
     return ("endpoint", str(identity.get("endpoint") or ""), str(identity.get("model") or ""))
 
 
-def _label_clash(dataset: Dataset, names: list[str], identity: dict[str, Any]) -> str | None:
-    mine = _identity_key(identity)
-    seen = (
+def _label_clash(
+    dataset: Dataset, names: list[str], identity: dict[str, Any], backend: GenerationBackend
+) -> str | None:
+    seen = list(
         ModelResponse.objects.filter(instruction__dataset=dataset, model_name__in=names)
         .values_list("model_name", "generation_metadata__generation__model")
         .distinct()
     )
+    if not seen:
+        return None
+    if backend.kind == "transformers" and not identity.get("weights_sha256"):
+        # The label already names responses here: only the weights' hash tells whether they
+        # are this model's (the one case where the request hashes them).
+        identity = _identity(backend, hashed=True)
+    mine = _identity_key(identity)
     for name, theirs in seen:
         if not isinstance(theirs, dict) or _identity_key(theirs) != mine:
             return str(name)
@@ -397,7 +384,8 @@ def generation_run_create(
     except GenerationError as exc:
         raise GenerationRunError(str(exc)) from None
     identity = _identity(backend)
-    clash = _label_clash(dataset, [response_model_name(label, n) for n in lengths], identity)
+    names = [response_model_name(label, n) for n in lengths]
+    clash = _label_clash(dataset, names, identity, backend)
     if clash is not None:
         raise GenerationRunError(
             f"{clash!r} already names other responses in {dataset.name} (imported, or generated "
@@ -434,90 +422,11 @@ def generation_run_create(
             "template_version": template.version,
         },
     )
-    run_start(run, batches, enqueue=enqueue)
+    machinery.run_start(GENERATION, run, batches, enqueue=enqueue)
     return run
 
 
 def generation_run_resume(*, run: GenerationRun, enqueue: bool = True) -> GenerationRun:
-    """Finish a failed or interrupted run: only the missing responses are generated."""
-    return run_resume(run=run, enqueue=enqueue)
-
-
-# --- reads --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GenerationProgress:
-    run_id: int
-    status: str
-    generated: int
-    total: int
-    batches_done: int
-    batches_failed: int
-    batches_total: int
-    error: str
-
-    @property
-    def percent(self) -> int:
-        return 100 if self.total == 0 else min(100, round(100 * self.generated / self.total))
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "run": self.run_id,
-            "status": self.status,
-            "generated": self.generated,
-            "total": self.total,
-            "percent": self.percent,
-            "batches_done": self.batches_done,
-            "batches_failed": self.batches_failed,
-            "batches_total": self.batches_total,
-            "error": self.error,
-        }
-
-
-def generation_progress(run: GenerationRun) -> GenerationProgress:
-    """Progress counted from the responses that exist, so it is right after any crash or resume."""
-    run.refresh_from_db(fields=["status", "error", "total"])
-    names = [response_model_name(run.label, n) for n in run.context_lengths]
-    generated = ModelResponse.objects.filter(
-        instruction__dataset_id=run.dataset_id,
-        model_name__in=names,
-        instruction__patient__isnull=False,
-    ).count()
-    batches = {
-        row["status"]: row["n"]
-        for row in run.batches.values("status").annotate(n=Count("id")).order_by()
-    }
-    return GenerationProgress(
-        run_id=run.pk,
-        status=run.status,
-        generated=generated,
-        total=run.total,
-        batches_done=batches.get(GenerationBatch.Status.DONE, 0),
-        batches_failed=batches.get(GenerationBatch.Status.FAILED, 0),
-        batches_total=sum(batches.values()),
-        error=run.error,
-    )
-
-
-def generation_responses(run: GenerationRun, limit: int = 200) -> QuerySet[ModelResponse]:
-    """The run's responses with their provenance, for the run page (no text is shown there)."""
-    names = [response_model_name(run.label, n) for n in run.context_lengths]
-    return (
-        ModelResponse.objects.filter(instruction__dataset_id=run.dataset_id, model_name__in=names)
-        .select_related("instruction")
-        .only(
-            "id",
-            "model_name",
-            "context_length",
-            "truncation_policy",
-            "names_own_model",
-            "generation_metadata",
-            "instruction__instruction_id",
-        )
-        .order_by("instruction__instruction_id", "context_length")[:limit]
-    )
-
-
-def generation_runs_recent(limit: int = 50) -> QuerySet[GenerationRun]:
-    return GenerationRun.objects.select_related("dataset", "created_by")[:limit]
+    """Finish a failed or interrupted run: only the missing responses are generated
+    (``machinery.run_resume``)."""
+    return machinery.run_resume(kind=GENERATION, run=run, enqueue=enqueue)

@@ -1,4 +1,5 @@
-"""Reads for generation: a patient's record as text (``record_text``), a bounded process cache.
+"""Reads for generation: a patient's record as text (``record_text``), a bounded process cache;
+a run's responses and recent runs for the pages (progress: ``scoring.runs.selectors``).
 
 A record is read in one query of plain columns ordered by the (patient, timestamp, seq) index
 and serialized once per worker process: MedAlign's 303 instructions sit on 276 records, and a
@@ -11,7 +12,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from threading import Lock
 
-from review.models import Encounter, Event, Patient
+from django.db.models import QuerySet
+
+from review.models import Encounter, Event, ModelResponse, Patient
+from scoring.models import GenerationRun
 
 from .record_text import SERIALIZATION_VERSION, EncounterRow, EventRow, RecordText, serialize_record
 
@@ -76,3 +80,28 @@ def record_text(patient: Patient) -> RecordText:
 def record_text_cache_clear() -> None:
     with _LOCK:
         _CACHE.clear()
+
+
+def generation_responses(run: GenerationRun, limit: int = 200) -> QuerySet[ModelResponse]:
+    """The run's responses with their provenance, for the run page (no text is shown there)."""
+    from .work import response_model_name  # work reads records through this module
+
+    names = [response_model_name(run.label, n) for n in run.context_lengths]
+    return (
+        ModelResponse.objects.filter(instruction__dataset_id=run.dataset_id, model_name__in=names)
+        .select_related("instruction")
+        .only(
+            "id",
+            "model_name",
+            "context_length",
+            "truncation_policy",
+            "names_own_model",
+            "generation_metadata",
+            "instruction__instruction_id",
+        )
+        .order_by("instruction__instruction_id", "context_length")[:limit]
+    )
+
+
+def generation_runs_recent(limit: int = 50) -> QuerySet[GenerationRun]:
+    return GenerationRun.objects.select_related("dataset", "created_by")[:limit]

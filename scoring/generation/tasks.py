@@ -1,51 +1,16 @@
-"""The generation batch task: a thin wrapper taking the batch id (registered by scoring.tasks).
+"""The generation batch task: a thin wrapper on the run machinery's ``BatchTask``, taking the
+batch id (registered with Celery by ``scoring.tasks``).
 
-Options as the scoring batch's (``scoring.tasks.score_batch``): late acknowledgement, so a killed
-worker's batch is delivered again; transient database and connection errors retried with
-backoff; anything else recorded on the batch and the run, redacted. Its name is fixed so queued
-messages still find it when the code moves onto the shared run machinery.
+Its options are every batch task's (``scoring.runs.tasks.BATCH_TASK_OPTIONS``); its name is the
+one it had before generation moved onto the shared machinery, so messages queued then still
+find it.
 """
 
-from typing import Any
+from celery import shared_task
 
-from celery import Task, shared_task
-from django.db import InterfaceError, OperationalError
-
-# As scoring.tasks.TRANSIENT (not imported: scoring.tasks imports this module): database hiccups
-# and dropped connections are retried; an endpoint's own retries happen inside the backend.
-TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
+from scoring.runs.tasks import BATCH_TASK_OPTIONS, BatchTask
 
 
-class GenerationBatchTask(Task):  # type: ignore[misc]  # Celery's Task is untyped
-    def on_failure(
-        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
-    ) -> None:
-        # Only transient errors reach here unrecorded: their retries are exhausted.
-        if isinstance(exc, TRANSIENT):
-            from scoring.generation import runs
-
-            batch_id = args[0] if args else kwargs.get("batch_id")
-            runs.batch_fail(batch_id=batch_id, error=runs.describe(exc))
-
-
-@shared_task(  # type: ignore[untyped-decorator]
-    name="scoring.generation.batch",
-    base=GenerationBatchTask,
-    bind=True,
-    autoretry_for=TRANSIENT,
-    retry_backoff=2,
-    retry_backoff_max=60,
-    retry_jitter=True,
-    max_retries=5,
-    acks_late=True,
-)
-def generation_batch(self: Task, batch_id: int) -> int:
-    from scoring.generation import runs
-
-    try:
-        return runs.generation_batch_execute(batch_id=batch_id, task_id=self.request.id)
-    except TRANSIENT:
-        raise  # retried with backoff
-    except Exception as exc:
-        runs.batch_fail(batch_id=batch_id, error=runs.describe(exc))
-        raise
+@shared_task(name="scoring.generation.batch", run_kind="generation", **BATCH_TASK_OPTIONS)  # type: ignore[untyped-decorator]
+def generation_batch(self: BatchTask, batch_id: int) -> int:
+    return self.run_batch(batch_id)

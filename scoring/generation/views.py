@@ -1,12 +1,13 @@
-"""Researcher pages for generation runs: start one, follow its progress, resume it."""
+"""Researcher pages for generation runs: start one, and its detail page (progress and Resume
+are the shared run pages': ``scoring.runs.views``)."""
 
 from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 from kombu.exceptions import OperationalError as BrokerError
 
 from review import access
@@ -14,12 +15,9 @@ from review.models import Dataset
 from scoring.generation import runs as generation
 from scoring.generation.backends import GenerationParams
 from scoring.generation.prompts import HELM_TEMPLATE
+from scoring.generation.selectors import generation_responses, generation_runs_recent
 from scoring.models import GenerationRun
-
-BROKER_DOWN = (
-    "The run was saved but its tasks could not be queued: the task broker is unreachable. "
-    "Nothing is lost; press Resume once the broker is back."
-)
+from scoring.runs.views import BROKER_DOWN, run_detail_render
 
 
 class GenerationRunForm(forms.Form):
@@ -103,7 +101,7 @@ def generation_runs(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "scoring/generation/list.html",
-        {"form": form, "runs": generation.generation_runs_recent()},
+        {"form": form, "runs": generation_runs_recent()},
     )
 
 
@@ -111,34 +109,6 @@ def generation_runs(request: HttpRequest) -> HttpResponse:
 @access.researcher_required
 def generation_run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(GenerationRun.objects.select_related("dataset"), pk=run_id)
-    return render(
-        request,
-        "scoring/generation/detail.html",
-        {
-            "run": run,
-            "progress": generation.generation_progress(run),
-            "responses": generation.generation_responses(run),
-        },
+    return run_detail_render(
+        request, run, "scoring/generation/detail.html", {"responses": generation_responses(run)}
     )
-
-
-@require_GET
-@access.researcher_required
-def generation_progress_json(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = GenerationRun.objects.filter(pk=run_id).first()
-    if run is None:
-        raise Http404
-    return JsonResponse(generation.generation_progress(run).as_dict())
-
-
-@access.researcher_required
-@require_POST
-def generation_run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(GenerationRun, pk=run_id)
-    try:
-        generation.generation_run_resume(run=run)
-    except BrokerError:
-        messages.error(request, BROKER_DOWN)
-    else:
-        messages.success(request, "Resumed: only the responses still missing will be generated.")
-    return redirect("generation_run_detail", run_id=run.pk)

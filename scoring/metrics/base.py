@@ -24,7 +24,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, ClassVar
 
@@ -51,6 +51,9 @@ class Pair:
     source: str  # the instruction (COMET src)
     hypothesis: str  # the model response
     reference: str  # the clinician reference answer
+    # The patient's serialized record (scoring.generation.record_text.RecordText), given only to
+    # a backend that reads it (``reads_record``: the LLM jury); left out of equality and hashing.
+    record: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,7 @@ class MetricBackend(abc.ABC):
     primary: ClassVar[str]  # key of the headline value in score dicts
     kind: ClassVar[str]  # "model" (gpu queue) or "lexical" (cpu queue)
     option_defaults: ClassVar[Mapping[str, Any]] = {}
+    reads_record: ClassVar[bool] = False  # wants each Pair's ``record`` (serializing costs)
 
     def __init__(self, **options: Any) -> None:
         unknown = sorted(set(options) - set(self.option_defaults))
@@ -216,7 +220,7 @@ class MetricBackend(abc.ABC):
     def _check_pairs(pairs: Sequence[Pair]) -> list[Pair]:
         pairs = list(pairs)
         for i, pair in enumerate(pairs):
-            for field in ("source", "hypothesis", "reference"):
-                if not isinstance(getattr(pair, field, None), str):
-                    raise TypeError(f"pairs[{i}].{field} must be a str")
+            for name in ("source", "hypothesis", "reference"):
+                if not isinstance(getattr(pair, name, None), str):
+                    raise TypeError(f"pairs[{i}].{name} must be a str")
         return pairs

@@ -17,9 +17,17 @@ Values per response (``score`` / ``score_detailed``):
   criteria, and ``judge<i>_<criterion>`` each score; absent when the judge's answer did not parse;
 - ``judges_parsed``, ``judges_total``.
 
-The judges see the instruction, the response and the first reference answer (HELM's
-``{{QUESTION}}`` is its whole prompt, record included; the record is left out here to keep a
-judge's input short, which the rubric version records). Verdicts are parsed as HELM does: the
+What the judges see is HELM's: ``{{QUESTION}}`` is the scenario's input text
+(``LLMAsJuryAnnotator._interpolate_prompt``: ``request_state.instance.input.text``), which HELM's
+``medalign`` scenario fills with the whole generation prompt, record included
+(``medalign_scenario_helper.return_dataset_dataframe``: ``include_ehr=True``). Here it is HELM's
+generation template (``scoring.generation.prompts.HELM_TEMPLATE``) around the instruction and
+the patient's record (``Pair.record``), the record cut with each judge's own tokenizer so the
+whole request holds at most ``record_tokens`` tokens, most recent part kept (HELM's truncation).
+Without a record (a pair built elsewhere) the record is left empty. The rubric version says
+``+record`` so scores judged this way are told apart from earlier ones, which saw the
+instruction only; ``record_tokens`` is in the metric's identity. Then the response and the first
+reference answer, as HELM. Verdicts are parsed as HELM does: the
 outermost ``{...}`` of the answer, one closing brace added when it was cut off.
 """
 
@@ -95,6 +103,9 @@ Ensure the output is valid JSON:
 - Do not include any additional information in the output.
 """
 
+# How {{QUESTION}} is filled, part of the rubric version: "+record" = HELM's generation prompt
+# with the record (before: the instruction alone, versions without a suffix).
+QUESTION_FILL = "record"
 CRITERIA = ("accuracy", "completeness", "clarity")
 # name -> template; the version recorded is "<name>@<sha256[:12]>" of the template text.
 RUBRICS: dict[str, str] = {"helm-medalign": RUBRIC_HELM}
@@ -102,7 +113,7 @@ _SLOT = re.compile(r"\{\{(QUESTION|RESPONSE|GOLD_RESPONSE)\}\}")
 
 
 def rubric_version(name: str) -> str:
-    return f"{name}@{hashlib.sha256(RUBRICS[name].encode()).hexdigest()[:12]}"
+    return f"{name}@{hashlib.sha256(RUBRICS[name].encode()).hexdigest()[:12]}+{QUESTION_FILL}"
 
 
 def fill_rubric(name: str, *, question: str, response: str, gold: str) -> str:
@@ -149,9 +160,14 @@ class JuryBackend(MetricBackend):
     name: ClassVar[str] = "jury"
     primary: ClassVar[str] = "jury"
     kind: ClassVar[str] = "model"
+    reads_record: ClassVar[bool] = True
     option_defaults: ClassVar[dict[str, Any]] = {
         "judges": [],  # generation backend specs (scoring.generation.backends.backend_from_spec)
         "rubric": "helm-medalign",
+        # Tokens (each judge's tokenizer) of the user request: HELM's prompt with the record cut
+        # to fit. The judge's own context must hold it, the rubric, response, reference and
+        # max_new_tokens.
+        "record_tokens": 4096,
         "max_new_tokens": 512,
         "seed": 0,
     }
@@ -163,6 +179,9 @@ class JuryBackend(MetricBackend):
         if options["rubric"] not in RUBRICS:
             raise ValueError(f"unknown rubric {options['rubric']!r}; valid: {', '.join(RUBRICS)}")
         options["max_new_tokens"] = int(options["max_new_tokens"])
+        options["record_tokens"] = int(options["record_tokens"])
+        if options["record_tokens"] < 1:
+            raise ValueError("jury option 'record_tokens' must be at least 1")
         options["seed"] = int(options["seed"])
         return options
 
@@ -192,6 +211,7 @@ class JuryBackend(MetricBackend):
             "judges": judges,
             "options": {
                 "max_new_tokens": self.options["max_new_tokens"],
+                "record_tokens": self.options["record_tokens"],
                 "seed": self.options["seed"],
                 "temperature": 0.0,
             },
@@ -237,13 +257,13 @@ class JuryBackend(MetricBackend):
             scores: list[float] = []
             parsed = 0
             if pair.hypothesis.strip():  # HELM skips empty responses
-                prompt = fill_rubric(
-                    self.options["rubric"],
-                    question=pair.source,
-                    response=pair.hypothesis,
-                    gold=pair.reference,
-                )
                 for i, judge in enumerate(judges, start=1):
+                    prompt = fill_rubric(
+                        self.options["rubric"],
+                        question=self._user_request(pair, judge),
+                        response=pair.hypothesis,
+                        gold=pair.reference,
+                    )
                     # A judge that cannot answer (endpoint down after its retries) fails the batch,
                     # to be resumed: a score is never recomputed, so it must not be stored with a
                     # judge missing for a reason that passes. An answer that does not parse is a
@@ -260,6 +280,21 @@ class JuryBackend(MetricBackend):
             values["jury"] = sum(scores) / len(scores) if scores else 0.0
             out.append(Scored(values))
         return out
+
+    def _user_request(self, pair: Pair, judge: Any) -> str:
+        """HELM's {{QUESTION}}: its generation prompt, the record cut to ``record_tokens``."""
+        from scoring.generation.prompts import PromptTemplate, build_prompt
+        from scoring.generation.record_text import RecordText
+
+        return build_prompt(
+            record=pair.record if pair.record is not None else RecordText("", ()),
+            question=pair.source,
+            template=PromptTemplate(),
+            tokenizer=judge.tokenizer(),
+            context_length=self.options["record_tokens"],
+            max_new_tokens=0,
+            policy="recent",
+        ).prompt
 
 
 def judge_keys(values: dict[str, Any]) -> list[str]:

@@ -1,7 +1,8 @@
 """Runs: work split into batches, one Celery task per batch, that heal by themselves.
 
-Scoring runs (``scoring.runs.scoring``) and generation runs share this machinery; a new kind of
-run plugs in with four pieces and copies nothing:
+Scoring runs (``scoring.runs.scoring``) and generation runs (``scoring.generation.runs``, the
+example below) share this machinery; a new kind of
+run plugs in with these pieces and copies nothing:
 
 1. **Models** (in the app's ``models.py``, where Django finds them)::
 
@@ -39,7 +40,7 @@ run plugs in with four pieces and copies nothing:
 3. **Task** (``scoring.runs.tasks`` has the base and the options; keep ``name=`` fixed so that
    messages already queued still find it after code moves)::
 
-       @shared_task(name="generation.batch", run_kind="generation", **BATCH_TASK_OPTIONS)
+       @shared_task(name="scoring.generation.batch", run_kind="generation", **BATCH_TASK_OPTIONS)
        def generation_batch(self: BatchTask, batch_id: int) -> int:
            return self.run_batch(batch_id)
 
@@ -52,11 +53,18 @@ run plugs in with four pieces and copies nothing:
            task=generation_batch, execute=generation_batch_execute,
            replan=_replan,          # (run, open batches) -> new batches for what is missing
            queue_for=_queue_for,    # batch -> Celery queue name
+           produced=_produced,      # run -> how many of its results exist (its progress)
+           produced_name="generated",          # that count's name in the progress JSON
+           describe_error=describe,  # optional: what a failed batch records (default: type only)
        ))
 
    Create a run in a service that bulk-creates its batches and calls
    ``machinery.run_start(GENERATION, run, batches, enqueue=True)`` (queued on commit);
    ``machinery.run_resume(kind=GENERATION, run=run)`` is Resume.
+
+5. **Pages**: an entry in ``scoring.runs.views.PAGES`` (URL names, title, noun), a detail
+   template extending ``scoring/runs/run_detail.html`` (progress, live, and Resume), and the
+   URLs of ``run_progress_json`` and ``run_resume`` with ``{"kind": "<name>"}``.
 
 What the machinery then does for every kind: the sweep (``machinery.runs_sweep``, on a timer in
 every worker's main process every ``RUN_SWEEP_INTERVAL`` s: ``scoring.runs.sweeper``) re-queues,

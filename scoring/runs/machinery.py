@@ -47,6 +47,12 @@ FAILED = BatchBase.Status.FAILED
 OPEN = (PENDING, RUNNING)
 
 
+def describe(exc: BaseException) -> str:
+    """An error as researchers see it on a batch or run: the type only, redacted like the logs
+    (a message can quote the response or reference text a metric choked on)."""
+    return redact_exception(exc)[:500]
+
+
 @dataclass(frozen=True)
 class RunKind(Generic[R, B]):
     """What the machinery needs to know about one kind of run (``register`` it once).
@@ -54,8 +60,11 @@ class RunKind(Generic[R, B]):
     ``execute(batch_id=, task_id=)`` runs one batch, normally by calling ``batch_execute`` with
     the kind's work function. ``replan(run, open_batches)`` creates (saves) the batches a
     resumed run still needs besides its open ones. ``queue_for(batch)`` names the Celery queue
-    of a batch's task. ``task`` is the Celery task that takes the batch id
-    (``scoring.runs.tasks``).
+    of a batch's task. ``produced(run)`` counts the run's results that exist (its progress).
+    ``task`` is the Celery task that takes the batch id
+    (``scoring.runs.tasks``). ``describe_error(exc)`` is what a failed batch and its run
+    record; the default (``describe``) keeps the type only, and a kind may show the messages
+    of its own exceptions that it knows quote no record or response text.
     """
 
     name: str
@@ -65,6 +74,11 @@ class RunKind(Generic[R, B]):
     execute: Callable[..., int]
     replan: Callable[[R, list[B]], list[B]]
     queue_for: Callable[[B], str]
+    # How many of the run's results exist (scores, responses): its progress, counted from what
+    # is there rather than from batches, so it is right after any crash or resume.
+    produced: Callable[[R], int]
+    produced_name: str = ""  # the count's name in the progress JSON besides "produced"
+    describe_error: Callable[[BaseException], str] = describe
 
 
 _KINDS: dict[str, RunKind[Any, Any]] = {}
@@ -80,17 +94,19 @@ def kinds() -> list[RunKind[Any, Any]]:
     return list(_KINDS.values())
 
 
+def kind_of(run: RunBase) -> RunKind[Any, Any]:
+    """The registered kind whose run model ``run`` is."""
+    for kind in _KINDS.values():
+        if isinstance(run, kind.run_model):
+            return kind
+    raise LookupError(f"no run kind for {type(run).__name__}")
+
+
 def kind_named(name: str) -> RunKind[Any, Any]:
     try:
         return _KINDS[name]
     except KeyError:
         raise LookupError(f"no run kind {name!r}; registered: {', '.join(_KINDS)}") from None
-
-
-def describe(exc: BaseException) -> str:
-    """An error as researchers see it on a batch or run: the type only, redacted like the logs
-    (a message can quote the response or reference text a metric choked on)."""
-    return redact_exception(exc)[:500]
 
 
 def worker_name() -> str:
@@ -267,7 +283,8 @@ def batch_execute(
     ``work`` must be idempotent: it checks what exists and writes only what is missing, keyed
     so that a concurrent copy (a worker given up for dead that was only slow) cannot write twice.
     Transient errors release the claim for Celery's retry; any other error fails the batch
-    (still this claim's) with the error's type only (``describe``), and is raised again.
+    (still this claim's) with the kind's ``describe_error`` (by default the error's type only),
+    and is raised again.
     """
     claim = batch_claim(kind=kind, batch_id=batch_id, task_id=task_id)
     if claim is None:
@@ -282,7 +299,7 @@ def batch_execute(
     except Exception as exc:
         failed = claim.kind.batch_model._default_manager.filter(
             pk=claim.batch.pk, status=RUNNING, attempts=claim.attempt
-        ).update(status=FAILED, error=describe(exc))
+        ).update(status=FAILED, error=claim.kind.describe_error(exc))
         if failed:
             run_maybe_finish(claim.kind, claim.batch.run_id)
         raise

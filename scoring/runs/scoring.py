@@ -17,6 +17,7 @@ from django.db.models.functions import Length
 
 from review.models import AuditEvent, Dataset, ModelResponse, User
 from review.services.audit import audit_record
+from scoring.generation.selectors import record_text
 from scoring.metrics import MetricUnavailable, Pair, Scored, backend_class
 from scoring.models import MetricConfig, MetricScore, ScoringBatch, ScoringRun
 from scoring.runs import machinery
@@ -161,18 +162,27 @@ def scoring_run_resume(*, run: ScoringRun, enqueue: bool = True) -> ScoringRun:
     return machinery.run_resume(kind=SCORING, run=run, enqueue=enqueue)
 
 
-def _pairs_for(responses: list[ModelResponse], aggregate: str) -> tuple[list[Pair], list[int]]:
-    """One Pair per (response, reference) to score; ``owner[i]`` is the response of pair i."""
+def _pairs_for(
+    responses: list[ModelResponse], aggregate: str, *, records: bool = False
+) -> tuple[list[Pair], list[int]]:
+    """One Pair per (response, reference) to score; ``owner[i]`` is the response of pair i.
+
+    ``records``: each pair carries its patient's serialized record (a backend that reads it:
+    the LLM jury), read once per patient per worker process (``record_text``'s cache)."""
     pairs: list[Pair] = []
     owner: list[int] = []
     for response in responses:
+        patient = response.instruction.patient if records else None
+        record = record_text(patient) if patient is not None else None
         references = sorted(
             response.instruction.references.all(), key=lambda r: (r.annotator_order, r.annotator)
         )
         if aggregate == "first":
             references = references[:1]
         for reference in references:
-            pairs.append(Pair(response.instruction.question, response.text, reference.text))
+            pairs.append(
+                Pair(response.instruction.question, response.text, reference.text, record=record)
+            )
             owner.append(response.pk)
     return pairs, owner
 
@@ -198,13 +208,13 @@ def _score_batch(batch: ScoringBatch) -> int:
     if not todo:
         return 0
     aggregate = config.identity.get("reference_aggregate", "first")
+    backend = backend_for(config.backend, config.identity.get("backend_options"))
     responses = list(
         ModelResponse.objects.filter(pk__in=todo)
-        .select_related("instruction")
+        .select_related("instruction__patient" if backend.reads_record else "instruction")
         .prefetch_related("instruction__references")
     )
-    backend = backend_for(config.backend, config.identity.get("backend_options"))
-    pairs, owner = _pairs_for(responses, aggregate)
+    pairs, owner = _pairs_for(responses, aggregate, records=backend.reads_record)
     scored = backend.score_detailed(pairs) if pairs else []
     scores = _aggregate(config, backend.primary, owner, pairs, scored, aggregate)
     with transaction.atomic():
@@ -248,6 +258,20 @@ def _aggregate(
     return out
 
 
+def _scores_produced(run: ScoringRun) -> int:
+    # Scores of the run's configurations on its dataset's scorable responses, whichever run
+    # wrote them: a re-run reuses what exists.
+    return (
+        MetricScore.objects.filter(
+            config__in=run.configs.all(),
+            response__instruction__dataset_id=run.dataset_id,
+            response__instruction__references__isnull=False,
+        )
+        .distinct()
+        .count()
+    )
+
+
 def scoring_batch_fail(*, batch_id: int, error: str) -> None:
     """Record a batch that failed for good and fail the run once nothing else is open."""
     machinery.batch_fail(kind=SCORING, batch_id=batch_id, error=error)
@@ -262,5 +286,7 @@ SCORING: machinery.RunKind[ScoringRun, ScoringBatch] = machinery.register(
         execute=scoring_batch_execute,
         replan=_replan,
         queue_for=_batch_queue,
+        produced=_scores_produced,
+        produced_name="scored",
     )
 )

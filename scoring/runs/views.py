@@ -1,4 +1,12 @@
-"""Researcher pages for scoring runs: start a run, follow its progress, resume it."""
+"""Researcher pages for runs: start a scoring run; follow any run's progress and resume it.
+
+The detail page (``templates/scoring/runs/run_detail.html``), its progress JSON and Resume are
+shared by every kind of run (``PAGES``); a kind's own view adds what only it shows (a scoring
+run's metric configurations, a generation run's provenance: ``scoring.generation.views``).
+"""
+
+from dataclasses import dataclass
+from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -9,8 +17,9 @@ from kombu.exceptions import OperationalError as BrokerError
 from review import access
 from review.models import Dataset
 from scoring.models import ScoringRun
-from scoring.runs import metric_configs
+from scoring.runs import machinery, metric_configs
 from scoring.runs import scoring as scoring_runs
+from scoring.runs.models import RunBase
 from scoring.runs.selectors import run_progress, runs_recent
 
 BROKER_DOWN = (
@@ -64,21 +73,66 @@ def runs(request: HttpRequest) -> HttpResponse:
     )
 
 
-@require_GET
-@access.researcher_required
-def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(ScoringRun.objects.select_related("dataset"), pk=run_id)
+@dataclass(frozen=True)
+class RunPages:
+    """A kind's run pages, as the shared detail page and views name them."""
+
+    title: str  # "Scoring run"
+    plural: str
+    noun: str  # what its runs produce: "scores"
+    list_url: str  # URL names
+    detail_url: str
+    progress_url: str
+    resume_url: str
+
+
+PAGES = {
+    "scoring": RunPages(
+        "Scoring run",
+        "Scoring runs",
+        "scores",
+        "scoring_runs",
+        "scoring_run_detail",
+        "scoring_run_progress",
+        "scoring_run_resume",
+    ),
+    "generation": RunPages(
+        "Generation run",
+        "Generation runs",
+        "responses",
+        "generation_runs",
+        "generation_run_detail",
+        "generation_run_progress",
+        "generation_run_resume",
+    ),
+}
+
+
+def run_detail_render(
+    request: HttpRequest, run: RunBase, template: str, context: dict[str, Any]
+) -> HttpResponse:
+    """A run's detail page (``template`` extends ``scoring/runs/run_detail.html``)."""
+    kind = machinery.kind_of(run).name
     return render(
         request,
-        "scoring/runs/detail.html",
-        {"run": run, "progress": run_progress(run), "configs": list(run.configs.all())},
+        template,
+        {"run": run, "progress": run_progress(run), "pages": PAGES[kind], **context},
     )
 
 
 @require_GET
 @access.researcher_required
-def run_progress_json(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = ScoringRun.objects.filter(pk=run_id).first()
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(ScoringRun.objects.select_related("dataset"), pk=run_id)
+    return run_detail_render(
+        request, run, "scoring/runs/detail.html", {"configs": list(run.configs.all())}
+    )
+
+
+@require_GET
+@access.researcher_required
+def run_progress_json(request: HttpRequest, run_id: int, kind: str = "scoring") -> JsonResponse:
+    run = machinery.kind_named(kind).run_model._default_manager.filter(pk=run_id).first()
     if run is None:
         raise Http404
     return JsonResponse(run_progress(run).as_dict())
@@ -86,12 +140,13 @@ def run_progress_json(request: HttpRequest, run_id: int) -> JsonResponse:
 
 @access.researcher_required
 @require_POST
-def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(ScoringRun, pk=run_id)
+def run_resume(request: HttpRequest, run_id: int, kind: str = "scoring") -> HttpResponse:
+    run_kind = machinery.kind_named(kind)
+    run = get_object_or_404(run_kind.run_model, pk=run_id)
     try:
-        scoring_runs.scoring_run_resume(run=run)
+        machinery.run_resume(kind=run_kind, run=run)
     except BrokerError:
         messages.error(request, BROKER_DOWN)
     else:
-        messages.success(request, "Resumed: only the scores still missing will be computed.")
-    return redirect("scoring_run_detail", run_id=run.pk)
+        messages.success(request, f"Resumed: only the {PAGES[kind].noun} still missing are queued.")
+    return redirect(PAGES[kind].detail_url, run_id=run.pk)

@@ -24,7 +24,7 @@ from django.urls import reverse
 
 from review.models import AccessApplication, DUAVersion, Role
 from review.services.reviews import review_get_or_start, review_reopen
-from scoring.models import ScoringRun
+from scoring.models import GenerationRun, ScoringRun
 from tests import factories
 from tests.review import review_data
 
@@ -294,9 +294,45 @@ def test_admin_pages_have_no_axe_violations(live_server, tab):
     visit(page, base, reverse("admin_dua_publish"), "DUA publish")
 
 
+def _generation_run(dataset) -> GenerationRun:
+    """A failed generation run with one response's provenance, as its page shows them."""
+    from review.models import ModelResponse
+
+    run = GenerationRun.objects.create(
+        dataset=dataset,
+        model_key="local:local-lm",
+        backend_spec={"kind": "transformers", "path": "/models/local-lm"},
+        model_identity={"backend": "transformers", "model": "local-lm"},
+        label="local-lm",
+        context_lengths=[2048],
+        template_text="{ehr}\n{question}",
+        template_version="helm@0123456789ab",
+        serialization_version="medalign-text/1",
+        params={"max_new_tokens": 256, "temperature": 0.0, "top_p": 1.0, "seed": 0},
+        status=GenerationRun.Status.FAILED,
+        total=2,
+        error="1 batch(es) failed: the model folder local-lm changed since this run began",
+    )
+    instruction = dataset.instructions.first()
+    ModelResponse.objects.create(
+        instruction=instruction,
+        model_name="local-lm@2048",
+        text="A generated answer.",
+        context_length=2048,
+        truncation_policy="recent",
+        generation_metadata={
+            "base_model": "local-lm",
+            "generation": {"run": run.pk, "tokens_kept": 1500, "prompt_tokens": 1790,
+                           "completion_tokens": 40, "finish_reason": "stop",
+                           "prompt_sha256": "ab" * 32},
+        },
+    )  # fmt: skip
+    return run
+
+
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
-def test_researcher_pages_have_no_axe_violations(live_server, tab):
+def test_researcher_pages_have_no_axe_violations(live_server, tab, settings, tmp_path):
     base, page = live_server.url, tab
     from review.models import ErrorTag
     from tests.scoring.test_reports import _done_report
@@ -328,3 +364,14 @@ def test_researcher_pages_have_no_axe_violations(live_server, tab):
     visit(page, base, reverse("scoring_report_detail", args=[report.pk]), "report detail")
     visit(page, base, reverse("scoring_method"), "method")
     visit(page, base, reverse("scoring_api_tokens"), "API tokens")
+    # Generation: the form with a model to pick, the form with errors, a run that failed.
+    (tmp_path / "models" / "local-lm").mkdir(parents=True)
+    (tmp_path / "models" / "local-lm" / "config.json").write_text("{}")
+    settings.GENERATION_MODEL_DIR = tmp_path / "models"
+    generation = _generation_run(d.dataset)
+    visit(page, base, reverse("generation_runs"), "generation runs list and form")
+    page.fill("input[name=context_lengths]", "many")
+    page.click("main form button[type=submit]")
+    page.wait_for_load_state()
+    assert_no_axe_violations(page, "generation form with errors")
+    visit(page, base, reverse("generation_run_detail", args=[generation.pk]), "generation run")

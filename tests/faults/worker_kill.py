@@ -93,7 +93,7 @@ def _drill(args: argparse.Namespace, env: dict, procs: harness.Processes) -> int
 
     def progress() -> tuple[int, int, str]:
         p = run_progress(run)
-        return p.scored, p.total, p.status
+        return p.produced, p.total, p.status
 
     def wait_for(fraction: float, timeout: float) -> bool:
         return harness.wait_until(

@@ -12,6 +12,7 @@ from scoring.generation import runs as generation
 from scoring.generation.backends import GenerationParams, normalize_endpoint
 from scoring.models import GenerationBatch, GenerationEndpoint, GenerationRun
 from scoring.reports import selectors
+from scoring.runs.selectors import run_progress
 from tests import factories
 from tests.scoring.generation_data import make_generation_dataset
 from tests.scoring.openai_server import OpenAIServer
@@ -48,8 +49,8 @@ def test_a_run_answers_every_instruction_at_each_context_length(
     )
     assert run.status == GenerationRun.Status.DONE
     assert run.context_lengths == [128, 512] and run.total == 6
-    progress = generation.generation_progress(run)
-    assert (progress.generated, progress.percent, progress.batches_total) == (6, 100, 4)
+    progress = run_progress(run)
+    assert (progress.produced, progress.percent, progress.batches_total) == (6, 100, 4)
     names = dict(
         ModelResponse.objects.filter(instruction__dataset=dataset)
         .values_list("model_name", "context_length")
@@ -259,3 +260,147 @@ def test_manage_py_generate_lists_models_and_runs_inline(local_model, capsys) ->
     assert GenerationBatch.objects.filter(status=GenerationBatch.Status.DONE).count() == 2
     with pytest.raises(CommandError, match="unknown model"):
         call_command("generate", "--dataset", dataset.name, "--model", "local:missing")
+
+
+# --- the shared run machinery: a dead worker's batch heals by itself ------------------------------
+
+
+@pytest.mark.slow
+def test_a_dead_workers_generation_batch_is_requeued_once_and_the_run_completes(
+    local_model, settings, monkeypatch
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scoring.generation.tasks import generation_batch
+    from scoring.generation.work import generate_responses
+    from scoring.runs import machinery
+
+    sent: list[tuple[int, str | None]] = []
+    monkeypatch.setattr(
+        generation_batch,
+        "apply_async",
+        lambda args, queue=None, **kw: sent.append((args[0], queue)),
+    )
+    dataset = make_generation_dataset(n_instructions=3)
+    run = generation.generation_run_create(
+        dataset=dataset,
+        model=local_model,
+        context_lengths=[128, 256],
+        params=GenerationParams(max_new_tokens=4),
+        batch_size=2,
+        enqueue=False,
+    )
+    kind = machinery.kind_named("generation")
+    machinery.batches_enqueue(kind, run.batches.order_by("pk"))
+    assert {queue for _, queue in sent} == {settings.SCORING_MODEL_QUEUE}  # a local model: gpu
+    sent.clear()
+    # A worker claims the first batch, writes one of its responses, and dies (no more heartbeats).
+    batch = run.batches.order_by("pk").first()
+    claim = machinery.batch_claim(kind=kind, batch_id=batch.pk, task_id="task-1")
+    assert claim is not None and claim.attempt == 1
+    job = generation.job_for(GenerationRun.objects.get(pk=run.pk), batch.context_length)
+    assert generate_responses(job=job, instruction_ids=batch.item_ids[:1]) == 1
+    later = timezone.now() + timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT + 1)
+    assert machinery.runs_sweep(now=later).requeued == [("generation", batch.pk)]
+    assert not machinery.runs_sweep(now=later).requeued  # exactly once
+    assert sent == [(batch.pk, settings.SCORING_MODEL_QUEUE)]  # to the queue it was sent to
+    for batch_id in run.batches.order_by("pk").values_list("pk", flat=True):
+        generation_batch.apply(args=[batch_id]).get()  # as a worker runs it
+    run.refresh_from_db()
+    assert run.status == GenerationRun.Status.DONE
+    assert GenerationBatch.objects.get(pk=batch.pk).attempts == 2
+    pairs = list(
+        ModelResponse.objects.filter(instruction__dataset=dataset).values_list(
+            "instruction_id", "model_name"
+        )
+    )
+    assert len(pairs) == len(set(pairs)) == run.total == 6
+    progress = run_progress(run)
+    assert (progress.produced, progress.batches_running) == (6, 0)
+
+
+# --- the weights are hashed on the worker, not in the web request -------------------------------
+
+
+@pytest.fixture
+def model_copy(tiny_lm, settings, tmp_path):
+    """A copy of the tiny LM that a test may change (the session's stays as it is)."""
+    import shutil
+
+    shutil.copytree(tiny_lm, tmp_path / "models" / "tiny-copy")
+    settings.GENERATION_MODEL_DIR = tmp_path / "models"
+    return tmp_path / "models" / "tiny-copy"
+
+
+def _copy_run(dataset, **kwargs) -> GenerationRun:
+    return generation.generation_run_create(
+        dataset=dataset,
+        model="local:tiny-copy",
+        context_lengths=[128],
+        params=GenerationParams(max_new_tokens=4),
+        enqueue=False,
+        **kwargs,
+    )
+
+
+def _no_weights_hashing(monkeypatch) -> None:
+    from scoring.generation import backends
+
+    def refuse(folder):
+        raise AssertionError("the weights were hashed in the web request")
+
+    monkeypatch.setattr(backends, "weights_sha256", refuse)
+
+
+@pytest.mark.slow
+def test_creating_a_run_does_not_hash_the_weights_and_the_first_batch_records_the_hash(
+    model_copy, monkeypatch
+) -> None:
+    from scoring.generation.backends import weights_sha256
+
+    dataset = make_generation_dataset(n_instructions=2)
+    with monkeypatch.context() as patched:
+        _no_weights_hashing(patched)
+        run = _copy_run(dataset, batch_size=1)
+    assert "weights_sha256" not in run.model_identity
+    assert run.model_identity["weights_files"]["model.safetensors"][0] > 0  # size, mtime
+    for batch in run.batches.order_by("pk"):
+        generation.generation_batch_execute(batch_id=batch.pk)
+    run.refresh_from_db()
+    assert run.status == GenerationRun.Status.DONE
+    expected = weights_sha256(model_copy)
+    assert run.model_identity["weights_sha256"] == expected
+    for meta in ModelResponse.objects.values_list("generation_metadata", flat=True):
+        assert meta["generation"]["model"]["weights_sha256"] == expected
+
+
+@pytest.mark.slow
+def test_weights_changed_mid_run_fail_the_next_batch_with_the_reason(model_copy) -> None:
+    dataset = make_generation_dataset(n_instructions=2)
+    run = _copy_run(dataset, batch_size=1)
+    first, second = run.batches.order_by("pk")
+    generation.generation_batch_execute(batch_id=first.pk)
+    weights = model_copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\x00")  # other weights, same size
+    with pytest.raises(generation.GenerationRunError, match="changed since this run began"):
+        generation.generation_batch_execute(batch_id=second.pk)
+    run.refresh_from_db()
+    assert run.status == GenerationRun.Status.FAILED
+    assert "model folder tiny-copy changed" in run.error and "weights_sha256" in run.error
+    assert ModelResponse.objects.filter(instruction__dataset=dataset).count() == 1
+
+
+def test_weights_changed_before_the_first_batch_fail_it_with_the_reason(model_copy) -> None:
+    import os
+
+    dataset = make_generation_dataset(n_instructions=1)
+    run = _copy_run(dataset)
+    weights = model_copy / "model.safetensors"
+    os.utime(weights, ns=(0, weights.stat().st_mtime_ns + 10**9))  # replaced, say
+    with pytest.raises(generation.GenerationRunError, match="changed since this run was created"):
+        generation.generation_batch_execute(batch_id=run.batches.get().pk)
+    run.refresh_from_db()
+    assert run.status == GenerationRun.Status.FAILED and "weights_files" in run.error
+    assert "weights_sha256" not in run.model_identity

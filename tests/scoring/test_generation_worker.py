@@ -11,6 +11,7 @@ from review.models import Instruction, ModelResponse
 from scoring.generation import runs as generation
 from scoring.generation.backends import GenerationParams
 from scoring.models import GenerationRun
+from scoring.runs.selectors import run_progress
 from tests.scoring.generation_data import make_generation_dataset
 from tests.scoring.test_worker import Worker, wait_for, worker  # noqa: F401 - the fixture
 
@@ -24,7 +25,7 @@ def local_model(tiny_lm, settings) -> str:
 
 
 def _status(run: GenerationRun) -> str:
-    return generation.generation_progress(run).status
+    return run_progress(run).status
 
 
 def exactly_one_response_each(run: GenerationRun) -> None:
@@ -85,8 +86,7 @@ def test_a_worker_killed_mid_run_ends_with_exactly_one_response_each(
     killed_at = ModelResponse.objects.filter(model_name__in=names).count()
     assert killed_at < run.total, "the run finished before the kill: make it longer"
     worker.start()
-    # The sweep re-queues the dead worker's batch; Resume as well is harmless (nothing twice).
-    generation.generation_run_resume(run=run)
-    wait_for(lambda: _status(run) == GenerationRun.Status.DONE, 300, "the resumed run", worker.log)
+    # Nobody presses Resume: the restarted worker's sweep re-queues the batch the dead one held.
+    wait_for(lambda: _status(run) == GenerationRun.Status.DONE, 300, "the healed run", worker.log)
     run.refresh_from_db()
     exactly_one_response_each(run)

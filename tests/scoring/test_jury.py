@@ -132,3 +132,42 @@ def test_verdicts_parse_as_helm_parses_them(text, expected) -> None:
 def test_the_rubric_is_helms() -> None:
     assert "Accuracy (1-5)" in RUBRIC_HELM and "Completeness (1-5)" in RUBRIC_HELM
     assert "Clarity (1-5)" in RUBRIC_HELM and "{{GOLD_RESPONSE}}" in RUBRIC_HELM
+
+
+def _record(n_days: int = 200):
+    from datetime import UTC, datetime, timedelta
+
+    from scoring.generation.record_text import EventRow, serialize_record
+
+    t0 = datetime(2019, 1, 1, tzinfo=UTC)
+    events = [
+        EventRow(None, t0 + timedelta(days=d), d, "measurement", "LOINC/2160-0", "Creatinine",
+                 f"1.{d % 10}", "mg/dL", "", "")
+        for d in range(n_days)
+    ]  # fmt: skip
+    return serialize_record(demographics={"gender": "F"}, encounters=[], events=events)
+
+
+def test_the_judges_see_the_record_cut_to_its_most_recent_tokens_as_helm(allow) -> None:
+    """HELM's {{QUESTION}} is the whole generation prompt, record included (its medalign
+    scenario's input text): the judges get the record too, cut to ``record_tokens`` of their
+    own tokenizer, most recent part kept, in HELM's generation template."""
+    from scoring.generation.backends import ModelTokenizer
+
+    record = _record()
+    pair = Pair(PAIR.source, PAIR.hypothesis, PAIR.reference, record=record)
+    with OpenAIServer([("text", verdict(4, 4, 4))]) as a:
+        allow.add(normalize_endpoint(a.url))
+        jury = get_backend("jury", judges=[judge(a.url, "a")], record_tokens=256)
+        jury.score([pair])
+        prompt = a.requests[0]["body"]["prompt"]
+    request = prompt.split("<user_request>\n", 1)[1].split("\n</user_request>", 1)[0]
+    assert request.startswith("Instruction: Answer the following question based on the EHR:")
+    assert request.endswith(f"Question: {PAIR.source}\n\nAnswer:")
+    ehr = request.split("EHR: ", 1)[1].split("\n\nQuestion: ", 1)[0]
+    assert record.text.endswith(ehr) and len(ehr) < len(record.text)  # the most recent part
+    assert ModelTokenizer(TOKENIZER).count(request) <= 256
+    # Scores judged with the record are told apart from the earlier ones (rubric version).
+    assert jury.identity()["rubric"] == rubric_version("helm-medalign")
+    assert rubric_version("helm-medalign").endswith("+record")
+    assert jury.identity()["options"]["record_tokens"] == 256

@@ -107,3 +107,27 @@ def test_without_judges_the_jury_is_recorded_unavailable_with_the_reason(data, s
     settings.JURY_JUDGES = []
     run = services.scoring_run_create(dataset=data.dataset, metrics=["jury", "bleu"])
     assert "JURY_JUDGES" in run.unavailable["jury"]
+
+
+def test_a_scoring_run_gives_the_judges_each_patients_record(
+    judges, django_capture_on_commit_callbacks
+) -> None:
+    from review.models import Instruction, ModelResponse
+    from tests.scoring.generation_data import make_generation_dataset
+
+    dataset = make_generation_dataset(n_instructions=2)
+    for instruction in Instruction.objects.filter(dataset=dataset, patient__isnull=False):
+        ModelResponse.objects.create(
+            instruction=instruction, model_name="model-a", text="Creatinine is stable."
+        )
+    run = _score_jury(dataset, django_capture_on_commit_callbacks)
+    run.refresh_from_db()
+    assert run.status == ScoringRun.Status.DONE
+    a, _ = judges
+    prompts = [r["body"]["prompt"] for r in a.requests]
+    assert len(prompts) == 2
+    for prompt in prompts:
+        request = prompt.split("<user_request>\n", 1)[1].split("\n</user_request>", 1)[0]
+        assert "EHR: " in request and "Creatinine" in request  # the record, in HELM's template
+        assert "routine review 29" in request  # its most recent visit kept
+        assert request.rstrip().endswith("Answer:")

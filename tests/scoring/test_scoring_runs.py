@@ -31,7 +31,7 @@ def test_a_run_scores_every_response_with_references_once(settings) -> None:
     pairs = scored_pairs()
     assert len(pairs) == len(set(pairs)) == 36
     progress = run_progress(run)
-    assert (progress.scored, progress.total, progress.percent) == (36, 36, 100)
+    assert (progress.produced, progress.total, progress.percent) == (36, 36, 100)
     assert AuditEvent.objects.filter(action=AuditEvent.Action.SCORING_STARTED).count() == 1
 
 

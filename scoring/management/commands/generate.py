@@ -10,6 +10,8 @@ from review.models import Dataset
 from scoring.generation import runs as generation
 from scoring.generation.backends import GenerationParams
 from scoring.models import GenerationBatch, GenerationRun
+from scoring.runs import machinery
+from scoring.runs.selectors import run_progress
 
 
 class Command(BaseCommand):
@@ -99,22 +101,27 @@ class Command(BaseCommand):
                 try:
                     generation.generation_batch_execute(batch_id=batch.pk)
                 except Exception as exc:
-                    generation.batch_fail(batch_id=batch.pk, error=generation.describe(exc))
+                    # Failed for good here, a transient error too: nobody retries inline.
+                    machinery.batch_fail(
+                        kind=generation.GENERATION,
+                        batch_id=batch.pk,
+                        error=generation.describe(exc),
+                    )
         if options["no_wait"]:
             return
         self._wait(run, quiet=bool(options["no_progress"]) or inline)
 
     def _wait(self, run: GenerationRun, *, quiet: bool) -> None:
-        progress = generation.generation_progress(run)
-        bar = tqdm(total=progress.total, initial=progress.generated, unit="response", disable=quiet)
+        progress = run_progress(run)
+        bar = tqdm(total=progress.total, initial=progress.produced, unit="response", disable=quiet)
         last_change = time.monotonic()
         warned = False
         while progress.status not in (GenerationRun.Status.DONE, GenerationRun.Status.FAILED):
             time.sleep(0.5)
-            new = generation.generation_progress(run)
-            if new.generated != progress.generated:
+            new = run_progress(run)
+            if new.produced != progress.produced:
                 last_change = time.monotonic()
-            bar.update(new.generated - progress.generated)
+            bar.update(new.produced - progress.produced)
             progress = new
             if not warned and time.monotonic() - last_change > 120:
                 self.stderr.write(
@@ -127,7 +134,7 @@ class Command(BaseCommand):
             raise CommandError(f"run {run.pk} failed: {progress.error}")
         self.stdout.write(
             self.style.SUCCESS(
-                f"Run {run.pk} done: {progress.generated} of {progress.total} responses."
+                f"Run {run.pk} done: {progress.produced} of {progress.total} responses."
             )
         )
 

@@ -95,15 +95,15 @@ class Command(BaseCommand):
 
     def _wait(self, run: ScoringRun, *, quiet: bool) -> None:
         progress = run_progress(run)
-        bar = tqdm(total=progress.total, initial=progress.scored, unit="score", disable=quiet)
+        bar = tqdm(total=progress.total, initial=progress.produced, unit="score", disable=quiet)
         last_change = time.monotonic()
         warned = False
         while progress.status not in (ScoringRun.Status.DONE, ScoringRun.Status.FAILED):
             time.sleep(0.5)
             new = run_progress(run)
-            if new.scored != progress.scored:
+            if new.produced != progress.produced:
                 last_change = time.monotonic()
-            bar.update(new.scored - progress.scored)
+            bar.update(new.produced - progress.produced)
             progress = new
             if not warned and time.monotonic() - last_change > 60:
                 self.stderr.write(
@@ -114,5 +114,7 @@ class Command(BaseCommand):
         if progress.status == ScoringRun.Status.FAILED:
             raise CommandError(f"run {run.pk} failed: {progress.error}")
         self.stdout.write(
-            self.style.SUCCESS(f"Run {run.pk} done: {progress.scored} of {progress.total} scored.")
+            self.style.SUCCESS(
+                f"Run {run.pk} done: {progress.produced} of {progress.total} scored."
+            )
         )

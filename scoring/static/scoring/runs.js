@@ -13,8 +13,7 @@
     fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (p) {
-        // Scoring runs count "scored", generation runs "generated": set whichever is there.
-        ["scored", "generated", "total", "percent", "batches_done", "batches_running",
+        ["produced", "total", "percent", "batches_done", "batches_running",
           "batches_total", "batches_failed"].forEach(function (k) { if (k in p) { set(k, p[k]); } });
         set("status", p.status);
         bar.value = p.percent;
