@@ -118,14 +118,17 @@ def _drill(args: argparse.Namespace, env: dict, procs: harness.Processes) -> int
     # made again (after a restart) when the batch finished in the moment before it landed.
     worker = "celery"
     for attempt in range(1, 6):
-        harness.wait_until(
-            lambda: run.batches.filter(status="running").exists(), timeout=60, interval=0.005
-        )
-        scored = progress()[0]
         # The batches this worker's child holds; a batch still claimed by the child killed
         # above is not stranded by this kill: its message was delivered again
         # (reject_on_worker_lost) and is waiting in the queue for whichever worker runs next.
-        holder = f":{_pool_child(procs.procs[worker].pid)}"
+        # A worker just (re)started may not have forked its child yet.
+        holder = f":{_wait_for_child(procs.procs[worker].pid)}"
+        harness.wait_until(
+            lambda h=holder: run.batches.filter(status="running", claimed_by__endswith=h).exists(),
+            timeout=60,
+            interval=0.005,
+        )
+        scored = progress()[0]
         procs.kill(worker, signal.SIGKILL)
         killed_at = timezone.now()
         t_kill = time.monotonic()
@@ -197,13 +200,29 @@ def _drill(args: argparse.Namespace, env: dict, procs: harness.Processes) -> int
     return 0 if ok else 1
 
 
-def _pool_child(parent: int) -> int:
+def _pool_children(parent: int) -> list[int]:
     out = subprocess.run(
         ["ps", "-o", "pid=", "--ppid", str(parent)], capture_output=True, text=True, timeout=10
     ).stdout.split()
-    if not out:
+    return [int(pid) for pid in out]
+
+
+def _wait_for_child(parent: int, timeout: float = 120) -> int | None:
+    """The worker's pool child, once it has forked one (None after ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = _pool_children(parent)
+        if children:
+            return children[0]
+        time.sleep(0.1)
+    return None
+
+
+def _pool_child(parent: int) -> int:
+    children = _pool_children(parent)
+    if not children:
         raise RuntimeError("the Celery worker has no pool child")
-    return int(out[0])
+    return children[0]
 
 
 if __name__ == "__main__":
