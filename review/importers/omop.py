@@ -23,7 +23,6 @@ in its table, duplicate primary keys, unknown concept ids, unreadable dates, eve
 the person's birth (compared by date: birth times are often just midnight).
 """
 
-import ctypes
 import mmap
 from collections import Counter
 from collections.abc import Iterator
@@ -133,38 +132,24 @@ class _MappedTable:
 
     def __init__(self, path: Path) -> None:
         self.source: pa.NativeFile | str
-        self.size = self.base = self.released = 0  # released: bytes from the start given back
+        self.map: mmap.mmap | None = None
+        self.released = 0  # bytes from the start given back
         try:
-            mapped = pa.memory_map(str(path))
-        except OSError:
-            self.source = str(path)  # a file system without mmap: read as before, read-ahead
+            with path.open("rb") as fh:
+                self.map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # no mmap on this file system; an empty file (ValueError)
+            self.source = str(path)  # read as before, read-ahead included
             return
-        self.source = mapped
-        self.size = mapped.size()
-        self.base = mapped.read_buffer(1).address if self.size else 0
-        mapped.seek(0)
+        self.source = pa.BufferReader(pa.py_buffer(self.map))  # views of the map, no copies
 
     def release_before(self, offset: int) -> None:
         """Give back the pages wholly before ``offset``."""
-        end = min(offset, self.size) // mmap.PAGESIZE * mmap.PAGESIZE
-        if end > self.released and _madvise is not None:
-            _madvise(self.base + self.released, end - self.released, mmap.MADV_DONTNEED)
+        if self.map is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return  # not Linux: the pages stay mapped (memory follows the file again)
+        end = min(offset, len(self.map)) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > self.released:
+            self.map.madvise(mmap.MADV_DONTNEED, self.released, end - self.released)
             self.released = end
-
-
-def _libc_madvise() -> Any:
-    if not hasattr(mmap, "MADV_DONTNEED"):
-        return None  # not Linux: the pages stay mapped (memory follows the file again)
-    try:
-        function = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    function.restype = ctypes.c_int
-    return function
-
-
-_madvise = _libc_madvise()
 
 
 def iter_batches(path: Path) -> Iterator[pa.RecordBatch]:

@@ -558,9 +558,9 @@ def test_duplicate_ids_in_different_batches_are_refused_naming_both_rows(
 def test_a_table_that_cannot_be_memory_mapped_is_read_as_a_plain_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(path: str) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
         raise OSError("mmap not supported here")  # e.g. some network file systems
 
-    monkeypatch.setattr(omop_module.pa, "memory_map", refuse)
+    monkeypatch.setattr(omop_module.mmap, "mmap", refuse)
     summary = import_release(write_omop(tmp_path), dataset_name="o")
     assert summary.counts["events"] == 5
