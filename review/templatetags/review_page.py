@@ -1,0 +1,109 @@
+"""The review page's response cards, rendered in Python.
+
+The cards were a template loop nested two deep (a rank option per response and an error-tag
+checkbox per tag, for every response): with six responses and a dozen tags, some 8,000 template
+nodes per page, which made up half of the page's Python CPU (issue 12's profile). The markup is
+the same as the template wrote, byte for byte; every value that came from the database is
+escaped exactly as Django's autoescape does (``html.escape``), and the text goes through Django's
+own ``linebreaks``.
+"""
+
+from collections.abc import Sequence
+from functools import lru_cache
+from html import escape
+
+from django import template
+from django.utils.html import linebreaks
+from django.utils.safestring import SafeString, mark_safe
+
+from review.models import ErrorTag
+from review.selectors.reviews import ResponseView
+
+register = template.Library()
+
+_MASKED_NOTE = (
+    '<p class="muted small masked-note">Words naming a model are masked as [model name].</p>'
+)
+
+
+@lru_cache(maxsize=64)
+def _tag_inputs(tags: tuple[tuple[str, str, str], ...]) -> tuple[tuple[str, str, str], ...]:
+    """Per tag: its slug and the checkbox's markup before and after the ``checked`` attribute.
+
+    Tags change a few times a year; the markup around each box is the same on every card.
+    """
+    parts = []
+    for slug, label, description in tags:
+        before = f'<label><input type="checkbox" data-field="tags" value="{escape(slug)}"'
+        described = f' aria-describedby="tagdef-{escape(slug)}"' if description else ""
+        parts.append((slug, before, f"{described}> {escape(label)}</label>"))
+    return tuple(parts)
+
+
+def _card(r: ResponseView, n: int, tags: tuple[tuple[str, str, str], ...]) -> str:
+    handle, label = escape(r.handle), escape(r.label)
+    options = "".join(
+        f'<option value="{i}"{" selected" if r.rank == i else ""}>{i}</option>'
+        for i in range(1, n + 1)
+    )
+    chosen = set(r.tag_slugs)
+    boxes = "".join(
+        f"{before}{' checked' if slug in chosen else ''}{after}" for slug, before, after in tags
+    )
+    count = f"({len(r.tag_slugs)})" if r.tag_slugs else ""
+    return (
+        f'\n    <article class="card response" data-handle="{handle}" tabindex="0" '
+        f'aria-labelledby="label-{handle}" aria-describedby="keys-hint" data-testid="response">'
+        f'\n      <header class="response-head">'
+        f'\n        <h3 id="label-{handle}">Response {label}</h3>'
+        f'\n        <label class="rank-pick">Rank'
+        f'\n          <select name="rank" data-field="rank" aria-label="Rank of Response {label}">'
+        f'\n            <option value="">–</option>'
+        f"\n            {options}"
+        f"\n          </select>"
+        f"\n        </label>"
+        f'\n        <span class="verdict" role="group" aria-label="Is Response {label} correct?">'
+        f'\n          <button type="button" class="toggle ok" data-field="is_correct" '
+        f'data-value="true" aria-pressed="{"true" if r.is_correct is True else "false"}">'
+        f"Correct</button>"
+        f'\n          <button type="button" class="toggle bad" data-field="is_correct" '
+        f'data-value="false" aria-pressed="{"true" if r.is_correct is False else "false"}">'
+        f"Incorrect</button>"
+        f"\n        </span>"
+        f'\n        <button type="button" class="button quiet small-button compare-pick" '
+        f'data-compare aria-haspopup="dialog">Compare…</button>'
+        f"\n      </header>"
+        f"\n      {_MASKED_NOTE if r.masked else ''}"
+        f'\n      <div class="response-text">{linebreaks(r.text, autoescape=True)}</div>'
+        f'\n      <div class="response-foot">'
+        f'\n        <details class="tags-box"{" open" if r.tag_slugs else ""}>'
+        f'\n          <summary>Error tags <span class="tag-count" data-tag-count>{count}</span>'
+        f"</summary>"
+        f'\n          <fieldset class="tags">'
+        f'\n            <legend class="visually-hidden">Errors in Response {label}</legend>'
+        f"\n            {boxes}"
+        f"\n          </fieldset>"
+        f"\n        </details>"
+        f'\n        <details class="comment-box"{" open" if r.comment else ""}>'
+        f"\n          <summary>Comment</summary>"
+        f'\n          <label for="comment-{handle}" class="visually-hidden">'
+        f"Comment on Response {label}</label>"
+        f'\n          <textarea id="comment-{handle}" data-field="comment" maxlength="5000" '
+        f'rows="2">{escape(r.comment)}</textarea>'
+        f"\n        </details>"
+        f"\n      </div>"
+        f"\n    </article>"
+        f"\n    "
+    )
+
+
+def response_cards_html(responses: Sequence[ResponseView], tags: Sequence[ErrorTag]) -> SafeString:
+    """Every response's card in the order shown: rank picker, verdict, text, tags, comment."""
+    tag_parts = _tag_inputs(tuple((t.slug, t.label, t.description) for t in tags))
+    n = len(responses)
+    return mark_safe("".join(_card(r, n, tag_parts) for r in responses))  # noqa: S308 - escaped above
+
+
+@register.simple_tag
+def response_cards(page: object) -> SafeString:
+    return response_cards_html(page.responses, page.tags)  # type: ignore[attr-defined]

@@ -1,0 +1,123 @@
+"""The review page's response cards (rendered in Python since issue 12: review_page.py) show
+every saved value and escape everything that came from an import or a clinician."""
+
+import json
+import time
+from html.parser import HTMLParser
+
+import pytest
+from django.urls import reverse
+
+from review.models import ErrorTag, ModelResponse, Review, Role
+from tests import factories
+from tests.review import review_data
+
+pytestmark = pytest.mark.django_db
+
+
+class _Cards(HTMLParser):
+    """Each card's controls as the browser would see them: {handle: {...}}."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cards: dict[str, dict] = {}
+        self.card: dict | None = None
+        self.in_text = self.in_comment = False
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        a = dict(attrs)
+        if tag == "article" and "data-handle" in a:
+            self.card = {"rank": None, "verdict": {}, "tags": [], "text": "", "comment": ""}
+            self.card["open"] = []
+            self.cards[a["data-handle"]] = self.card
+        if self.card is None:
+            return
+        if tag == "option" and "selected" in a:
+            self.card["rank"] = a["value"]
+        elif tag == "button" and a.get("data-field") == "is_correct":
+            self.card["verdict"][a["data-value"]] = a["aria-pressed"]
+        elif tag == "input" and a.get("data-field") == "tags" and "checked" in a:
+            self.card["tags"].append(a["value"])
+        elif tag == "details" and "open" in a:
+            self.card["open"].append(a["class"])
+        elif tag == "div" and a.get("class") == "response-text":
+            self.in_text = True
+        elif tag == "textarea" and a.get("data-field") == "comment":
+            self.in_comment = True
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "div":
+            self.in_text = False
+        if tag == "textarea":
+            self.in_comment = False
+        if tag == "article":
+            self.card = None
+
+    def handle_data(self, data: str) -> None:
+        if self.card is not None and self.in_text:
+            self.card["text"] += data
+        if self.card is not None and self.in_comment:
+            self.card["comment"] += data
+
+
+@pytest.fixture
+def world(client):
+    dataset = review_data.make_dataset()
+    patient = review_data.make_record(dataset, "P-CARDS", n_events=40)
+    instruction = review_data.make_instruction(dataset, patient, "I-CARDS", n_responses=3)
+    hostile = ModelResponse.objects.filter(instruction=instruction).order_by("pk").first()
+    hostile.text = '<script>alert(1)</script> & "first"\n\nsecond paragraph'
+    hostile.save()
+    ErrorTag.objects.create(slug="odd-tag", label="<b>Odd</b> & tag", order=99)
+    clinician = factories.make_user("cards@example.edu", roles=[Role.CLINICIAN])
+    review_data.assign(instruction, clinician)
+    factories.sign_in(client, clinician)
+    return instruction, hostile
+
+
+def _page(client, instruction) -> str:
+    answer = client.get(reverse("clinician_review", args=[instruction.pk]))
+    assert answer.status_code == 200
+    return answer.content.decode()
+
+
+def test_cards_show_the_draft_and_escape_what_came_from_outside(client, world):
+    instruction, hostile = world
+    _page(client, instruction)
+    review = Review.objects.get(assignment__instruction=instruction)
+    first, second, third = review.handles
+    at = int(time.time() * 1000)
+    edits = [
+        {"handle": first, "field": "rank", "value": 2, "at": at},
+        {"handle": first, "field": "tags", "value": ["odd-tag", "omission"], "at": at},
+        {"handle": second, "field": "is_correct", "value": False, "at": at},
+        {"handle": second, "field": "comment", "value": "</textarea><b>x</b> & y", "at": at},
+        {"handle": third, "field": "is_correct", "value": True, "at": at},
+    ]
+    saved = client.post(
+        reverse("review_save", args=[review.pk]),
+        json.dumps({"edits": edits, "tab": "t"}),
+        content_type="application/json",
+        headers={"Accept": "application/json"},
+    )
+    assert saved.status_code == 200, saved.content
+
+    html = _page(client, instruction)
+    assert "<script>alert" not in html and "<b>Odd</b>" not in html and "</textarea><b>" not in html
+    assert "&lt;b&gt;Odd&lt;/b&gt; &amp; tag" in html
+    parser = _Cards()
+    parser.feed(html)
+    cards = parser.cards
+    assert list(cards) == review.handles  # in the order shown
+    assert cards[first]["rank"] == "2" and sorted(cards[first]["tags"]) == ["odd-tag", "omission"]
+    assert cards[first]["open"] == ["tags-box"]
+    assert cards[second]["verdict"] == {"true": "false", "false": "true"}
+    assert cards[second]["comment"] == "</textarea><b>x</b> & y"  # escaped, read back whole
+    assert cards[second]["open"] == ["comment-box"]
+    assert cards[third]["verdict"] == {"true": "true", "false": "false"}
+    assert cards[third]["rank"] is None and cards[third]["tags"] == []
+    shown = cards[review.handles[[int(x) for x in review.shown_order].index(hostile.pk)]]
+    assert '<script>alert(1)</script> & "first"' in shown["text"]
+    assert "second paragraph" in shown["text"]
+    # One rank option per response, on every card.
+    assert html.count('<option value="3"') == 3 and '<option value="4"' not in html
