@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from django.core.cache.backends.base import DEFAULT_TIMEOUT
-from django.core.cache.backends.redis import RedisCache
+from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -21,7 +21,34 @@ logger = logging.getLogger(__name__)
 _DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
+class _SharedClientRedisCacheClient(RedisCacheClient):
+    """Django's client builds a new ``redis.Redis`` for every cache call, and redis-py's
+    constructor fills a table of ~200 response callbacks each time (80 us here; a signed-in
+    request makes several cache calls). One client per connection pool serves every call: a
+    ``redis.Redis`` is safe to share between threads (each command takes a connection from the
+    pool), and the pool itself starts afresh in a forked child."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._clients: dict[int, Any] = {}
+
+    def get_client(self, key: Any = None, *, write: bool = False) -> Any:
+        # Django's private helpers (the stubs do not declare them): the same pool choice as its
+        # own get_client.
+        index: int = self._get_connection_pool_index(write)  # type: ignore[attr-defined]
+        client = self._clients.get(index)
+        if client is None:
+            pool = self._get_connection_pool(write)  # type: ignore[attr-defined]
+            client = self._client(connection_pool=pool)  # type: ignore[attr-defined]
+            self._clients[index] = client
+        return client
+
+
 class ResilientRedisCache(RedisCache):
+    def __init__(self, server: Any, params: Any) -> None:
+        super().__init__(server, params)
+        self._class = _SharedClientRedisCacheClient
+
     def _warn(self, operation: str) -> None:
         logger.warning("shared cache (Redis) unavailable: %s skipped", operation)
 
@@ -32,7 +59,7 @@ class ResilientRedisCache(RedisCache):
             self._warn("get")
             return default
 
-    def get_many(self, keys: Any, version: Any = None) -> dict:
+    def get_many(self, keys: Any, version: Any = None) -> dict[Any, Any]:
         try:
             return super().get_many(keys, version)
         except _DOWN:
@@ -46,14 +73,16 @@ class ResilientRedisCache(RedisCache):
             self._warn("has_key")
             return False
 
-    def set(self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None):
+    def set(
+        self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
+    ) -> None:
         try:
             return super().set(key, value, timeout, version)
         except _DOWN:
             self._warn("set")
             return None
 
-    def set_many(self, data: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None) -> list:
+    def set_many(self, data: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None) -> list[Any]:
         try:
             return super().set_many(data, timeout, version)
         except _DOWN:
@@ -86,7 +115,7 @@ class ResilientRedisCache(RedisCache):
         # Only this cache's keys: the Redis database may be the Celery broker's too (a
         # FLUSHDB would drop queued scoring batches).
         try:
-            client = self._cache.get_client(None, write=True)
+            client = self._cache.get_client(None, write=True)  # type: ignore[attr-defined]
             batch = []
             for key in client.scan_iter(match=f"{self.key_prefix}:*", count=1000):
                 batch.append(key)

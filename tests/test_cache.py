@@ -48,3 +48,37 @@ def test_with_redis_away_reads_miss_writes_are_skipped_and_add_fails_closed() ->
     # add() marks a TOTP code as used: if that cannot be recorded, the code is not accepted.
     with pytest.raises(Exception):  # noqa: B017 - redis' ConnectionError
         cache.add("allauth.mfa.totp.used", "y")
+
+
+@pytest.mark.skipif(not _redis_up(), reason="no Redis on 127.0.0.1:6379")
+def test_one_redis_client_serves_every_call_and_every_thread(monkeypatch) -> None:
+    # Django's own client built a redis.Redis (and its ~200-entry callback table) per call.
+    import threading
+
+    import redis
+
+    built = []
+    real_init = redis.Redis.__init__
+
+    def counting_init(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        built.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.Redis, "__init__", counting_init)
+    cache = _cache(REDIS_URL)
+    cache.set("shared-client", 1)
+
+    def work(n: int) -> None:
+        for i in range(20):
+            cache.set(f"shared-client-{n}", i)
+            assert cache.get(f"shared-client-{n}") == i
+        cache.get_many([f"shared-client-{n}", "shared-client"])
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert cache.get("shared-client-3") == 19
+    assert len(built) == 1
+    cache.delete_many(["shared-client", *(f"shared-client-{n}" for n in range(4))])
