@@ -335,6 +335,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
+        "polling_interval": 0.1,  # kombu's default is 1 s: a queued batch waited up to that
     }
     # The filesystem transport has no fanout exchange, so no remote control/broadcast.
     CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
@@ -348,7 +349,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True  # job state lives in models (ScoringRun, Report), not results
 CELERY_TASK_ACKS_LATE = True  # a killed worker's batch is redelivered, not lost
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# One task per pool process at a time: a long batch never holds back another that an idle worker
+# could take. The filesystem broker (the embedded, one-worker default) runs Celery's blocking
+# loop, which sends a finished task's ack only after its 2-second wait for messages ends; with
+# nothing reserved, each batch then waited 1-2 s for the next (12 of a 1,818-response run's
+# 72 s in bench_scoring). There one task is reserved ahead; Redis's event loop acks at once.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 2 if CELERY_BROKER_URL.startswith("filesystem://") else 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_DEFAULT_QUEUE = "cpu"

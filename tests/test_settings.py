@@ -193,3 +193,21 @@ def test_the_demo_server_shows_its_own_error_pages(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_filesystem_worker_reserves_its_next_batch_and_a_redis_one_does_not(tmp_path) -> None:
+    # Celery's blocking loop (the filesystem broker) acks a finished task only when its 2 s wait
+    # for messages ends: with nothing reserved every batch waited for it (bench_scoring). On
+    # Redis a batch is never held behind a long one on a busy worker.
+    code = (
+        "import medalign_site.settings as s;"
+        "print(s.CELERY_WORKER_PREFETCH_MULTIPLIER,"
+        " s.CELERY_BROKER_TRANSPORT_OPTIONS.get('polling_interval'))"
+    )
+    embedded = load_settings(tmp_path, code, DEBUG="true")
+    assert embedded.returncode == 0, embedded.stderr
+    assert embedded.stdout.split() == ["2", "0.1"]
+    redis = load_settings(
+        tmp_path, code, DEBUG="true", CELERY_BROKER_URL="redis://127.0.0.1:6379/0"
+    )
+    assert redis.stdout.split() == ["1", "None"]
