@@ -352,8 +352,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # One task per pool process at a time: a long batch never holds back another that an idle worker
 # could take. The filesystem broker (the embedded, one-worker default) runs Celery's blocking
 # loop, which sends a finished task's ack only after its 2-second wait for messages ends; with
-# nothing reserved, each batch then waited 1-2 s for the next (12 of a 1,818-response run's
-# 72 s in bench_scoring). There one task is reserved ahead; Redis's event loop acks at once.
+# nothing reserved, each batch then waited up to 2 s for the next (1.0 and 2.0 s between the
+# three batches of a 606-pair bench_scoring run). There one task is reserved ahead; Redis's
+# event loop acks at once.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 2 if CELERY_BROKER_URL.startswith("filesystem://") else 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True

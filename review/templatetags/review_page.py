@@ -17,7 +17,7 @@ from django.utils.html import linebreaks
 from django.utils.safestring import SafeString, mark_safe
 
 from review.models import ErrorTag
-from review.selectors.reviews import ResponseView
+from review.selectors.reviews import ResponseView, ReviewPage
 
 register = template.Library()
 
@@ -105,5 +105,5 @@ def response_cards_html(responses: Sequence[ResponseView], tags: Sequence[ErrorT
 
 
 @register.simple_tag
-def response_cards(page: object) -> SafeString:
-    return response_cards_html(page.responses, page.tags)  # type: ignore[attr-defined]
+def response_cards(page: ReviewPage) -> SafeString:
+    return response_cards_html(page.responses, page.tags)

@@ -114,20 +114,13 @@ class Annotator(FastHttpUser):
     # --- requests ------------------------------------------------------------------------------
     def open_task(self) -> dict | None:
         if NEXT_MODE == "api":
-            ctx = self.client.get(
-                f"/api/projects/{PROJECT}/next/",
-                headers=self.auth,
-                name="open task",
-                catch_response=True,
-            )
+            method, url, data, headers = "GET", f"/api/projects/{PROJECT}/next/", None, self.auth
         else:
-            ctx = self.client.post(
-                f"/api/dm/actions?id=next_task&project={PROJECT}",
-                data=DM_NEXT_BODY,
-                headers=self.json_headers,
-                name="open task",
-                catch_response=True,
-            )
+            method, url = "POST", f"/api/dm/actions?id=next_task&project={PROJECT}"
+            data, headers = DM_NEXT_BODY, self.json_headers
+        ctx = self.client.request(
+            method, url, data=data, headers=headers, name="open task", catch_response=True
+        )
         with ctx as r:
             if r.status_code == 200:
                 data = r.json()
@@ -157,22 +150,17 @@ class Annotator(FastHttpUser):
 
     def save_draft(self, task_id: int, result: list[dict], opened: float, draft_id=None):
         if draft_id:  # later autosaves PATCH the draft, as LSF updateDraft does
-            ctx = self.client.request(
-                "PATCH",
-                f"/api/drafts/{draft_id}/?project={PROJECT}",
-                data=self.body(result, opened, draft_id),
-                headers=self.json_headers,
-                name="draft",
-                catch_response=True,
-            )
+            method, url = "PATCH", f"/api/drafts/{draft_id}/?project={PROJECT}"
         else:
-            ctx = self.client.post(
-                f"/api/tasks/{task_id}/drafts?project={PROJECT}",
-                data=self.body(result, opened),
-                headers=self.json_headers,
-                name="draft",
-                catch_response=True,
-            )
+            method, url = "POST", f"/api/tasks/{task_id}/drafts?project={PROJECT}"
+        ctx = self.client.request(
+            method,
+            url,
+            data=self.body(result, opened, draft_id),
+            headers=self.json_headers,
+            name="draft",
+            catch_response=True,
+        )
         with ctx as r:
             if r.status_code not in (200, 201):
                 r.failure(f"draft: {r.status_code} {r.text[:200]!r}")
