@@ -1,0 +1,232 @@
+"""medalign_site.prepared: hot reads compiled once, inserts and updates of fixed shape.
+
+Each helper must give exactly what the ORM call it replaces gives, on SQLite and on PostgreSQL
+(the suite runs on both), so every test here compares with the ORM itself.
+"""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.db.transaction import TransactionManagementError
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from medalign_site.prepared import PreparedQuery, insert_rows, update_rows
+from review.models import Assignment, AuditEvent, ModelResponse, Review, Role
+from review.services.reviews import review_get_or_start
+from tests import factories
+from tests.review import review_data
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def two(db):
+    """Two clinicians, each assigned the same two instructions; one review started."""
+    dataset = review_data.make_dataset()
+    patient = review_data.make_record(dataset, "P-PREP", n_events=5)
+    instructions = [
+        review_data.make_instruction(dataset, patient, f"I-PREP-{i}", n_responses=3)
+        for i in range(2)
+    ]
+    clinicians = [
+        factories.make_user(f"c{i}@example.edu", roles=[Role.CLINICIAN]) for i in range(2)
+    ]
+    assignments = [review_data.assign(i, c) for c in clinicians for i in instructions]
+    review_get_or_start(assignment=assignments[0])
+    return instructions, clinicians, assignments
+
+
+PAGE = PreparedQuery(
+    lambda p: Assignment.objects.select_related(
+        "instruction__dataset", "instruction__patient", "review"
+    ).filter(instruction_id=p.instruction_id, clinician_id=p.clinician_id),
+    params=("instruction_id", "clinician_id"),
+)
+
+
+def _state(obj) -> dict:  # noqa: ANN001 - any model instance
+    return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields}
+
+
+def test_a_prepared_read_gives_what_the_queryset_gives(two, django_assert_num_queries):
+    instructions, clinicians, _ = two
+    for instruction in instructions:
+        for clinician in clinicians:
+            expected = list(
+                Assignment.objects.select_related(
+                    "instruction__dataset", "instruction__patient", "review"
+                ).filter(instruction_id=instruction.pk, clinician_id=clinician.pk)
+            )
+            with django_assert_num_queries(1):  # the related objects come with it
+                got = PAGE.all(instruction_id=instruction.pk, clinician_id=clinician.pk)
+                related = [
+                    (a.instruction, a.instruction.dataset, a.instruction.patient) for a in got
+                ]
+            assert [_state(a) for a in got] == [_state(a) for a in expected]
+            assert [tuple(_state(o) for o in r) for r in related] == [
+                (
+                    _state(a.instruction),
+                    _state(a.instruction.dataset),
+                    _state(a.instruction.patient),
+                )
+                for a in expected
+            ]
+            for a, e in zip(got, expected, strict=True):
+                has = hasattr(e, "review")
+                assert hasattr(a, "review") == has
+                if has:
+                    assert _state(a.review) == _state(e.review)
+
+
+def test_values_come_back_converted(two):
+    _, _, assignments = two
+    assignment = PAGE.first(
+        instruction_id=assignments[0].instruction_id, clinician_id=assignments[0].clinician_id
+    )
+    assert assignment is not None
+    review = assignment.review
+    assert isinstance(review.handles, list) and len(review.handles) == 3  # JSON, decoded
+    assert isinstance(review.started_at, datetime) and timezone.is_aware(review.started_at)
+
+
+def test_values_list_rows_and_flat_values(two):
+    instructions, _, _ = two
+    rows = PreparedQuery(
+        lambda p: (
+            ModelResponse.objects.filter(instruction_id=p.i)
+            .order_by("id")
+            .values_list("id", "model_name")
+        ),
+        params=("i",),
+    )
+    ids = PreparedQuery(
+        lambda p: (
+            ModelResponse.objects.filter(instruction_id=p.i)
+            .order_by("id")
+            .values_list("id", flat=True)
+        ),
+        params=("i",),
+    )
+    for instruction in instructions:
+        expected = list(
+            ModelResponse.objects.filter(instruction=instruction)
+            .order_by("id")
+            .values_list("id", "model_name")
+        )
+        assert rows.all(i=instruction.pk) == expected
+        assert ids.all(i=instruction.pk) == [e[0] for e in expected]
+
+
+def test_no_match_and_ids_out_of_range_give_no_rows(two):
+    assert PAGE.first(instruction_id=-1, clinician_id=-1) is None
+    # A hand-typed URL: SQLite would raise OverflowError; the ORM answers "no such row".
+    assert PAGE.all(instruction_id=10**30, clinician_id=1) == []
+
+
+def test_parameters_must_be_the_named_ints():
+    with pytest.raises(TypeError, match="expected parameters"):
+        PAGE.all(instruction_id=1)
+    with pytest.raises(TypeError, match="must be an int"):
+        PAGE.all(instruction_id="1", clinician_id=1)
+    with pytest.raises(TypeError, match="must be an int"):
+        PAGE.all(instruction_id=True, clinician_id=1)
+
+
+def test_a_parameter_that_never_reaches_the_sql_is_refused(db):
+    ignored = PreparedQuery(
+        lambda p: Assignment.objects.filter(clinician_id=p.clinician_id),
+        params=("clinician_id", "instruction_id"),
+    )
+    with pytest.raises(ValueError, match="instruction_id"):
+        ignored.all(clinician_id=1, instruction_id=2)
+
+
+def test_what_a_prepared_query_cannot_run_is_refused(db):
+    with pytest.raises(TypeError, match="prefetch_related"):
+        PreparedQuery(
+            lambda p: Review.objects.filter(pk=p.pk).prefetch_related("judgements"),
+            params=("pk",),
+        ).all(pk=1)
+    with pytest.raises(TypeError, match="values_list"):
+        PreparedQuery(lambda p: Review.objects.filter(pk=p.pk).values("id"), params=("pk",)).all(
+            pk=1
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_locking_read_needs_a_transaction():
+    # As select_for_update() outside a transaction: an error, not a read that locks nothing.
+    locked = PreparedQuery(
+        lambda p: Review.objects.select_for_update().filter(pk=p.pk), params=("pk",)
+    )
+    assert not connection.in_atomic_block
+    with pytest.raises(TransactionManagementError):
+        locked.all(pk=1)
+    with transaction.atomic():
+        assert locked.all(pk=1) == []
+
+
+# --- writes ------------------------------------------------------------------------------------
+AT = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
+
+
+def _event(n: int, actor) -> AuditEvent:  # noqa: ANN001 - a User
+    return AuditEvent(
+        created_at=AT,
+        action=AuditEvent.Action.REVIEW_SAVED,
+        actor=actor,
+        actor_email=actor.email,
+        object_type="Review",
+        object_id=str(n),
+        person_id="P-1",
+        instruction_id="I-1",
+        ip_address="10.0.0.7",
+        user_agent="pytest",
+        details={"version": n, "nested": {"ok": True}},
+    )
+
+
+def test_insert_rows_writes_what_bulk_create_writes(two):
+    _, clinicians, _ = two
+    actor = clinicians[0]
+    mine = [_event(n, actor) for n in (1, 2)]
+    theirs = [_event(n, actor) for n in (1, 2)]
+    with CaptureQueriesContext(connection) as captured:
+        insert_rows(mine, return_pk=True)
+    assert len(captured) == 1
+    AuditEvent.objects.bulk_create(theirs)
+    assert all(e.pk is not None and not e._state.adding for e in mine)
+
+    def stored(events: list[AuditEvent]) -> list[dict]:
+        rows = [_state(AuditEvent.objects.get(pk=e.pk)) for e in events]
+        for row in rows:
+            del row["id"]
+        return rows
+
+    assert stored(mine) == stored(theirs)
+
+
+def test_insert_rows_raises_integrity_error_and_keeps_the_transaction_usable(two):
+    _, _, assignments = two
+    duplicate = Review(assignment=assignments[0], shown_order=[], handles=[])
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert_rows([duplicate], return_pk=True)
+    assert Review.objects.filter(assignment=assignments[0]).count() == 1
+
+
+def test_update_rows_does_what_filter_update_does(two):
+    _, _, assignments = two
+    review = Review.objects.get(assignment=assignments[0])
+    now = timezone.now()
+    values = {"draft": {"fields": {"x": [1, 2]}}, "version": review.version + 1, "updated_at": now}
+    stale = {"pk": review.pk, "version": review.version + 5, "status": review.status}
+    assert update_rows(Review, where=stale, values=values) == 0
+    current = {"pk": review.pk, "version": review.version, "status": review.status}
+    assert update_rows(Review, where=current, values=values) == 1
+    stored = Review.objects.get(pk=review.pk)
+    assert stored.draft == {"fields": {"x": [1, 2]}} and stored.version == review.version + 1
+    assert stored.updated_at == now
+    with pytest.raises(ValueError, match="None"):
+        update_rows(Review, where={"pk": review.pk, "submitted_at": None}, values=values)
