@@ -160,9 +160,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth and accounts (django-allauth) -------------------------------------------------------
 AUTH_USER_MODEL = "review.User"
+# Django's and allauth's backends, taking the signed-in user from the shared access entry
+# (review/auth_backends.py) instead of a query per request.
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
-    "allauth.account.auth_backends.AuthenticationBackend",
+    "review.auth_backends.ModelBackend",
+    "review.auth_backends.AuthenticationBackend",
 ]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

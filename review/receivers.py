@@ -103,7 +103,9 @@ for _model in (AccessApplication, DUASignature, Authenticator):
     post_delete.connect(
         _clear_for_user_row, sender=_model, dispatch_uid=f"review.access_del_{_model}"
     )
+# The entry also carries the user row (review.auth_backends): any save or deletion of it.
 post_save.connect(_clear_for_user, sender=User, dispatch_uid="review.access_user")
+post_delete.connect(_clear_for_user, sender=User, dispatch_uid="review.access_user_del")
 post_save.connect(_clear_everyone, sender=DUAVersion, dispatch_uid="review.access_dua")
 post_delete.connect(_clear_everyone, sender=DUAVersion, dispatch_uid="review.access_dua_del")
 

@@ -62,6 +62,15 @@ class User(AbstractBaseUser, PermissionsMixin):
     def __str__(self) -> str:
         return self.email
 
+    def get_session_auth_hash(self) -> str:
+        # A user read from the shared access entry (review.access.cached_user) has its password
+        # hash deferred and carries this value instead; once the password is loaded or set on
+        # the instance, the hash is computed from it as usual.
+        cached = self.__dict__.get("_session_auth_hash")
+        if cached is not None and "password" not in self.__dict__:
+            return str(cached)
+        return super().get_session_auth_hash()
+
 
 class Role(models.TextChoices):
     CLINICIAN = "clinician", "Clinician"
