@@ -139,6 +139,10 @@ class ResponseJudgement(models.Model):
     error_tags = models.ManyToManyField(ErrorTag, blank=True, related_name="+")
     comment = models.TextField(blank=True, max_length=5000)
 
+    # The slugs of its error tags, set by review.services.reviews.review_judgements (one query
+    # for a review's rows, one for all their tags) on the rows it returns.
+    tag_slugs: list[str]
+
     class Meta:
         ordering = ["review", "position"]
         constraints = [

@@ -20,6 +20,7 @@ from django.db.models.functions import Length, Substr
 from django.template.loader import get_template, render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
+from medalign_site.prepared import PreparedQuery
 from review.models import Event, Instruction, Patient, RecordExcerpt
 from review.search import bm25_rank, highlight, query_terms, snippet, tokenize
 
@@ -562,6 +563,14 @@ def record_excerpt_render(instruction: Instruction, excerpt: Excerpt) -> str:
     return render_to_string(EXCERPT_TEMPLATE, {"excerpt": excerpt, "instruction": instruction})
 
 
+_STORED_EXCERPT: PreparedQuery[tuple[str, str, str]] = PreparedQuery(
+    lambda p: RecordExcerpt.objects.filter(
+        instruction_id=p.instruction_id, patient_id=p.patient_id
+    ).values_list("fingerprint", "html_version", "html"),
+    params=("instruction_id", "patient_id"),
+)
+
+
 def record_excerpt_html(instruction: Instruction, patient: Patient) -> SafeString:
     """The excerpt's HTML for the review page: one row read on every view after the first.
 
@@ -573,11 +582,7 @@ def record_excerpt_html(instruction: Instruction, patient: Patient) -> SafeStrin
     from review.services.excerpts import record_excerpt_prepare  # services import selectors
 
     fingerprint = record_excerpt_fingerprint(instruction, patient)
-    row = (
-        RecordExcerpt.objects.filter(instruction=instruction, patient=patient)
-        .values_list("fingerprint", "html_version", "html")
-        .first()
-    )
+    row = _STORED_EXCERPT.first(instruction_id=instruction.pk, patient_id=patient.pk)
     if row is not None and row[0] == fingerprint and row[1] == _excerpt_html_version():
         return mark_safe(row[2])  # noqa: S308 - rendered by the template, which escapes
     stored = None

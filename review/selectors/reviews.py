@@ -7,8 +7,8 @@ model, and the page addresses responses by per-review handles, never by database
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
+from medalign_site.prepared import PreparedQuery
 from review.blinding import mask_model_names
 from review.models import (
     Assignment,
@@ -194,7 +194,27 @@ def error_tags_forget() -> None:
     _tags_cache = (0.0, [])
 
 
-def review_page_data(review: Review, *, show_references: bool) -> ReviewPage:
+ResponseRow = tuple[int, str, str, bool]
+_RESPONSES: PreparedQuery[ResponseRow] = PreparedQuery(
+    lambda p: (
+        ModelResponse.objects.filter(instruction_id=p.instruction_id)
+        .order_by()
+        .values_list("id", "text", "model_name", "names_own_model")
+    ),
+    params=("instruction_id",),
+)
+
+
+def instruction_responses(instruction_id: int) -> list[ResponseRow]:
+    """The instruction's responses as (id, text, model name, names its own model): one
+    statement. The review page reads them first, so a first open draws its order from the same
+    rows (``review_get_or_start(response_ids=...)``) instead of a query of its own."""
+    return _RESPONSES.all(instruction_id=instruction_id)
+
+
+def review_page_data(
+    review: Review, *, show_references: bool, responses: list[ResponseRow] | None = None
+) -> ReviewPage:
     """Responses in the order shown with their current judgements (submitted values overlaid
     with the draft), the active tags, and references if shown.
 
@@ -204,24 +224,23 @@ def review_page_data(review: Review, *, show_references: bool) -> ReviewPage:
     from review.services.reviews import review_values  # the merge rule lives with the writes
 
     order = [int(rid) for rid in review.shown_order]
-    responses_by_id: dict[int, dict[str, Any]] = {
-        r["id"]: dict(r)
-        for r in ModelResponse.objects.filter(pk__in=order)
-        .order_by()
-        .values("id", "text", "model_name", "names_own_model")
-    }
+    # The instruction's responses are the ones its reviews show (a review's order is drawn from
+    # them): read by instruction, a statement of fixed shape whatever their number.
+    if responses is None:
+        responses = instruction_responses(review.assignment.instruction_id)
+    responses_by_id = {row[0]: row for row in responses}
     tags = active_error_tags()
     active = {t.slug for t in tags}
     values, reason, note = review_values(review)
-    responses = []
+    views = []
     for position, (rid, handle) in enumerate(zip(order, review.handles, strict=True)):
-        row = responses_by_id.get(rid, {})
-        text = row.get("text", "")
-        masked = bool(row.get("names_own_model"))
-        if masked:
-            text = mask_model_names(text, row["model_name"])
+        row = responses_by_id.get(rid)
+        text = row[1] if row else ""
+        masked = bool(row and row[3])
+        if row and masked:
+            text = mask_model_names(text, row[2])
         judged = values[handle]
-        responses.append(
+        views.append(
             ResponseView(
                 handle=handle,
                 position=position,
@@ -241,7 +260,7 @@ def review_page_data(review: Review, *, show_references: bool) -> ReviewPage:
         else []
     )
     return ReviewPage(
-        responses=responses,
+        responses=views,
         tags=tags,
         references=references,
         cannot_assess=reason,

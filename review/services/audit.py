@@ -1,9 +1,14 @@
-"""Writing the append-only audit trail. Never pass patient text in ``details``."""
+"""Writing the append-only audit trail. Never pass patient text in ``details``.
+
+Rows are only ever inserted, one statement per request (``insert_rows``: the INSERT as
+bulk_create sends it, its SQL made once), so the trail costs every audited request little.
+"""
 
 from typing import Any
 
 from django.http import HttpRequest
 
+from medalign_site.prepared import insert_rows
 from review.models import AuditEvent, User
 
 
@@ -74,7 +79,7 @@ def audit_record(
         actor_email=actor_email,
         details=details,
     )
-    event.save(force_insert=True)
+    insert_rows([event], return_pk=True)
     return event
 
 
@@ -87,7 +92,7 @@ def audit_record_many(
     instruction_id: str = "",
 ) -> None:
     """Several events of one request (e.g. instruction and record viewed) in one INSERT."""
-    AuditEvent.objects.bulk_create(
+    insert_rows(
         [
             _event(
                 action=action,
@@ -98,5 +103,6 @@ def audit_record_many(
                 instruction_id=instruction_id,
             )
             for action in actions
-        ]
+        ],
+        return_pk=True,
     )

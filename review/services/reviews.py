@@ -30,6 +30,7 @@ from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
+from medalign_site.prepared import PreparedQuery, insert_rows, update_rows
 from review.models import (
     Assignment,
     AuditEvent,
@@ -111,11 +112,13 @@ def shown_order_for(
     return order
 
 
-def review_get_or_start(*, assignment: Assignment) -> Review:
+def review_get_or_start(*, assignment: Assignment, response_ids: list[int] | None = None) -> Review:
     """The assignment's review, started (as a draft with a shown order) on first open.
 
     Starting is one INSERT carrying the order and the handles; judgement rows are written at
-    submit (the draft holds the values until then). A draft opened before the instruction's
+    submit (the draft holds the values until then). ``response_ids``, the instruction's
+    responses when the caller has read them already, saves reading them again. A draft opened
+    before the instruction's
     responses were imported has nothing to show; it picks them up the first time it is opened
     after they arrive. ``assignment.review`` is used when the caller fetched it with the
     assignment (``select_related("review")``), saving a query.
@@ -137,21 +140,21 @@ def review_get_or_start(*, assignment: Assignment) -> Review:
             with transaction.atomic():
                 review = Review.objects.select_for_update().get(pk=review.pk)
                 if not review.shown_order:
-                    order = _shown_order(assignment)
+                    order = _shown_order(assignment, response_ids)
                     review.shown_order = order
                     review.handles = [new_handle() for _ in order]
                     review.save(update_fields=["shown_order", "handles"])
         return review
-    order = _shown_order(assignment)
+    order = _shown_order(assignment, response_ids)
     review = Review(assignment=assignment, shown_order=order, handles=[new_handle() for _ in order])
     try:
         # In autocommit (a request) a lone INSERT needs no transaction of its own; inside one
         # (a caller's atomic block, a test) a savepoint keeps a lost race from breaking it.
         if transaction.get_connection().in_atomic_block:
             with transaction.atomic():
-                review.save(force_insert=True)
+                insert_rows([review], return_pk=True)
         else:
-            review.save(force_insert=True)
+            insert_rows([review], return_pk=True)
     except IntegrityError:
         # Two tabs opened the page at once: the other request started it first.
         return Review.objects.get(assignment=assignment)
@@ -159,12 +162,17 @@ def review_get_or_start(*, assignment: Assignment) -> Review:
     return review
 
 
-def _shown_order(assignment: Assignment) -> list[int]:
-    response_ids = list(
-        ModelResponse.objects.filter(instruction_id=assignment.instruction_id).values_list(
-            "id", flat=True
-        )
-    )
+_RESPONSE_IDS: PreparedQuery[int] = PreparedQuery(
+    lambda p: ModelResponse.objects.filter(instruction_id=p.instruction_id).values_list(
+        "id", flat=True
+    ),
+    params=("instruction_id",),
+)
+
+
+def _shown_order(assignment: Assignment, response_ids: list[int] | None) -> list[int]:
+    if response_ids is None:
+        response_ids = _RESPONSE_IDS.all(instruction_id=assignment.instruction_id)
     return shown_order_for(
         clinician_id=assignment.clinician_id,
         instruction_id=assignment.instruction_id,
@@ -312,6 +320,31 @@ class Judged:
     comment: str
 
 
+_JUDGEMENTS: PreparedQuery[ResponseJudgement] = PreparedQuery(
+    lambda p: ResponseJudgement.objects.filter(review_id=p.review_id),
+    params=("review_id",),
+)
+_JUDGEMENT_TAGS: PreparedQuery[tuple[int, str]] = PreparedQuery(
+    lambda p: ResponseJudgement.error_tags.through.objects.filter(
+        responsejudgement__review_id=p.review_id
+    ).values_list("responsejudgement_id", "errortag__slug"),
+    params=("review_id",),
+)
+
+
+def review_judgements(review: Review) -> list[ResponseJudgement]:
+    """The review's judgement rows, each with ``tag_slugs``: one query, two when there are
+    rows (none before the first submit)."""
+    rows = _JUDGEMENTS.all(review_id=review.pk)
+    if rows:
+        slugs: dict[int, list[str]] = {}
+        for judgement_id, slug in _JUDGEMENT_TAGS.all(review_id=review.pk):
+            slugs.setdefault(judgement_id, []).append(slug)
+        for row in rows:
+            row.tag_slugs = slugs.get(row.pk, [])
+    return rows
+
+
 def review_values(
     review: Review, judgements: list[ResponseJudgement] | None = None
 ) -> tuple[dict[str, Judged], str, str]:
@@ -320,11 +353,7 @@ def review_values(
     if judgements is None:
         # Rows are written at submit; a review never saved (version 0: every save, submit and
         # reopening bumps it) has none worth reading.
-        judgements = (
-            list(ResponseJudgement.objects.filter(review=review).prefetch_related("error_tags"))
-            if review.version
-            else []
-        )
+        judgements = review_judgements(review) if review.version else []
     by_response = {j.response_id: j for j in judgements}
     overlay = draft_values(review)
     out: dict[str, Judged] = {}
@@ -333,7 +362,7 @@ def review_values(
         judged = Judged(
             rank=row.rank if row else None,
             is_correct=row.is_correct if row else None,
-            tags=sorted(t.slug for t in row.error_tags.all()) if row else [],
+            tags=sorted(row.tag_slugs) if row else [],
             comment=row.comment if row else "",
         )
         for field in JUDGEMENT_FIELDS:
@@ -442,9 +471,11 @@ def review_save_draft(
         if audit:
             updates["save_audited_at"] = now
         with transaction.atomic():
-            won = Review.objects.filter(
-                pk=review.pk, version=review.version, status=review.status
-            ).update(**updates)
+            won = update_rows(
+                Review,
+                where={"pk": review.pk, "version": review.version, "status": review.status},
+                values=updates,
+            )
             if won:
                 for name, value in updates.items():
                     setattr(review, name, value)
@@ -459,6 +490,16 @@ def review_save_draft(
     raise ReviewError("the review is too busy to save; try again")  # pragma: no cover
 
 
+_LOCKED_REVIEW: PreparedQuery[Review] = PreparedQuery(
+    lambda p: (
+        Review.objects.select_for_update(of=("self",))
+        .select_related("assignment__instruction")
+        .filter(pk=p.review_id, assignment__clinician_id=p.clinician_id)
+    ),
+    params=("review_id", "clinician_id"),
+)
+
+
 @transaction.atomic
 def review_submit(
     *, review_id: int, clinician: User, payload: Any, request: HttpRequest | None = None
@@ -468,11 +509,9 @@ def review_submit(
     Submitting again (a double click, a retry after a lost answer) returns the submitted review
     when the edits it carries are already in it, and ``read_only`` naming them otherwise.
     """
-    review = (
-        Review.objects.select_for_update(of=("self",))
-        .select_related("assignment__instruction")
-        .get(pk=review_id, assignment__clinician=clinician)
-    )
+    review = _LOCKED_REVIEW.first(review_id=review_id, clinician_id=clinician.pk)
+    if review is None:
+        raise Review.DoesNotExist
     batch = review_validate(review, payload)
     if review.status == Review.Status.SUBMITTED:
         refusal = _read_only(review, batch)
@@ -481,9 +520,7 @@ def review_submit(
         return review_state(review)
     draft, changed, count_time = draft_merge(review.draft, batch)
     review.draft = draft
-    judgements = list(
-        ResponseJudgement.objects.filter(review=review).prefetch_related("error_tags")
-    )
+    judgements = review_judgements(review)
     values, reason, note = review_values(review, judgements)
     _check_complete(values, reason, note)
     now = timezone.now()
@@ -497,7 +534,9 @@ def review_submit(
     review.updated_at = now
     review.status = Review.Status.SUBMITTED
     review.submitted_at = now
-    review.save(update_fields=SUBMIT_FIELDS)
+    update_rows(
+        Review, where={"pk": review.pk}, values={f: getattr(review, f) for f in SUBMIT_FIELDS}
+    )
     instruction = review.assignment.instruction
     audit_record(
         action=AuditEvent.Action.REVIEW_SUBMITTED,
@@ -547,7 +586,7 @@ def _write_judgements(
     new = [row for row in rows if row.pk is None]
     if new:
         # Ids come back from PostgreSQL (RETURNING) and SQLite; the tag links need them.
-        ResponseJudgement.objects.bulk_create(new)
+        insert_rows(new, return_pk=True)
     old = [row for row in rows if row not in new]
     if old:
         ResponseJudgement.objects.bulk_update(old, ["rank", "is_correct", "comment"])
@@ -558,8 +597,7 @@ def _write_judgements(
         for slug in values[handle].tags
         if slug in tag_ids
     ]
-    if links:
-        through.objects.bulk_create(links)
+    insert_rows(links)
 
 
 MAX_REOPEN_REASON_CHARS = 2000

@@ -30,6 +30,7 @@ from review.selectors.reviews import (
     clinician_has_assignments,
     clinician_next_instruction,
     clinician_queue,
+    instruction_responses,
     review_page_data,
 )
 from review.services import reviews as review_services
@@ -79,9 +80,14 @@ def next_review(request: HttpRequest) -> HttpResponse:
 def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
     assignment = access.assignment_get_for_instruction(request.user, instruction_id=instruction_id)
     instruction = assignment.instruction
-    review = review_services.review_get_or_start(assignment=assignment)
+    responses = instruction_responses(instruction.pk)
+    review = review_services.review_get_or_start(
+        assignment=assignment, response_ids=[row[0] for row in responses]
+    )
     page = review_page_data(
-        review, show_references=instruction.dataset.show_references_to_clinicians
+        review,
+        show_references=instruction.dataset.show_references_to_clinicians,
+        responses=responses,
     )
     patient = instruction.patient
     excerpt_html = record_selectors.record_excerpt_html(instruction, patient) if patient else ""

@@ -28,22 +28,24 @@ from tests.review import review_data
 pytestmark = pytest.mark.django_db
 
 _CACHE_READS = 2 if settings.CACHES["default"]["BACKEND"].endswith("DatabaseCache") else 0
-# First open: session and access (the shared cache), user, the assignment with its review (none
-# yet), the responses' ids, the review's INSERT carrying its order and handles (in a savepoint
-# here because the test runs inside a transaction; a request in autocommit sends the INSERT
-# alone), the responses' text, the stored excerpt's HTML, one audit INSERT for both events.
-# Before: 15, with the review INSERTed, then UPDATEd with its order, six empty judgement rows
-# INSERTed (two transactions), the error tags read and the excerpt rendered on every view.
-FIRST_OPEN_QUERIES = 9 + _CACHE_READS
-# Later opens: user, assignment with review, responses, excerpt, audit; once the review has
-# been saved, its judgement rows (and their tags, when there are rows) too. Before: 9.
-REOPEN_QUERIES = 5 + _CACHE_READS
-# Submit: user, the review locked (the view no longer reads it first), its judgement rows (none
-# before the first submit, so no tag query), the rows INSERTed (their error tags in one more
-# INSERT when there are any), the review UPDATEd, the audit INSERT, inside a savepoint pair.
-# Before: 12, the review read twice, the tags read, the rows UPDATEd with a CASE per field and
-# row, and their tag links DELETEd.
-SUBMIT_QUERIES = 8 + _CACHE_READS
+# First open: session, then the user with their access (one shared-cache entry: no user row
+# read, review.auth_backends), the assignment with its review (none yet), the instruction's
+# responses (their ids give the order; their text the cards), the review's INSERT carrying its
+# order and handles (in a savepoint here because the test runs inside a transaction; a request in
+# autocommit sends the INSERT alone), the stored excerpt's HTML, one audit INSERT for both events.
+# Before: 9, with the user row read on every request and the responses read twice; 15 before
+# that, with the review INSERTed, then UPDATEd with its order, six empty judgement rows INSERTed
+# (two transactions), the error tags read and the excerpt rendered on every view.
+FIRST_OPEN_QUERIES = 7 + _CACHE_READS
+# Later opens: assignment with review, responses, excerpt, audit; once the review has been saved,
+# its judgement rows (and their tags, when there are rows) too. Before: 5, and 9 before that.
+REOPEN_QUERIES = 4 + _CACHE_READS
+# Submit: the review locked (the view no longer reads it first), its judgement rows (none before
+# the first submit, so no tag query), the rows INSERTed (their error tags in one more INSERT when
+# there are any), the review UPDATEd, the audit INSERT, inside a savepoint pair. Before: 8, with
+# the user row; 12 before that, the review read twice, the tags read, the rows UPDATEd with a
+# CASE per field and row, and their tag links DELETEd.
+SUBMIT_QUERIES = 7 + _CACHE_READS
 
 
 @pytest.fixture

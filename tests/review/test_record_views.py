@@ -20,17 +20,19 @@ from tests.review import review_data
 pytestmark = pytest.mark.django_db
 
 # Pinned: the review page and the queue cost this many queries whatever the record or queue size
-# (session from the shared cache, user, the access check from the shared cache, the assignment
-# with its review, responses, the stored excerpt's HTML delivered inline, one audit INSERT for
-# both events; the queue: session, user, access check, one query for the assignments). With the
-# embedded database cache each of the two cache reads is a query; with Redis they are none.
+# (session from the shared cache, the user with their access check from one shared-cache entry,
+# the assignment with its review, responses, the stored excerpt's HTML delivered inline, one
+# audit INSERT for both events; the queue: session, user and access, one query for the
+# assignments). With the embedded database cache each of the two cache reads is a query; with
+# Redis they are none.
 # tests/review/test_annotation_cost.py pins the rest of an annotation (first open, submit).
 _CACHE_READS = 2 if settings.CACHES["default"]["BACKEND"].endswith("DatabaseCache") else 0
-REVIEW_PAGE_QUERIES = 5 + _CACHE_READS
-QUEUE_PAGE_QUERIES = 2 + _CACHE_READS
-# An autosave: session and access check (the shared cache), user, the review, one conditional
-# UPDATE (inside a savepoint pair on the test database's transaction).
-SAVE_QUERIES = 5 + _CACHE_READS
+REVIEW_PAGE_QUERIES = 4 + _CACHE_READS
+QUEUE_PAGE_QUERIES = 1 + _CACHE_READS
+# An autosave: session, then user and access check (one shared-cache entry), the review, one
+# conditional UPDATE (inside a savepoint pair on the test database's transaction). Before: 5,
+# with the user row read.
+SAVE_QUERIES = 4 + _CACHE_READS
 
 
 @pytest.fixture

@@ -149,7 +149,7 @@ def test_a_draft_save_is_one_read_and_one_write(client, setup, django_assert_num
     client.get(reverse("clinician_review", args=[instruction.pk]))
     review = Review.objects.get(assignment=assignment)
     _save(client, review, [_edit(review.handles[0], "rank", 1)])  # first save also audits
-    # session, user, access checks, then the review (one read) and the draft (one UPDATE).
+    # session, user and access (one cache entry), the review (one read), the draft (one UPDATE).
     from tests.review.test_record_views import SAVE_QUERIES
 
     with django_assert_num_queries(SAVE_QUERIES):
