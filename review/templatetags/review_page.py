@@ -16,7 +16,7 @@ from django import template
 from django.utils.html import linebreaks
 from django.utils.safestring import SafeString, mark_safe
 
-from review.models import ErrorTag
+from review.models import ErrorTag, Review
 from review.selectors.reviews import ResponseView, ReviewPage
 
 register = template.Library()
@@ -107,3 +107,49 @@ def response_cards_html(responses: Sequence[ResponseView], tags: Sequence[ErrorT
 @register.simple_tag
 def response_cards(page: ReviewPage) -> SafeString:
     return response_cards_html(page.responses, page.tags)
+
+
+# --- the rest of the page's loops (same reasoning: a few hundred template nodes per view) -------
+@lru_cache(maxsize=16)
+def _tag_definitions(tags: tuple[tuple[str, str, str], ...]) -> str:
+    items = "".join(
+        f'<dt>{escape(label)}</dt><dd id="tagdef-{escape(slug)}">{escape(description or "—")}</dd>'
+        for slug, label, description in tags
+    )
+    return f"<dl>{items}</dl>"
+
+
+@register.simple_tag
+def tag_definitions(tags: Sequence[ErrorTag]) -> SafeString:
+    """The error tags' definitions list (``<dl>``), the same for every page until a tag changes."""
+    html = _tag_definitions(tuple((t.slug, t.label, t.description) for t in tags))
+    return mark_safe(html)  # noqa: S308 - escaped above
+
+
+@register.simple_tag
+def cannot_assess_options(current: str) -> SafeString:
+    """The cannot-assess reasons as ``<option>``s, the current one selected."""
+    return mark_safe(  # noqa: S308 - escaped
+        "".join(
+            f'<option value="{escape(str(value))}"{" selected" if value == current else ""}>'
+            f"{escape(str(label))}</option>"
+            for value, label in Review.CannotAssess.choices
+            if value
+        )
+    )
+
+
+@register.simple_tag
+def compare_columns(page: ReviewPage) -> SafeString:
+    """The compare dialog's two columns, each a picker of every response."""
+    options = "".join(
+        f'<option value="{escape(r.handle)}">Response {escape(r.label)}</option>'
+        for r in page.responses
+    )
+    columns = (
+        f'<section>\n      <label for="compare-{side}" class="visually-hidden">{name} response'
+        f'</label>\n      <select id="compare-{side}" data-compare-side>{options}</select>\n      '
+        f'<div class="compare-text" id="compare-text-{side}"></div>\n    </section>'
+        for side, name in (("L", "Left"), ("R", "Right"))
+    )
+    return mark_safe("".join(columns))  # noqa: S308 - escaped above

@@ -121,3 +121,75 @@ def test_cards_show_the_draft_and_escape_what_came_from_outside(client, world):
     assert "second paragraph" in shown["text"]
     # One rank option per response, on every card.
     assert html.count('<option value="3"') == 3 and '<option value="4"' not in html
+
+
+# --- the page's other loops, rendered by tags (issue 12): the markup the template loops wrote ---
+# The template text these tags replaced, verbatim: each tag must write exactly what it did.
+_TAG_DEFINITIONS_LOOP = (
+    '<dl>{% for tag in page.tags %}<dt>{{ tag.label }}</dt><dd id="tagdef-{{ tag.slug }}">'
+    '{{ tag.description|default:"—" }}</dd>{% endfor %}</dl>'
+)
+_CANNOT_ASSESS_LOOP = (
+    '{% for value, label in cannot_assess_choices %}<option value="{{ value }}"'
+    "{% if value == page.cannot_assess %} selected{% endif %}>{{ label }}</option>{% endfor %}"
+)
+_COMPARE_LOOP = """{% for side in "LR" %}<section>
+      <label for="compare-{{ side }}" class="visually-hidden">{% if side == "L" %}Left{% else %}Right{% endif %} response</label>
+      <select id="compare-{{ side }}" data-compare-side>{% for r in page.responses %}<option value="{{ r.handle }}">Response {{ r.label }}</option>{% endfor %}</select>
+      <div class="compare-text" id="compare-text-{{ side }}"></div>
+    </section>{% endfor %}"""  # noqa: E501 - the template's own lines
+
+
+@pytest.mark.parametrize("reason", ["", "not_enough_information", "other"])
+def test_the_page_tags_write_what_the_template_loops_wrote(reason):
+    from types import SimpleNamespace
+
+    from django.template import engines
+
+    from review.selectors.reviews import ResponseView
+
+    tags = [
+        ErrorTag(slug="omission", label="Omits <key> facts", description='Says "none" & more'),
+        ErrorTag(slug="bare", label="No description", description=""),
+    ]
+    responses = [
+        ResponseView(
+            handle=h,
+            position=i,
+            label=lab,
+            text="",
+            rank=None,
+            is_correct=None,
+            tag_slugs=[],
+            comment="",
+            masked=False,
+        )
+        for i, (h, lab) in enumerate([("aB3<x>", "A"), ("q&9", "B"), ("zz", "C")])
+    ]
+    page = SimpleNamespace(tags=tags, responses=responses, cannot_assess=reason)
+    engine = engines["django"]
+    context = {
+        "page": page,
+        "cannot_assess_choices": [c for c in Review.CannotAssess.choices if c[0]],
+    }
+
+    def render(source: str) -> str:
+        return engine.from_string("{% load review_page %}" + source).render(context)
+
+    assert render("{% tag_definitions page.tags %}") == render(_TAG_DEFINITIONS_LOOP)
+    assert render("{% cannot_assess_options page.cannot_assess %}") == render(_CANNOT_ASSESS_LOOP)
+    assert render("{% compare_columns page %}") == render(_COMPARE_LOOP)
+    assert "&lt;key&gt;" in render("{% tag_definitions page.tags %}")  # escaped, not raw
+
+
+def test_the_pages_urls_are_the_ones_reverse_gives():
+    from review.views.clinician import _url
+
+    for name, ids in [
+        ("review_save", (7,)),
+        ("review_submit", (123456789,)),
+        ("record_search", (3,)),
+        ("clinician_next", ()),
+        ("session_resumed", ()),
+    ]:
+        assert _url(name, *ids) == reverse(name, args=list(ids))
