@@ -15,6 +15,7 @@ Rules:
 Objects a user may not see raise Http404, exactly as missing ones do.
 """
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
@@ -100,37 +101,59 @@ def user_access(user: User | Any, *, today: date | None = None) -> UserAccess:
 
 
 _ACCESS_EPOCH_KEY = "review:access:epoch"
+_UNSEEN = object()
 
 
 def _access_key(user_id: int) -> str:
     return f"review:access:user:{user_id}"
 
 
-def _current_entry(user_id: int, today: date) -> tuple[tuple[Any, ...] | None, Any]:
-    """The user's shared entry if it is today's and of the current DUA epoch (else None), and
-    the epoch.
+def _generation_key(user_id: int) -> str:
+    return f"review:access:generation:{user_id}"
 
-    An entry is (date, epoch, access, user row): one cache read gives the request its user and
-    its access evaluation.
+
+def _current_entry(user_id: int, today: date) -> tuple[tuple[Any, ...] | None, Any, Any]:
+    """The user's shared entry if it is current (else None), the DUA epoch and the user's
+    generation.
+
+    An entry is (date, epoch, access, user row or None, generation): one cache read gives the
+    request its user and its access evaluation. It is current when it is today's, of the current
+    DUA epoch, and of the user's current generation: every clear (``clear_cached_access``) gives
+    the user a new generation, so an entry written by a request that read the database before
+    the clear is never used, even if that request writes it after the clear.
     """
-    key = _access_key(user_id)
-    found = cache.get_many([key, _ACCESS_EPOCH_KEY])
+    key, generation_key = _access_key(user_id), _generation_key(user_id)
+    found = cache.get_many([key, _ACCESS_EPOCH_KEY, generation_key])
     epoch = found.get(_ACCESS_EPOCH_KEY, 0)
+    generation = found.get(generation_key, 0)
     entry = found.get(key)
-    if entry is None or entry[0] != today.isoformat() or entry[1] != epoch:
-        return None, epoch
-    return entry, epoch
+    if (
+        entry is None
+        or len(entry) != 5
+        or entry[0] != today.isoformat()
+        or entry[1] != epoch
+        or entry[4] != generation
+    ):
+        return None, epoch, generation
+    return entry, epoch, generation
 
 
 def _shared_cached(user: User, today: date) -> UserAccess:
     seconds = settings.ACCESS_CACHE_SECONDS
     if not seconds:
         return _evaluate(user, today)
-    entry, epoch = _current_entry(user.pk, today)
+    # The generation is read before the access rows are: a change committed after this read
+    # gives the user a new one, and the entry written below is then ignored.
+    entry, epoch, generation = _current_entry(user.pk, today)
     if entry is not None:
         return entry[2]
     result = _evaluate(user, today)
-    cache.set(_access_key(user.pk), (today.isoformat(), epoch, result, _user_row(user)), seconds)
+    # The user row goes in only when it was read from the database in this generation
+    # (review.auth_backends notes the generation it saw before reading it); otherwise the entry
+    # carries the access alone, and the next request reads the user from the database.
+    seen = getattr(user, "_access_generation", _UNSEEN)
+    row = _user_row(user) if seen == generation else None
+    cache.set(_access_key(user.pk), (today.isoformat(), epoch, result, row, generation), seconds)
     return result
 
 
@@ -147,30 +170,33 @@ def _user_row(user: User) -> tuple[tuple[str, ...], tuple[Any, ...], str]:
     return names, tuple(getattr(user, n) for n in names), user.get_session_auth_hash()
 
 
-def cached_user(user_id: Any) -> User | None:
-    """The user as the shared access entry holds them, with their access, or None to read the
-    database (no entry, yesterday's, a previous DUA epoch, caching off).
+def cached_user(user_id: Any) -> tuple[User | None, Any]:
+    """The user as the shared access entry holds them (with their access), or None to read the
+    database (no entry, yesterday's, a previous DUA epoch or generation, no row in it, caching
+    off); and the user's generation, which the caller notes on a user it reads from the
+    database (``_access_generation``) so that its row may go into the next entry.
 
-    The entry is cleared whenever the user row changes (a save, a deletion: review.receivers),
-    as when their access does, so a deactivated account or a changed password is seen by the
-    next request; the password itself stays deferred (``User.get_session_auth_hash``).
+    The entry is cleared, and the generation renewed, whenever the user row changes (a save, a
+    deletion: review.receivers) as when their access does, so a deactivated account or a changed
+    password is seen by the next request; the password itself stays deferred
+    (``User.get_session_auth_hash``).
     """
     if not settings.ACCESS_CACHE_SECONDS:
-        return None
+        return None, _UNSEEN
     try:
         pk = int(user_id)
     except (TypeError, ValueError):
-        return None
-    entry, _epoch = _current_entry(pk, timezone.localdate())
-    if entry is None or len(entry) < 4:
-        return None
+        return None, _UNSEEN
+    entry, _epoch, generation = _current_entry(pk, timezone.localdate())
+    if entry is None or entry[3] is None:
+        return None, generation
     names, values, session_auth_hash = entry[3]
     if names != _user_fields() or values[names.index("id")] != pk:
-        return None  # written by another version of the model
+        return None, generation  # written by another version of the model
     user = User.from_db(DEFAULT_DB_ALIAS, list(names), list(values))
     user._session_auth_hash = session_auth_hash
     user._access_cache = entry[2]
-    return user
+    return user, generation
 
 
 def _evaluate(user: User, today: date) -> UserAccess:
@@ -203,10 +229,12 @@ def _has_totp(user: User) -> bool:
 
 
 def clear_cached_access(user: User | None = None, *, user_id: int | None = None) -> None:
-    """Forget a user's access evaluation now and again when the transaction commits.
+    """Forget a user's access evaluation (and cached row) now and again when the transaction
+    commits, each time with a new generation.
 
     Cleared twice: at once, so this request sees the change, and after commit, so a request
-    that re-evaluated from the old rows meanwhile cannot keep a stale answer in the cache.
+    that re-evaluated from the old rows meanwhile cannot keep a stale answer in the cache; the
+    new generation makes any entry such a request writes later unusable (``_current_entry``).
     """
     if user is not None:
         user_id = user.pk
@@ -214,15 +242,20 @@ def clear_cached_access(user: User | None = None, *, user_id: int | None = None)
             del user._access_cache
     if user_id is None:
         return
-    key = _access_key(user_id)
-    cache.delete(key)
-    transaction.on_commit(lambda: cache.delete(key))
+    key, generation_key = _access_key(user_id), _generation_key(user_id)
+    # Kept well beyond any entry written before it (entries live ACCESS_CACHE_SECONDS).
+    keep = max(2 * settings.ACCESS_CACHE_SECONDS, 300)
+
+    def clear() -> None:
+        cache.delete(key)
+        cache.set(generation_key, uuid.uuid4().hex, keep)
+
+    clear()
+    transaction.on_commit(clear)
 
 
 def clear_all_cached_access() -> None:
     """A new DUA version changes everyone's access: every cached evaluation is stale."""
-    import uuid
-
     cache.set(_ACCESS_EPOCH_KEY, uuid.uuid4().hex, None)
     transaction.on_commit(lambda: cache.set(_ACCESS_EPOCH_KEY, uuid.uuid4().hex, None))
 

@@ -21,9 +21,13 @@ from review.models import User
 
 class _CachedUser:
     def get_user(self, user_id: Any) -> User | None:
-        user = cached_user(user_id)
+        user, generation = cached_user(user_id)
         if user is None:
-            return super().get_user(user_id)  # type: ignore[misc, no-any-return]
+            fresh: User | None = super().get_user(user_id)  # type: ignore[misc]
+            if fresh is not None:
+                # Read in this generation: its row may go into the entry this request writes.
+                fresh._access_generation = generation
+            return fresh
         return user if self.user_can_authenticate(user) else None  # type: ignore[attr-defined]
 
 

@@ -2,6 +2,7 @@
 
 import secrets
 from datetime import date
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
@@ -51,6 +52,12 @@ class User(AbstractBaseUser, PermissionsMixin):
     date_joined = models.DateTimeField(default=timezone.now)
 
     objects = UserManager()
+
+    # Set on instances by review.access / review.auth_backends (not columns): the session's check
+    # value carried by a user read from the shared access entry, and the access generation seen
+    # before a user was read from the database.
+    _session_auth_hash: str
+    _access_generation: Any
 
     USERNAME_FIELD = "email"
     EMAIL_FIELD = "email"

@@ -15,7 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from review.access import _access_key, cached_user, user_access
+from review.access import _access_key, cached_user, clear_cached_access, user_access
 from review.models import Role, User
 from tests import factories
 
@@ -60,7 +60,7 @@ def test_the_cache_never_holds_the_password_hash(client, clinician):
     stored = pickle.dumps(entry)
     assert clinician.password.encode() not in stored
     assert clinician.password.split("$")[-1].encode() not in stored  # nor its digest
-    user = cached_user(clinician.pk)
+    user, _ = cached_user(clinician.pk)
     assert user is not None and "password" in user.get_deferred_fields()
 
 
@@ -77,10 +77,11 @@ def test_deleting_an_account_clears_its_entry(db):
     # Accounts that signed in are kept (their audit rows protect them); one that never did can
     # be deleted, and no request may find it in the cache afterwards.
     user = User.objects.create_user("gone@example.edu", "x" * 20)
-    user_access(user)  # writes the entry, with the row
-    assert cached_user(user.pk) is not None
+    user._access_generation = cached_user(user.pk)[1]  # as the backend notes it
+    user_access(user)
+    assert cached_user(user.pk)[0] is not None
     User.objects.filter(pk=user.pk).delete()  # a queryset delete still sends post_delete
-    assert cached_user(user.pk) is None
+    assert cached_user(user.pk)[0] is None
 
 
 def test_a_changed_password_ends_the_accounts_other_sessions(clinician):
@@ -96,7 +97,7 @@ def test_a_changed_password_ends_the_accounts_other_sessions(clinician):
 def test_saving_a_cached_user_keeps_their_password(client, clinician):
     client.force_login(clinician)
     _queue(client)
-    user = cached_user(clinician.pk)
+    user, _ = cached_user(clinician.pk)
     assert user is not None
     user.full_name = "Dr Renamed"
     user.save()  # only the loaded fields are written: the deferred password is left alone
@@ -110,8 +111,33 @@ def test_a_cached_user_keeps_their_session_after_setting_a_password_on_it(client
     # password change view updates the session's hash from it).
     client.force_login(clinician)
     _queue(client)
-    user = cached_user(clinician.pk)
+    user, _ = cached_user(clinician.pk)
     assert user is not None
     before = user.get_session_auth_hash()
     user.set_password("another-horse-battery-staple")
     assert user.get_session_auth_hash() != before
+
+
+@pytest.mark.parametrize("change", ["deactivate", "password"])
+def test_a_request_that_read_the_user_before_a_change_cannot_cache_the_old_row(
+    client, clinician, change
+):
+    # Request A misses the cache and reads the user; an admin then deactivates the account (or
+    # its password changes), which clears the entry; A, still running, evaluates access and
+    # writes the entry back. The next request must not take A's old row from it.
+    client.force_login(clinician)
+    assert _queue(client).status_code == 200
+    clear_cached_access(user_id=clinician.pk)
+    missed, generation = cached_user(clinician.pk)
+    assert missed is None
+    stale = User.objects.get(pk=clinician.pk)
+    stale._access_generation = generation  # what the backend notes before A's view runs
+    fresh = User.objects.get(pk=clinician.pk)
+    if change == "deactivate":
+        fresh.is_active = False
+    else:
+        fresh.set_password("another-horse-battery-staple")
+    fresh.save()
+    user_access(stale)  # request A writes the entry after the change
+    answer = _queue(client)
+    assert answer.status_code == 302 and reverse("account_login") in answer["Location"]
