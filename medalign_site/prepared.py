@@ -23,6 +23,7 @@ the hot path filters on), which is what keeps substitution exact; anything else 
 queryset (a status, a flag) is fixed when it is written.
 """
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from threading import Lock
@@ -208,7 +209,9 @@ M = TypeVar("M", bound=Model)
 _SQL: dict[tuple[Any, ...], str] = {}
 
 
-def _insert_fields(model: type[Model]) -> "list[Field[Any, Any]]":
+@functools.cache
+def _insert_fields(model: type[Model]) -> "tuple[Field[Any, Any], ...]":
+    # Once per model: every audited request inserts, and the fields never change.
     fields = []
     for f in model._meta.concrete_fields:
         if f.generated or f.primary_key and isinstance(f, AutoFieldMixin):
@@ -216,7 +219,7 @@ def _insert_fields(model: type[Model]) -> "list[Field[Any, Any]]":
         if f.db_default is not NOT_PROVIDED or hasattr(f, "get_placeholder"):
             raise TypeError(f"{model.__name__}.{f.name}: not a plain column for insert_rows()")
         fields.append(f)
-    return fields
+    return tuple(fields)
 
 
 def insert_rows(objs: Sequence[M], *, return_pk: bool = False) -> None:
@@ -262,14 +265,19 @@ def _column(model: type[Model], name: str) -> "Field[Any, Any]":
     return field
 
 
+@functools.cache
+def _columns(model: type[Model], names: tuple[str, ...]) -> "tuple[Field[Any, Any], ...]":
+    return tuple(_column(model, name) for name in names)
+
+
 def update_rows(model: type[Model], *, where: dict[str, Any], values: dict[str, Any]) -> int:
     """``model.objects.filter(**where).update(**values)`` for equality filters on columns of the
     model itself: the number of rows changed. ``None`` cannot be matched (write ``IS NULL``
     as a queryset)."""
     alias = router.db_for_write(model)
     connection = connections[alias]
-    set_fields = [_column(model, name) for name in values]
-    where_fields = [_column(model, name) for name in where]
+    set_fields = _columns(model, tuple(values))
+    where_fields = _columns(model, tuple(where))
     key = ("update", alias, model, tuple(values), tuple(where))
     sql = _SQL.get(key)
     if sql is None:

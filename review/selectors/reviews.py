@@ -213,21 +213,20 @@ def instruction_responses(instruction_id: int) -> list[ResponseRow]:
 
 
 def review_page_data(
-    review: Review, *, show_references: bool, responses: list[ResponseRow] | None = None
+    review: Review, *, show_references: bool, responses: list[ResponseRow]
 ) -> ReviewPage:
     """Responses in the order shown with their current judgements (submitted values overlaid
     with the draft), the active tags, and references if shown.
 
-    A fixed number of queries (responses, judgements, their tags, tags, references), whatever
-    the instruction or the record.
+    A fixed number of queries (judgements and their tags once saved, references if shown; the
+    responses come from the caller, the tags from the process's copy), whatever the
+    instruction or the record.
     """
     from review.services.reviews import review_values  # the merge rule lives with the writes
 
     order = [int(rid) for rid in review.shown_order]
-    # The instruction's responses are the ones its reviews show (a review's order is drawn from
-    # them): read by instruction, a statement of fixed shape whatever their number.
-    if responses is None:
-        responses = instruction_responses(review.assignment.instruction_id)
+    # ``responses`` are the instruction's (``instruction_responses``): the ones its reviews show,
+    # since a review's order is drawn from them.
     responses_by_id = {row[0]: row for row in responses}
     tags = active_error_tags()
     active = {t.slug for t in tags}

@@ -118,10 +118,9 @@ def review_get_or_start(*, assignment: Assignment, response_ids: list[int] | Non
     Starting is one INSERT carrying the order and the handles; judgement rows are written at
     submit (the draft holds the values until then). ``response_ids``, the instruction's
     responses when the caller has read them already, saves reading them again. A draft opened
-    before the instruction's
-    responses were imported has nothing to show; it picks them up the first time it is opened
-    after they arrive. ``assignment.review`` is used when the caller fetched it with the
-    assignment (``select_related("review")``), saving a query.
+    before the instruction's responses were imported has nothing to show; it picks them up the
+    first time it is opened after they arrive. ``assignment.review`` is used when the caller
+    fetched it with the assignment (``select_related("review")``), saving a query.
     """
     try:
         review: Review | None = assignment.review
