@@ -213,9 +213,19 @@ class Clinician(_SignedIn):
 DRAFTS = int(os.environ.get("LOAD_DRAFTS", "1"))
 
 
+# When each closed-loop user first ran out of assignments (time.time()). From then on it reopens
+# its submitted reviews read-only: cheap pages that are not annotations, so the runner reports
+# them and a run whose window they reach is not a clean throughput figure.
+EXHAUSTED: list[float] = []
+
+
 def annotate(user: User) -> None:
     """Closed loop, no think time: the next request leaves as soon as the previous answer came."""
     if not user.todo:
+        if not getattr(user, "exhausted", False):
+            user.exhausted = True
+            with _lock:
+                EXHAUSTED.append(time.time())
         user.todo = list(user.account["instructions"])  # reopen submitted ones (read only)
     instruction = user.todo.pop(0)
     data = open_task(user, instruction)  # the page carries the excerpt inline
@@ -261,3 +271,5 @@ def _write_spawned(**_: object) -> None:
 def _write_results(**_: object) -> None:
     with open(os.environ["LOAD_RESULTS"], "w") as fh:
         json.dump(SUBMITTED, fh)
+    with open(os.environ["LOAD_RESULTS"] + ".exhausted", "w") as fh:
+        json.dump(EXHAUSTED, fh)

@@ -82,6 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         default=13_000,
         help="medalign303: mean events per record (the release's is about 13,000)",
     )
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        default=303,
+        help="medalign303: instructions on its 101 records (MedAlign's 303 by default). A task "
+        "goes to at most 20 clinicians, so 303 tasks hold 6,060 annotations: a closed-loop run "
+        "at 90/s uses them up within its minute (a user on a lightly loaded worker first); "
+        "--tasks 909 leaves every user work for the whole run",
+    )
     parser.add_argument("--small", action="store_true", help="same as --dataset demo-small")
     parser.add_argument(
         "--reuse-dataset",
@@ -100,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="medalign-load-"))
     size = f"_{args.record_events}" if args.dataset == "medalign303" else ""
+    if args.dataset == "medalign303" and args.tasks != 303:
+        size += f"_t{args.tasks}"
     template = f"{args.database}_tpl_{args.dataset.replace('-', '_')}{size}"
     reused = args.reuse_dataset and harness.database_exists(template)
     database_url = harness.fresh_database(args.database, template=template if reused else None)
@@ -119,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             # prepares; without them the run would measure first views ranking them.
             harness.manage(env, "prepare_excerpts", "--no-progress")
         else:
-            _load_dataset(args.dataset, env, work, args.record_events)
+            _load_dataset(args.dataset, env, work, args.record_events, args.tasks)
             if args.reuse_dataset:
                 harness.copy_database(args.database, template)
         log(f"database ready in {time.monotonic() - t0:.0f} s")
@@ -186,7 +197,9 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def _load_dataset(name: str, env: dict[str, str], work: Path, record_events: int) -> None:
+def _load_dataset(
+    name: str, env: dict[str, str], work: Path, record_events: int, tasks: int = 303
+) -> None:
     if name in ("demo", "demo-small"):
         harness.manage(env, "load_demo", "--no-progress", *(["--small"] if name != "demo" else []))
         return
@@ -199,7 +212,7 @@ def _load_dataset(name: str, env: dict[str, str], work: Path, record_events: int
     n_patients = 101
     spec = DemoSpec(
         n_patients=n_patients,
-        n_instructions=303,
+        n_instructions=tasks,
         big_record_events=4 * record_events,
         events_per_patient=record_events // 4,
         events_step=(3 * record_events // 2) // (n_patients - 1),
@@ -445,6 +458,18 @@ def _report_throughput(args: argparse.Namespace, window: dict, results_path: Pat
         f"{used['postgres'] / seconds:.2f}, locust {used['locust'] / seconds:.2f}, everything "
         f"else on the machine {other / seconds:.2f} (of {_cores()}); load average {_loadavg()}"
     )
+    # A closed-loop user that has worked through all its assignments reopens them read-only:
+    # its requests still cost CPU but complete no annotation, so the figures above understate
+    # throughput once that happens inside the window (each task has at most 20 clinicians).
+    exhausted_path = results_path.with_name(results_path.name + ".exhausted")
+    exhausted = json.loads(exhausted_path.read_text()) if exhausted_path.exists() else []
+    early = sorted(t - t0 for t in exhausted if t <= t1)
+    if early:
+        print(
+            f"  NOTE: {len(early)} user(s) ran out of assignments before the window ended (the "
+            f"first {early[0]:+.0f} s from its start) and then reopened submitted reviews; "
+            "shorten --run-time for a clean figure"
+        )
 
 
 def _report(rows: list[dict], p95_limit: float) -> bool:
