@@ -156,6 +156,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-db.sqlite3")}
 else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # Django's backend with a health check that polls the socket before it sends a
+        # statement: no extra statement per request (medalign_site/pgbackend/base.py).
+        DATABASES["default"]["ENGINE"] = "medalign_site.pgbackend"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth and accounts (django-allauth) -------------------------------------------------------

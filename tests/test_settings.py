@@ -78,7 +78,7 @@ def test_database_and_broker_urls_switch_to_postgresql_and_redis(tmp_path) -> No
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[1:3] == [
-        "django.db.backends.postgresql",
+        "medalign_site.pgbackend",  # Django's, with a health check that polls the socket
         "redis://127.0.0.1:6379/0",
     ]
     # The Redis broker is also the shared cache (rate limits, TOTP replay, sessions).

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, reset_queries
 from django.urls import reverse
@@ -63,7 +62,7 @@ class Command(BaseCommand):
         rng = random.Random(int(options["seed"]))  # type: ignore[arg-type]
         client.get(reverse("clinician_review", args=[instruction.pk]))  # starts the review
         endpoints = self._endpoints(patient, instruction, rng)
-        db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+        db = connection.vendor
         self.stdout.write(
             f"Record {patient.person_id}: {patient.event_count:,} events, "
             f"{patient.note_count:,} notes; database {db}; {n} requests per endpoint."
