@@ -130,6 +130,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "review.context_processors.navigation",
             ],
+            # {% url %} answered from a per-process cache of routes (review/urlcache.py).
+            "builtins": ["review.templatetags.cached_url"],
         },
     },
 ]
@@ -306,7 +308,7 @@ STORAGES = {
     "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
         if DEBUG
-        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        else "medalign_site.storage.StaticStorage"
     },
 }
 # Training certificates are protected: stored outside any served folder, streamed to admins only.

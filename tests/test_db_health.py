@@ -40,9 +40,7 @@ def _new_request() -> None:
 
 def _count_statements():  # noqa: ANN202 - a mock.patch context
     """Count the statements Django's own check would send (it bypasses Django's cursor)."""
-    return mock.patch.object(
-        connection.connection, "cursor", wraps=connection.connection.cursor
-    )
+    return mock.patch.object(connection.connection, "cursor", wraps=connection.connection.cursor)
 
 
 def test_health_checks_are_on_for_postgresql() -> None:

@@ -183,7 +183,7 @@ def test_the_page_tags_write_what_the_template_loops_wrote(reason):
 
 
 def test_the_pages_urls_are_the_ones_reverse_gives():
-    from review.views.clinician import _url
+    from review.urlcache import url_for as _url
 
     for name, ids in [
         ("review_save", (7,)),
