@@ -27,7 +27,7 @@ import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from threading import Lock
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from django.db import connections, router
 from django.db.models import NOT_PROVIDED, Field, Model, QuerySet
@@ -75,7 +75,12 @@ class _Compiled:
     # For each parameter of the SQL: the index of a caller's parameter, or None for a constant.
     slots: tuple[int | None, ...]
     constants: tuple[Any, ...]
-    compiler: SQLCompiler  # kept for its converters (results_iter), never compiled again
+    compiler: SQLCompiler  # kept to apply its converters, never compiled again
+    # What results_iter() works out on every call, worked out once: the columns' converters
+    # (backend's and field's), and whether composite columns need folding into tuples.
+    fields: tuple[Any, ...]
+    converters: dict[int, Any]
+    composite: bool
     models: _ModelRows | None  # None: values_list() rows
     flat: bool  # values_list(flat=True): the first column alone
     for_update: bool
@@ -164,12 +169,16 @@ class PreparedQuery(Generic[T]):
                     populators=tuple(get_related_populators(klass_info, select, alias)),
                     annotations=tuple((compiler.annotation_col_map or {}).items()),
                 )
+            fields = tuple(s[0] for s in compiler.select[0 : compiler.col_count])
             compiled = _Compiled(
                 alias=alias,
                 sql=sql,
                 slots=slots,
                 constants=tuple(sql_params),
                 compiler=compiler,
+                fields=fields,
+                converters=compiler.get_converters(fields),
+                composite=compiler.has_composite_fields(fields),
                 models=models,
                 flat=kind is FlatValuesListIterable,
                 for_update=bool(queryset.query.select_for_update),
@@ -179,8 +188,13 @@ class PreparedQuery(Generic[T]):
 
     @staticmethod
     def _objects(compiled: _Compiled, rows: list[tuple[Any, ...]]) -> Iterator[Any]:
-        chunks = cast(list[list[Sequence[Any]]], [rows])
-        converted = compiled.compiler.results_iter(chunks, tuple_expected=True)
+        # compiler.results_iter(tuple_expected=True), with its per-call set-up done at compile.
+        converted: Iterator[Any] = iter(rows)
+        if compiled.converters:
+            converted = compiled.compiler.apply_converters(converted, compiled.converters)
+        if compiled.composite:
+            converted = compiled.compiler.composite_fields_to_tuples(converted, compiled.fields)
+        converted = map(tuple, converted)
         shape = compiled.models
         if shape is None:
             yield from (row[0] for row in converted) if compiled.flat else converted
