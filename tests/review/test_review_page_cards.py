@@ -193,3 +193,50 @@ def test_the_pages_urls_are_the_ones_reverse_gives():
         ("session_resumed", ()),
     ]:
         assert _url(name, *ids) == reverse(name, args=list(ids))
+
+
+_PATIENT_LINE = """{% load humanize %}Patient {{ patient.person_id }}{% if patient.gender %} · {{ patient.gender|lower }}{% endif %}{% if patient.birth_date %} · born {{ patient.birth_date|date:"Y" }}{% endif %} · {{ patient.event_count|intcomma }} events, {{ patient.note_count|intcomma }} notes{% if patient.source_format == "meds" %} · MEDS record{% elif patient.source_format == "omop" %} · OMOP CDM record{% endif %}{% if patient.first_event_at %} · {{ patient.first_event_at|date:"M Y" }} – {{ patient.last_event_at|date:"M Y" }}{% endif %}"""  # noqa: E501 - the template's own line
+
+
+def test_the_patient_line_is_what_the_template_wrote_and_follows_the_timezone():
+    from datetime import UTC, date, datetime
+
+    from django.template import engines
+    from django.utils import timezone
+
+    from review.models import Patient
+
+    engine = engines["django"]
+    patients = [
+        Patient(
+            person_id="P<1>&2",
+            gender="FEMALE",
+            birth_date=date(1950, 3, 1),
+            event_count=1234567,
+            note_count=89,
+            source_format="meds",
+            first_event_at=datetime(2020, 1, 31, 23, 30, tzinfo=UTC),
+            last_event_at=datetime(2024, 12, 31, 23, 30, tzinfo=UTC),
+        ),
+        Patient(person_id="P2", source_format="omop", event_count=0, note_count=0),
+        Patient(person_id="P3", gender="x", source_format="record", event_count=5, note_count=1),
+    ]
+    for zone in ("UTC", "Pacific/Kiritimati"):  # +14:00: the last day of a month moves on
+        with timezone.override(zone):
+            for patient in patients:
+                context = {"patient": patient}
+                expected = engine.from_string(_PATIENT_LINE).render(context)
+                got = engine.from_string(
+                    "{% load review_page %}{% patient_summary patient %}"
+                ).render(context)
+                assert got == expected
+                got_again = engine.from_string(
+                    "{% load review_page %}{% patient_summary patient %}"
+                ).render(context)
+                assert got_again == expected
+    with timezone.override("Pacific/Kiritimati"):
+        line = engine.from_string("{% load review_page %}{% patient_summary patient %}").render(
+            {"patient": patients[0]}
+        )
+    assert "P&lt;1&gt;&amp;2" in line and "1,234,567 events" in line
+    assert "Feb 2020 – Jan 2025" in line  # in the viewer's timezone, not UTC's
