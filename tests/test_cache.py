@@ -82,3 +82,11 @@ def test_one_redis_client_serves_every_call_and_every_thread(monkeypatch) -> Non
     assert cache.get("shared-client-3") == 19
     assert len(built) == 1
     cache.delete_many(["shared-client", *(f"shared-client-{n}" for n in range(4))])
+
+
+def test_redis_replies_are_parsed_by_hiredis() -> None:
+    # A dependency (pyproject.toml): redis-py picks it up by itself, and every request makes two
+    # cache calls (the session and the access entry), each lighter with the C parser.
+    import redis.utils
+
+    assert redis.utils.HIREDIS_AVAILABLE
