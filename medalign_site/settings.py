@@ -162,6 +162,16 @@ else:
         # Django's backend with a health check that polls the socket before it sends a
         # statement: no extra statement per request (medalign_site/pgbackend/base.py).
         DATABASES["default"]["ENGINE"] = "medalign_site.pgbackend"
+        if env_bool("DB_PREPARED_STATEMENTS", True):
+            # Parameters bound by the server, and a statement run five times on a connection
+            # prepared there (psycopg's threshold), so PostgreSQL stops parsing and planning
+            # the annotation path's fixed statements on every request: its CPU per annotation
+            # fell by 40% (BENCHMARKS.md). Django leaves both off for connection poolers in
+            # transaction mode (PgBouncer), which cannot keep a prepared statement: set
+            # DB_PREPARED_STATEMENTS=false behind one.
+            DATABASES["default"].setdefault("OPTIONS", {}).update(
+                server_side_binding=True, prepare_threshold=5
+            )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth and accounts (django-allauth) -------------------------------------------------------

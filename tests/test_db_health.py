@@ -97,3 +97,19 @@ def test_anything_waiting_on_the_socket_falls_back_to_the_statement() -> None:
     assert connection.connection.info.backend_pid == pid
     with connection.cursor() as c:
         c.execute("UNLISTEN *")
+
+
+def test_statements_are_bound_and_prepared_by_the_server() -> None:
+    # DB_PREPARED_STATEMENTS (on by default): parameters sent apart from the SQL, and a
+    # statement run often enough on a connection is prepared there instead of planned anew.
+    from review.models import Dataset
+
+    assert connection.settings_dict["OPTIONS"]["server_side_binding"] is True
+    connection.ensure_connection()
+    assert connection.connection.prepare_threshold == 5
+    for _ in range(7):
+        list(Dataset.objects.filter(pk=1).values_list("id"))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        (prepared,) = cursor.fetchone()
+    assert prepared >= 1
