@@ -162,13 +162,19 @@ else:
         # Django's backend with a health check that polls the socket before it sends a
         # statement: no extra statement per request (medalign_site/pgbackend/base.py).
         DATABASES["default"]["ENGINE"] = "medalign_site.pgbackend"
+        # TCP keepalives: a database peer that vanished without closing (host lost, failover,
+        # a firewall's forgotten state) is noticed on idle connections too (libpq's settings).
+        DATABASES["default"].setdefault("OPTIONS", {}).update(
+            keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3
+        )
         if env_bool("DB_PREPARED_STATEMENTS", True):
             # Parameters bound by the server, and a statement run five times on a connection
             # prepared there (psycopg's threshold), so PostgreSQL stops parsing and planning
             # the annotation path's fixed statements on every request: its CPU per annotation
             # fell by 40% (BENCHMARKS.md). Django leaves both off for connection poolers in
             # transaction mode (PgBouncer), which cannot keep a prepared statement: set
-            # DB_PREPARED_STATEMENTS=false behind one.
+            # DB_PREPARED_STATEMENTS=false behind one. A connection whose statements a migration
+            # made stale is closed at the end of the request that met it (pgbackend/base.py).
             DATABASES["default"].setdefault("OPTIONS", {}).update(
                 server_side_binding=True, prepare_threshold=5
             )

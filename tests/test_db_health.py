@@ -113,3 +113,50 @@ def test_statements_are_bound_and_prepared_by_the_server() -> None:
         cursor.execute("SELECT count(*) FROM pg_prepared_statements")
         (prepared,) = cursor.fetchone()
     assert prepared >= 1
+
+
+def test_a_connection_idle_for_a_while_is_asked_with_the_statement() -> None:
+    # A peer that vanished without a word leaves nothing on the socket: after a pause, the
+    # check asks the server, as Django's does.
+    from medalign_site.pgbackend import base
+
+    connection.ensure_connection()
+    connection._checked_at -= base._IDLE_SECONDS + 1
+    with _count_statements() as cursor:
+        _new_request()
+    assert cursor.call_count == 1
+    assert connection.connection is not None
+    with _count_statements() as cursor:  # checked just now: polled again
+        _new_request()
+    assert cursor.call_count == 0
+
+
+def test_a_connection_whose_prepared_statements_went_stale_is_replaced() -> None:
+    # A migration that changes a column's type while the app serves: every statement prepared
+    # on the column fails ("cached plan must not change result type") until the connection
+    # goes. It goes at the end of the request that met the error.
+    from django.db import NotSupportedError
+
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE medalign_stale_plan (label varchar(10))")
+        cursor.execute("INSERT INTO medalign_stale_plan VALUES ('a')")
+    try:
+        for _ in range(7):  # past psycopg's prepare threshold
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT label FROM medalign_stale_plan WHERE label = %s", ["a"])
+                assert cursor.fetchall() == [("a",)]
+        pid = connection.connection.info.backend_pid
+        with _other_connection() as other:
+            other.execute("ALTER TABLE medalign_stale_plan ALTER label TYPE varchar(20)")
+        with pytest.raises(NotSupportedError, match="cached plan"), connection.cursor() as cursor:
+            cursor.execute("SELECT label FROM medalign_stale_plan WHERE label = %s", ["a"])
+        connection.close_if_unusable_or_obsolete()  # what Django does when a request ends
+        assert connection.connection is None
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT label FROM medalign_stale_plan WHERE label = %s", ["a"])
+            assert cursor.fetchall() == [("a",)]
+            cursor.execute("SELECT pg_backend_pid()")
+            assert cursor.fetchone()[0] != pid
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE IF EXISTS medalign_stale_plan")
