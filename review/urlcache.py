@@ -15,6 +15,8 @@ templates. A route that is not made of ids alone, or a name that does not revers
 
 import functools
 
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
 
 # Ten digits, more than any id a converter could mistake for part of the route.
@@ -38,7 +40,8 @@ def _pattern(name: str, n_ids: int, prefix: str, urlconf: object) -> str | None:
 def url_for(name: str, *ids: int) -> str:
     """``reverse(name, args=ids)`` for a route (without a namespace) of integer ids."""
     pattern = _pattern(name, len(ids), get_script_prefix(), get_urlconf())
-    if pattern is None:
+    if pattern is None or any(int(i) < 0 for i in ids):
+        # A negative id is no <int:> id: reverse() refuses it, and so must this.
         return reverse(name, args=ids)
     return pattern.format(*(int(i) for i in ids))
 
@@ -46,3 +49,9 @@ def url_for(name: str, *ids: int) -> str:
 def clear() -> None:
     """Forget every route (tests that change the URLconf)."""
     _pattern.cache_clear()
+
+
+@receiver(setting_changed)
+def _urlconf_changed(*, setting: str, **_: object) -> None:
+    if setting == "ROOT_URLCONF":  # override_settings in tests; never in a running server
+        clear()

@@ -9,6 +9,7 @@ own ``linebreaks``.
 """
 
 from collections.abc import Sequence
+from datetime import date
 from functools import lru_cache
 from html import escape
 from types import SimpleNamespace
@@ -191,7 +192,7 @@ def _patient_line_template() -> Any:
     return engines["django"].from_string(_PATIENT_LINE)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _patient_line(values: tuple[Any, ...], language: str | None, zone: str) -> str:
     del language, zone  # part of the key: the filters read them from the thread
     patient = SimpleNamespace(**dict(zip(_PATIENT_FIELDS, values, strict=True)))
@@ -201,5 +202,8 @@ def _patient_line(values: tuple[Any, ...], language: str | None, zone: str) -> s
 @register.simple_tag
 def patient_summary(patient: Any) -> SafeString:
     values = tuple(getattr(patient, name) for name in _PATIENT_FIELDS)
+    if values[2] is not None:
+        # The line shows the year of birth alone: the process keeps no more than that.
+        values = (*values[:2], date(values[2].year, 1, 1), *values[3:])
     line = _patient_line(values, translation.get_language(), timezone.get_current_timezone_name())
     return mark_safe(line)  # noqa: S308 - rendered by the template above, autoescape on

@@ -96,6 +96,9 @@ def test_unknown_names_fail_as_in_django() -> None:
         _render("{% url 'no_such_route' %}")
     with pytest.raises(NoReverseMatch):
         urlcache.url_for("clinician_review")  # missing its id
+    urlcache.url_for("review_save", 5)  # the route is known now
+    with pytest.raises(NoReverseMatch):
+        urlcache.url_for("review_save", -1)  # not an <int:> id, as reverse() says
     assert _render("{% url 'no_such_route' as u %}[{{ u }}]") == "[]"
     assert _render("{% url 'clinician_queue' as u %}[{{ u }}]") == "[/queue/]"
 
