@@ -162,9 +162,10 @@ else:
         # Django's backend with a health check that polls the socket before it sends a
         # statement: no extra statement per request (medalign_site/pgbackend/base.py).
         DATABASES["default"]["ENGINE"] = "medalign_site.pgbackend"
+        pg_options = DATABASES["default"].setdefault("OPTIONS", {})
         # TCP keepalives: a database peer that vanished without closing (host lost, failover,
         # a firewall's forgotten state) is noticed on idle connections too (libpq's settings).
-        DATABASES["default"].setdefault("OPTIONS", {}).update(
+        pg_options.update(
             keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3
         )
         if env_bool("DB_PREPARED_STATEMENTS", True):
@@ -175,9 +176,7 @@ else:
             # transaction mode (PgBouncer), which cannot keep a prepared statement: set
             # DB_PREPARED_STATEMENTS=false behind one. A connection whose statements a migration
             # made stale is closed at the end of the request that met it (pgbackend/base.py).
-            DATABASES["default"].setdefault("OPTIONS", {}).update(
-                server_side_binding=True, prepare_threshold=5
-            )
+            pg_options.update(server_side_binding=True, prepare_threshold=5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth and accounts (django-allauth) -------------------------------------------------------

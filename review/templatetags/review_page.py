@@ -175,6 +175,7 @@ _PATIENT_FIELDS = (
     "first_event_at",
     "last_event_at",
 )
+_BIRTH_DATE = _PATIENT_FIELDS.index("birth_date")
 _PATIENT_LINE = (
     "{% load humanize %}Patient {{ patient.person_id }}"
     "{% if patient.gender %} · {{ patient.gender|lower }}{% endif %}"
@@ -201,9 +202,11 @@ def _patient_line(values: tuple[Any, ...], language: str | None, zone: str) -> s
 
 @register.simple_tag
 def patient_summary(patient: Any) -> SafeString:
-    values = tuple(getattr(patient, name) for name in _PATIENT_FIELDS)
-    if values[2] is not None:
+    values = [getattr(patient, name) for name in _PATIENT_FIELDS]
+    if values[_BIRTH_DATE] is not None:
         # The line shows the year of birth alone: the process keeps no more than that.
-        values = (*values[:2], date(values[2].year, 1, 1), *values[3:])
-    line = _patient_line(values, translation.get_language(), timezone.get_current_timezone_name())
+        values[_BIRTH_DATE] = date(values[_BIRTH_DATE].year, 1, 1)
+    line = _patient_line(
+        tuple(values), translation.get_language(), timezone.get_current_timezone_name()
+    )
     return mark_safe(line)  # noqa: S308 - rendered by the template above, autoescape on

@@ -95,7 +95,6 @@ def _label_studio(work: Path, tag: str) -> Result:
     subprocess.run([str(LS / "serve.sh"), "--daemon"], env=env, check=True)
     try:
         subprocess.run([str(LS / "wait_ready.sh")], env=env, check=True, capture_output=True)
-        bin_dir = Path(sys.executable).parent
         cpu_out = work / f"{tag}_cpu.txt"
         with cpu_out.open("w") as fh:
             meter = subprocess.Popen(
@@ -106,7 +105,7 @@ def _label_studio(work: Path, tag: str) -> Result:
             )
             subprocess.run(
                 [
-                    str(bin_dir / "locust"),
+                    str(harness.BIN / "locust"),
                     "-f",
                     str(LS / "locustfile.py"),
                     "--headless",

@@ -468,7 +468,7 @@ def _report_throughput(args: argparse.Namespace, window: dict, results_path: Pat
         print(
             f"  NOTE: {len(early)} user(s) ran out of assignments before the window ended (the "
             f"first {early[0]:+.0f} s from its start) and then reopened submitted reviews; "
-            "shorten --run-time for a clean figure"
+            "raise --tasks (or shorten --run-time) for a clean figure"
         )
 
 
