@@ -21,7 +21,8 @@ def pytest_configure(config) -> None:  # noqa: ANN001 - pytest's Config
     worker's test. xdist names the worker only once the config exists, hence here; no cache has
     been used yet, and test subprocesses (gunicorn, Celery) inherit the prefix."""
     worker = getattr(config, "workerinput", {}).get("workerid", "main")
-    prefix = f"medalign-test-{worker}"
+    # TEST_CACHE_PREFIX separates two test runs sharing one Redis (two checkouts at once).
+    prefix = f"{os.environ.get('TEST_CACHE_PREFIX', 'medalign-test')}-{worker}"
     os.environ["CACHE_KEY_PREFIX"] = prefix
     from django.conf import settings
 
