@@ -279,6 +279,11 @@ else:
         }
     }
 ACCESS_CACHE_SECONDS = env_int("ACCESS_CACHE_SECONDS", 60, minimum=0)
+# One account holding both clinician and researcher access can map its own reviews to model
+# names through the exports: reports leave such reviews out by default; this refuses the
+# combination altogether (approvals refuse it, and an existing account keeps only its
+# researcher access).
+FORBID_CLINICIAN_RESEARCHER = env_bool("FORBID_CLINICIAN_RESEARCHER", False)
 
 # --- Sessions and security --------------------------------------------------------------------
 # Sessions are read from the shared cache and written through to the database (they survive a

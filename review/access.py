@@ -218,6 +218,10 @@ def _evaluate(user: User, today: date) -> UserAccess:
     ):
         return UserAccess(application=application, reason="new DUA version not signed")
     roles = frozenset(application.roles)
+    if settings.FORBID_CLINICIAN_RESEARCHER and {Role.CLINICIAN, Role.RESEARCHER} <= roles:
+        # An account approved before the installation forbade the combination: it keeps the
+        # side that cannot bias a study.
+        roles = roles - {Role.CLINICIAN}
     needs_mfa = bool(roles & MFA_ROLES) and not _has_totp(user)
     return UserAccess(roles=roles, application=application, needs_mfa=needs_mfa)
 
@@ -370,11 +374,21 @@ _CLINICIAN_REVIEW: PreparedQuery[Review] = PreparedQuery(
     ),
     params=("review_id", "clinician_id"),
 )
+# A clinician may hold one assignment per study for an instruction (a later round asks again,
+# with another response set): the latest round's, unless the page names the study.
 _CLINICIAN_ASSIGNMENT: PreparedQuery[Assignment] = PreparedQuery(
+    lambda p: (
+        Assignment.objects.select_related("instruction__dataset", "instruction__patient", "review")
+        .filter(instruction_id=p.instruction_id, clinician_id=p.clinician_id)
+        .order_by("-study_id")
+    ),
+    params=("instruction_id", "clinician_id"),
+)
+_CLINICIAN_ASSIGNMENT_IN_STUDY: PreparedQuery[Assignment] = PreparedQuery(
     lambda p: Assignment.objects.select_related(
         "instruction__dataset", "instruction__patient", "review"
-    ).filter(instruction_id=p.instruction_id, clinician_id=p.clinician_id),
-    params=("instruction_id", "clinician_id"),
+    ).filter(instruction_id=p.instruction_id, clinician_id=p.clinician_id, study_id=p.study_id),
+    params=("instruction_id", "clinician_id", "study_id"),
 )
 
 
@@ -386,13 +400,23 @@ def review_get_for_clinician(user: User, *, review_id: int) -> Review:
     return review
 
 
-def assignment_get_for_instruction(user: User, *, instruction_id: int) -> Assignment:
-    """The clinician's own assignment to an instruction (by instruction pk), or 404.
+def assignment_get_for_instruction(
+    user: User, *, instruction_id: int, study_id: int | None = None
+) -> Assignment:
+    """The clinician's own assignment to an instruction (by instruction pk), or 404: in
+    ``study_id`` if given, else in the latest study that asks them.
 
     Admins get no exception here: reviewing is done by the assigned clinician only.
     """
     # With its review (if started): the review page needs both, in one query.
-    assignment = _CLINICIAN_ASSIGNMENT.first(instruction_id=instruction_id, clinician_id=user.pk)
+    if study_id is None:
+        assignment = _CLINICIAN_ASSIGNMENT.first(
+            instruction_id=instruction_id, clinician_id=user.pk
+        )
+    else:
+        assignment = _CLINICIAN_ASSIGNMENT_IN_STUDY.first(
+            instruction_id=instruction_id, clinician_id=user.pk, study_id=study_id
+        )
     if assignment is None:
         raise Http404
     return assignment

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from review.views import accounts, clinician, core, manage
+from review.views import accounts, clinician, core, manage, studies
 
 urlpatterns = [
     path("", core.home, name="home"),
@@ -75,6 +75,22 @@ urlpatterns += [
 # --- admins: progress per dataset, reopening reviews (review.views.manage) --------------------
 urlpatterns += [
     path("manage/progress/", manage.progress_index, name="progress_index"),
+    # Studies and their response sets (review.views.studies).
+    path("manage/studies/<int:dataset_id>/", studies.studies_page, name="admin_studies"),
+    path(
+        "manage/studies/<int:dataset_id>/rounds/",
+        studies.study_new_round,
+        name="admin_study_new_round",
+    ),
+    path(
+        "manage/studies/<int:dataset_id>/retire/", studies.model_retire, name="admin_model_retire"
+    ),
+    path("manage/study/<int:study_id>/add/", studies.study_add_model, name="admin_study_add_model"),
+    path(
+        "manage/study/<int:study_id>/remove/",
+        studies.study_remove_model,
+        name="admin_study_remove_model",
+    ),
     path("manage/progress/<int:dataset_id>/", manage.progress_dataset, name="progress_dataset"),
     path(
         "manage/reviews/<int:review_id>/reopen/",
@@ -84,4 +100,4 @@ urlpatterns += [
 ]
 
 # Keep the imports used until the sections above are filled in.
-__all__ = ["accounts", "clinician", "core", "manage"]
+__all__ = ["accounts", "clinician", "core", "manage", "studies"]

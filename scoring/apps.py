@@ -23,3 +23,10 @@ class ScoringConfig(AppConfig):
         from scoring.runs import scoring  # noqa: F401
 
         backends.set_allowlist(_endpoint_allowed)
+
+        # A generation run only produces candidates: its output joins a study only once the
+        # run is complete (review.services.studies asks every registered check).
+        from review.services.studies import register_candidate_check
+        from scoring.generation.study import unfinished_run_refusal
+
+        register_candidate_check(unfinished_run_refusal)

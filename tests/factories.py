@@ -174,3 +174,32 @@ def make_revoked(user: User, roles: Iterable[str] = (Role.CLINICIAN,)) -> Access
     return services.application_revoke(
         application=make_approved(user, roles), reviewer=user, reason="Left the institution."
     )
+
+
+def study_for(dataset: Any) -> Any:
+    """The dataset's latest study ("Round 1", created if the dataset has none)."""
+    from review.services.studies import study_first_round
+
+    return study_first_round(dataset=dataset)
+
+
+def put_in_study(*instructions: Any, study: Any = None) -> Any:
+    """Every response of ``instructions`` into ``study`` (default: their dataset's latest), as
+    an admin's import does: the set clinicians of that study rank."""
+    from review.models import ModelResponse, StudyResponse
+
+    study = study or study_for(instructions[0].dataset)
+    for response in ModelResponse.objects.filter(instruction__in=instructions):
+        StudyResponse.objects.get_or_create(
+            study=study, response=response, defaults={"instruction_id": response.instruction_id}
+        )
+    return study
+
+
+def assign(instruction: Any, clinician: Any, *, study: Any = None) -> Any:
+    """An assignment in ``study`` (default: the instruction's dataset's latest), with the
+    instruction's responses in that study's set."""
+    from review.models import Assignment
+
+    study = put_in_study(instruction, study=study)
+    return Assignment.objects.create(study=study, instruction=instruction, clinician=clinician)

@@ -9,7 +9,9 @@ the import with ``--replace``, which invalidates the scores of changed text.
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 
+from review.blinding import model_name_hits
 from review.models import (
     AuditEvent,
     Dataset,
@@ -19,6 +21,7 @@ from review.models import (
     ModelResponse,
     Patient,
     ReferenceResponse,
+    Study,
     TaxonomyEntry,
 )
 from review.services.audit import audit_record
@@ -76,7 +79,14 @@ class ReferenceInline(ReadOnlyInline):
 
 class ResponseInline(ReadOnlyInline):
     model = ModelResponse
-    fields = ("model_name", "text", "context_length", "truncation_policy", "names_own_model")
+    fields = (
+        "model_name",
+        "text",
+        "context_length",
+        "truncation_policy",
+        "names_own_model",
+        "retired_at",
+    )
 
 
 @admin.register(Instruction)
@@ -107,6 +117,9 @@ class ModelResponseAdmin(RecordReadOnlyAdmin):
         "context_length",
         "truncation_policy",
         "names_own_model",
+        "masked_words",
+        "mask_checked_at",
+        "retired_at",
         "release_binary_correct",
     )
     list_filter = ("model_name", "names_own_model", "instruction__dataset")
@@ -114,17 +127,35 @@ class ModelResponseAdmin(RecordReadOnlyAdmin):
     raw_id_fields = ("instruction",)
     list_select_related = ("instruction__dataset",)
 
-    @admin.action(description="Clear the 'names its model' flag (checked by an admin)")
-    def clear_flag(self, request: HttpRequest, queryset: QuerySet[ModelResponse]) -> None:
+    @admin.display(description="masked for clinicians")
+    def masked_words(self, obj: ModelResponse) -> str:
+        # The heuristic's hits as written, for the admin to confirm; every response is masked
+        # the same way when a clinician sees it (review.blinding).
+        hits = model_name_hits(obj.text, obj.model_name) if obj.names_own_model else []
+        return ", ".join(dict.fromkeys(hits)) or "—"
+
+    @admin.action(description="Confirm the masking of these responses was checked")
+    def confirm_masking(self, request: HttpRequest, queryset: QuerySet[ModelResponse]) -> None:
         ids = list(queryset.values_list("pk", flat=True))
-        ModelResponse.objects.filter(pk__in=ids).update(names_own_model=False)
+        ModelResponse.objects.filter(pk__in=ids).update(
+            mask_checked_by=request.user, mask_checked_at=timezone.now()
+        )
         audit_record(
             action=AuditEvent.Action.ADMIN_CHANGED,
             request=request,
-            details={"model": "review.ModelResponse", "change": "flag cleared", "ids": ids},
+            details={"model": "review.ModelResponse", "change": "masking checked", "ids": ids},
         )
 
-    actions = ("clear_flag",)
+    actions = ("confirm_masking",)
+
+
+@admin.register(Study)
+class StudyAdmin(RecordReadOnlyAdmin):
+    """Studies are changed on the studies page (review.views.studies), in audited steps."""
+
+    list_display = ("name", "dataset", "round", "assignment_mode", "created_at")
+    list_filter = ("dataset", "assignment_mode")
+    list_select_related = ("dataset",)
 
 
 @admin.register(ReferenceResponse)

@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, models, transaction
 
+from review.blinding import names_a_model
 from review.models import (
     Dataset,
     Encounter,
@@ -28,6 +29,8 @@ from review.models import (
     ModelResponse,
     Patient,
     ReferenceResponse,
+    Review,
+    StudyResponse,
     TaxonomyEntry,
 )
 from review.services.excerpts import record_excerpts_invalidate
@@ -57,21 +60,6 @@ from .tables import (
 
 EVENT_FLUSH_ROWS = 5000
 RESPONSE_TEXT_COLUMNS = ("model_response", "response", "model_output", "output", "generation")
-# Names that, appearing in a response, could tell a reviewer which model wrote it.
-MODEL_FAMILY_WORDS = (
-    "gpt-4",
-    "gpt4",
-    "gpt-3",
-    "chatgpt",
-    "openai",
-    "vicuna",
-    "mpt-7b",
-    "llama",
-    "claude",
-    "gemini",
-    "mistral",
-    "anthropic",
-)
 
 REQUIRED = {
     "taxonomy": ("category", "subcategory"),
@@ -388,6 +376,7 @@ class _Importer:
         }
         new: list[ModelResponse] = []
         seen: set[tuple[str, str]] = set()
+        frozen = self._responses_shown_in_studies()
         for row in rows:
             instruction_id = self._require(file, row, "instruction_id")
             model_name = self._require(file, row, "model_name")
@@ -416,6 +405,21 @@ class _Importer:
             current = existing.get((instruction.pk, model_name))
             if current is not None:
                 differs = any(getattr(current, k) != v for k, v in values.items())
+                if (
+                    differs
+                    and self.replace
+                    and current.pk in frozen
+                    and (current.text != values["text"])
+                ):
+                    self.problems.add(
+                        file,
+                        row.line,
+                        "model_response",
+                        f"the response of {model_name} to {instruction_id} was already shown "
+                        "to clinicians in a study: its text cannot change. Import the new text "
+                        "as another dataset, or under another model name for a new round",
+                    )
+                    continue
                 if differs and self.replace:
                     text_changed = current.text != values["text"]
                     for key, value in values.items():
@@ -433,6 +437,24 @@ class _Importer:
         ModelResponse.objects.bulk_create(new, batch_size=500)
         self.summary.counts["responses"] += len(new)
         self.summary.counts["responses naming a model"] += sum(r.names_own_model for r in new)
+
+    def _responses_shown_in_studies(self) -> set[int]:
+        """Responses of a study whose instruction has a started review there: the text a
+        clinician ranked, which a re-import must never change under them."""
+        started = set(
+            Review.objects.filter(assignment__instruction__dataset=self.dataset)
+            .exclude(shown_order=[])
+            .values_list("assignment__study_id", "assignment__instruction_id")
+        )
+        if not started:
+            return set()
+        return {
+            response_id
+            for response_id, study_id, instruction_id in StudyResponse.objects.filter(
+                study__dataset=self.dataset
+            ).values_list("response_id", "study_id", "instruction_id")
+            if (study_id, instruction_id) in started
+        }
 
     def _response_values(self, file: str, row: Row, known: set[str]) -> dict[str, Any] | None:
         ok = True
@@ -732,14 +754,6 @@ def write_encounters(encounters: list[Encounter]) -> None:
             write((e.id, e.patient_id, e.ordinal, e.encounter_type, e.start, e.end,
                    dumps(e.care_sites), dumps(e.providers), e.event_count))
             # fmt: on
-
-
-def names_a_model(text: str, model_name: str) -> bool:
-    lowered = text.lower()
-    name = model_name.lower().strip()
-    if name and len(name) >= 3 and name in lowered:
-        return True
-    return any(word in lowered for word in MODEL_FAMILY_WORDS)
 
 
 def import_release(

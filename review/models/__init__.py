@@ -19,6 +19,7 @@ from .records import (
     TaxonomyEntry,
 )
 from .reviews import Assignment, ErrorTag, ResponseJudgement, Review, response_label
+from .studies import Study, StudyResponse
 
 __all__ = [
     "AccessApplication",
@@ -39,6 +40,8 @@ __all__ = [
     "ResponseJudgement",
     "Review",
     "Role",
+    "Study",
+    "StudyResponse",
     "TaxonomyEntry",
     "User",
     "response_label",

@@ -47,6 +47,7 @@ class AuditEvent(models.Model):
         ADMIN_VIEWED = "admin_viewed", "Viewed in the Django admin"
         ADMIN_CHANGED = "admin_changed", "Changed in the Django admin"
         ASSIGNMENT_CHANGED = "assignment_changed", "Assignment changed"
+        STUDY_CHANGED = "study_changed", "Study or response set changed"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

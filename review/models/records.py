@@ -233,8 +233,19 @@ class ModelResponse(models.Model):
     # Labels shipped with the release (MedAlign's own clinician review), kept for comparison.
     release_binary_correct = models.BooleanField(null=True, blank=True)
     release_rank = models.FloatField(null=True, blank=True)
+    # A heuristic hit of ``review.blinding`` (the text names a model or its maker), listed for an
+    # admin to confirm. Every response is masked when rendered, flagged or not.
     names_own_model = models.BooleanField(
         default=False, help_text="The text names a model: it could unblind reviewers."
+    )
+    mask_checked_by = models.ForeignKey(
+        "review.User", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    mask_checked_at = models.DateTimeField(null=True, blank=True)
+    # A candidate an admin retired: it never joins a study; its scores are kept.
+    retired_at = models.DateTimeField(null=True, blank=True)
+    retired_by = models.ForeignKey(
+        "review.User", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
 
     class Meta:

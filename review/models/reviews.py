@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from .records import Instruction, ModelResponse
+from .studies import Study
 
 
 def new_handle() -> str:
@@ -32,8 +33,10 @@ class ErrorTag(models.Model):
 
 
 class Assignment(models.Model):
-    """A clinician asked to review an instruction. Never the same pair twice."""
+    """A clinician asked to review an instruction in a study. Never the same pair twice in one
+    study; a new round (another study) may ask again, with its own response set."""
 
+    study = models.ForeignKey(Study, on_delete=models.RESTRICT, related_name="assignments")
     instruction = models.ForeignKey(
         Instruction, on_delete=models.CASCADE, related_name="assignments"
     )
@@ -52,7 +55,9 @@ class Assignment(models.Model):
     class Meta:
         ordering = ["clinician", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["instruction", "clinician"], name="unique_assignment")
+            models.UniqueConstraint(
+                fields=["study", "instruction", "clinician"], name="unique_study_assignment"
+            )
         ]
 
     def __str__(self) -> str:
@@ -116,6 +121,10 @@ class Review(models.Model):
     edited_at = models.DateTimeField(null=True, blank=True)
     # Autosave writes one audit row per review per minute at most; the last one's time.
     save_audited_at = models.DateTimeField(null=True, blank=True)
+    # The reviewer also held researcher access while reviewing: they could map responses to
+    # models through the exports, so reports leave the review out unless a researcher
+    # includes such reviews knowingly.
+    reviewer_could_unblind = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-updated_at"]

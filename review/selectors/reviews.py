@@ -8,17 +8,16 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from medalign_site.prepared import PreparedQuery
 from review.blinding import mask_model_names
 from review.models import (
     Assignment,
     ErrorTag,
-    ModelResponse,
     ReferenceResponse,
     Review,
     User,
     response_label,
 )
+from review.selectors.studies import ResponseRow, study_response_rows
 
 QUEUE_STATUSES = ("new", "draft", "submitted")
 
@@ -194,22 +193,11 @@ def error_tags_forget() -> None:
     _tags_cache = (0.0, [])
 
 
-ResponseRow = tuple[int, str, str, bool]
-_RESPONSES: PreparedQuery[ResponseRow] = PreparedQuery(
-    lambda p: (
-        ModelResponse.objects.filter(instruction_id=p.instruction_id)
-        .order_by()
-        .values_list("id", "text", "model_name", "names_own_model")
-    ),
-    params=("instruction_id",),
-)
-
-
-def instruction_responses(instruction_id: int) -> list[ResponseRow]:
-    """The instruction's responses as (id, text, model name, names its own model): one
-    statement. The review page reads them first, so a first open draws its order from the same
-    rows (``review_get_or_start(response_ids=...)``) instead of a query of its own."""
-    return _RESPONSES.all(instruction_id=instruction_id)
+def instruction_responses(*, study_id: int, instruction_id: int) -> list[ResponseRow]:
+    """The responses the instruction is reviewed with in the study, as (id, text, model name):
+    one statement. The review page reads them first, so a first open draws its order from the
+    same rows (``review_get_or_start(response_ids=...)``) instead of a query of its own."""
+    return study_response_rows(study_id=study_id, instruction_id=instruction_id)
 
 
 def review_page_data(
@@ -225,19 +213,22 @@ def review_page_data(
     from review.services.reviews import review_values  # the merge rule lives with the writes
 
     order = [int(rid) for rid in review.shown_order]
-    # ``responses`` are the instruction's (``instruction_responses``): the ones its reviews show,
-    # since a review's order is drawn from them.
+    # ``responses`` are the instruction's set in the review's study (``instruction_responses``):
+    # the ones its reviews show, since a review's order is drawn from them and the set is
+    # frozen once one has started.
     responses_by_id = {row[0]: row for row in responses}
+    # Every response is masked, flagged at import or not, against the families and makers
+    # ``review.blinding`` knows and every model of this set.
+    model_names = tuple(sorted({row[2] for row in responses}))
     tags = active_error_tags()
     active = {t.slug for t in tags}
     values, reason, note = review_values(review)
     views = []
     for position, (rid, handle) in enumerate(zip(order, review.handles, strict=True)):
         row = responses_by_id.get(rid)
-        text = row[1] if row else ""
-        masked = bool(row and row[3])
-        if row and masked:
-            text = mask_model_names(text, row[2])
+        original = row[1] if row else ""
+        text = mask_model_names(original, model_names)
+        masked = text != original
         judged = values[handle]
         views.append(
             ResponseView(

@@ -407,6 +407,12 @@ def _check_roles(roles: Iterable[str]) -> set[str]:
     unknown = role_set - set(Role.values)
     if unknown:
         raise AccountsError(f"Unknown role(s): {', '.join(sorted(unknown))}.")
+    if settings.FORBID_CLINICIAN_RESEARCHER and {Role.CLINICIAN, Role.RESEARCHER} <= role_set:
+        raise AccountsError(
+            "This installation forbids one account being both clinician and researcher "
+            "(FORBID_CLINICIAN_RESEARCHER): a reviewer could map responses to models through "
+            "the exports. Approve one of the two."
+        )
     return role_set
 
 

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.http import HttpRequest
 
-from review.models import Assignment, AuditEvent, Instruction, Review, User
+from review.models import Assignment, AuditEvent, Dataset, Instruction, Review, Study, User
 
 from .audit import audit_record
 from .demo_reviews import is_simulated_email, simulated_q
@@ -26,20 +26,55 @@ class AssignmentPlan:
     short: int = 0  # instructions left below ``overlap``: not enough clinicians to choose from
     pairs: list[tuple[int, int]] = field(default_factory=list)  # (instruction id, clinician id)
     per_clinician: dict[str, int] = field(default_factory=dict)  # email -> new assignments
+    studies: dict[int, int] = field(default_factory=dict)  # instruction id -> study id
 
     @property
     def created(self) -> int:
         return len(self.pairs)
 
 
+def _studies_for(
+    instructions: list[Instruction], study: Study | None, actor: User | None, *, create: bool
+) -> dict[int, int]:
+    """Each instruction's study: ``study`` (instructions of its dataset only), else its
+    dataset's latest round (created as "Round 1" if the dataset has none and ``create``; a
+    plan alone writes nothing and counts no existing assignment then)."""
+    from review.selectors.studies import study_current
+
+    from .studies import study_first_round
+
+    if study is not None:
+        stray = [i for i in instructions if i.dataset_id != study.dataset_id]
+        if stray:
+            raise ValueError(
+                f"{len(stray)} instructions are not of {study.dataset.name}, the study's dataset"
+            )
+        return {i.pk: study.pk for i in instructions}
+    by_dataset: dict[int, int] = {}
+    for dataset_id in sorted({i.dataset_id for i in instructions}):
+        dataset = Dataset.objects.get(pk=dataset_id)
+        current = study_first_round(dataset=dataset, actor=actor) if create else None
+        current = current or study_current(dataset)
+        by_dataset[dataset_id] = current.pk if current is not None else 0
+    return {i.pk: by_dataset[i.dataset_id] for i in instructions}
+
+
 def assignments_plan(
-    *, instructions: Iterable[Instruction], clinicians: Iterable[User], overlap: int
+    *,
+    instructions: Iterable[Instruction],
+    clinicians: Iterable[User],
+    overlap: int,
+    study: Study | None = None,
+    actor: User | None = None,
+    create_study: bool = False,
 ) -> AssignmentPlan:
     """Choose clinicians to bring every instruction up to ``overlap`` reviewers. Writes nothing.
 
-    Existing assignments count towards the overlap (whoever holds them), and nobody is assigned
-    an instruction twice. Each instruction goes to the least-loaded eligible clinicians, load
-    counting every assignment a clinician holds in any dataset, ties broken by user id, and
+    Assignments belong to a study (``study``, else each instruction's dataset's latest round):
+    existing assignments of that study count towards the overlap (whoever holds them), and
+    nobody is assigned an instruction twice in one study. Each instruction goes to the
+    least-loaded eligible clinicians, load counting every assignment a clinician holds in any
+    dataset, ties broken by user id, and
     instructions are taken in id order: the same inputs always give the same plan.
 
     The demo's simulated clinicians (``demo_reviews``) are not clinicians: their assignments do
@@ -48,19 +83,22 @@ def assignments_plan(
     """
     if not 1 <= overlap <= MAX_OVERLAP:
         raise ValueError(f"overlap must be between 1 and {MAX_OVERLAP}")
-    instruction_ids = sorted({i.pk for i in instructions})
+    chosen = {i.pk: i for i in instructions}
+    instruction_ids = sorted(chosen)
+    studies = _studies_for(list(chosen.values()), study, actor, create=create_study)
     people = sorted(
         {c.pk: c for c in clinicians if not is_simulated_email(c.email)}.values(),
         key=lambda c: c.pk,
     )
-    plan = AssignmentPlan(overlap=overlap, instructions=len(instruction_ids))
+    plan = AssignmentPlan(overlap=overlap, instructions=len(instruction_ids), studies=studies)
     holders: dict[int, set[int]] = defaultdict(set)
-    for instruction_id, clinician_id in (
+    for instruction_id, clinician_id, study_id in (
         Assignment.objects.filter(instruction_id__in=instruction_ids)
         .exclude(simulated_q("clinician__email"))
-        .values_list("instruction_id", "clinician_id")
+        .values_list("instruction_id", "clinician_id", "study_id")
     ):
-        holders[instruction_id].add(clinician_id)
+        if studies[instruction_id] == study_id:
+            holders[instruction_id].add(clinician_id)
     load = Counter(
         dict(
             Assignment.objects.filter(clinician__in=people)
@@ -95,16 +133,29 @@ def assignments_create(
     clinicians: Iterable[User],
     overlap: int,
     actor: User | None,
+    study: Study | None = None,
 ) -> AssignmentPlan:
-    """Top every instruction up to ``overlap`` clinicians, balanced; audited.
+    """Top every instruction up to ``overlap`` clinicians of its study, balanced; audited.
 
-    The unique (instruction, clinician) constraint is the last line of defence against a
+    The unique (study, instruction, clinician) constraint is the last line of defence against a
     concurrent run: a pair another admin created meanwhile is skipped, not duplicated.
     """
-    plan = assignments_plan(instructions=instructions, clinicians=clinicians, overlap=overlap)
+    plan = assignments_plan(
+        instructions=instructions,
+        clinicians=clinicians,
+        overlap=overlap,
+        study=study,
+        actor=actor,
+        create_study=True,
+    )
     Assignment.objects.bulk_create(
         [
-            Assignment(instruction_id=instruction_id, clinician_id=clinician_id, assigned_by=actor)
+            Assignment(
+                study_id=plan.studies[instruction_id],
+                instruction_id=instruction_id,
+                clinician_id=clinician_id,
+                assigned_by=actor,
+            )
             for instruction_id, clinician_id in plan.pairs
         ],
         batch_size=500,
@@ -115,6 +166,7 @@ def assignments_create(
         actor=actor,
         details={
             "overlap": overlap,
+            "studies": sorted(set(plan.studies.values())),
             "instructions": plan.instructions,
             "created": plan.created,
             "already_full": plan.already_full,
@@ -157,7 +209,7 @@ def assignment_reassign(
     if not user_access(clinician).is_clinician:
         raise AssignmentError(f"{clinician.email} has no current clinician access.")
     if Assignment.objects.filter(
-        instruction_id=assignment.instruction_id, clinician=clinician
+        study_id=assignment.study_id, instruction_id=assignment.instruction_id, clinician=clinician
     ).exists():
         raise AssignmentError(f"{clinician.email} already has this instruction.")
     previous = assignment.clinician

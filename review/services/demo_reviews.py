@@ -22,6 +22,7 @@ from scipy.stats import rankdata
 from review.models import Assignment, Dataset, ErrorTag, ModelResponse, Review, Role, User
 
 from .reviews import review_get_or_start, review_submit
+from .studies import study_first_round
 
 SIMULATED_DOMAIN = "demo.medalign.local"
 SIMULATED_PREFIX = "simulated-"
@@ -126,12 +127,18 @@ def demo_simulated_reviews(*, dataset_name: str, n_clinicians: int = 3) -> list[
     clinicians = [_simulated_clinician(n) for n in range(1, n_clinicians + 1)]
     external_ids = dict(dataset.instructions.values_list("id", "instruction_id"))
     instructions = sorted(external_ids)
+    # The simulated clinicians review the dataset's latest study, as real ones would.
+    study = study_first_round(dataset=dataset)
     Assignment.objects.bulk_create(
-        [Assignment(instruction_id=i, clinician=c) for c in clinicians for i in instructions],
+        [
+            Assignment(study=study, instruction_id=i, clinician=c)
+            for c in clinicians
+            for i in instructions
+        ],
         ignore_conflicts=True,
     )
     responses_by_instruction: dict[int, dict[int, ModelResponse]] = {}
-    for response in ModelResponse.objects.filter(instruction__dataset=dataset).order_by("id"):
+    for response in ModelResponse.objects.filter(studies__study=study).order_by("id"):
         responses_by_instruction.setdefault(response.instruction_id, {})[response.pk] = response
     quality: dict[int, float] = {}
     for instruction_pk, responses in responses_by_instruction.items():
@@ -142,7 +149,7 @@ def demo_simulated_reviews(*, dataset_name: str, n_clinicians: int = 3) -> list[
     submitted = 0
     for n, clinician in enumerate(clinicians, start=1):
         assignments = (
-            Assignment.objects.filter(clinician=clinician, instruction__dataset=dataset)
+            Assignment.objects.filter(clinician=clinician, study=study)
             .exclude(review__status=Review.Status.SUBMITTED)
             .select_related("instruction")
             .order_by("instruction_id")
@@ -158,7 +165,7 @@ def demo_simulated_reviews(*, dataset_name: str, n_clinicians: int = 3) -> list[
             submitted += 1
     total = Review.objects.filter(
         assignment__clinician__in=clinicians,
-        assignment__instruction__dataset=dataset,
+        assignment__study=study,
         status=Review.Status.SUBMITTED,
     ).count()
     return [

@@ -4,10 +4,11 @@ from pathlib import Path
 
 from review.importers import ImportSummary, import_release
 from review.importers.loader import ProgressFn
-from review.models import AuditEvent, Dataset, User
+from review.models import AuditEvent, Dataset, ModelResponse, User
 
 from .audit import audit_record
 from .excerpts import record_excerpts_prepare
+from .studies import StudyError, study_add_responses, study_first_round
 
 
 def dataset_import(
@@ -19,7 +20,17 @@ def dataset_import(
     progress: ProgressFn | None = None,
     description: str = "",
     is_synthetic: bool = False,
+    responses_as_candidates: bool = False,
 ) -> ImportSummary:
+    """Import a release (all or nothing), then put its new responses in the dataset's latest
+    study, unless ``responses_as_candidates`` or a review of that study has started on one of
+    their instructions: then they stay candidates, and the summary says so (an admin adds
+    them to a new round: a started instruction's response set never changes)."""
+    before = set(
+        ModelResponse.objects.filter(instruction__dataset__name=dataset_name).values_list(
+            "pk", flat=True
+        )
+    )
     summary = import_release(
         path,
         dataset_name=dataset_name,
@@ -30,11 +41,44 @@ def dataset_import(
     )
     # After the import committed (it is all or nothing; this is not): every instruction's
     # excerpt ranked and rendered now rather than on a clinician's first view.
-    dataset_id = Dataset.objects.values_list("pk", flat=True).get(name=dataset_name)
-    summary.counts["excerpts prepared"] = record_excerpts_prepare(dataset_id=dataset_id)
+    dataset = Dataset.objects.get(name=dataset_name)
+    summary.counts["excerpts prepared"] = record_excerpts_prepare(dataset_id=dataset.pk)
+    _new_responses_to_study(summary, dataset, before, actor, responses_as_candidates)
     audit_record(
         action=AuditEvent.Action.DATA_IMPORTED,
         actor=actor,
         details={"dataset": dataset_name, "replace": replace, "counts": dict(summary.counts)},
     )
     return summary
+
+
+def _new_responses_to_study(
+    summary: ImportSummary,
+    dataset: Dataset,
+    before: set[int],
+    actor: User | None,
+    as_candidates: bool,
+) -> None:
+    new = [
+        r
+        for r in ModelResponse.objects.filter(instruction__dataset=dataset)
+        .select_related("instruction")
+        .order_by("pk")
+        if r.pk not in before
+    ]
+    if not new:
+        return
+    if as_candidates:
+        summary.counts["responses kept as candidates"] = len(new)
+        return
+    study = study_first_round(dataset=dataset, actor=actor)
+    try:
+        change = study_add_responses(study=study, responses=new, source="import", actor=actor)
+    except StudyError:
+        summary.counts["responses kept as candidates"] = len(new)
+        summary.skipped[
+            f"responses kept as candidates: reviews of {study.name} have started on their "
+            "instructions (add them to a new round)"
+        ] += len(new)
+        return
+    summary.counts[f"responses added to {study.name}"] = change.added

@@ -19,8 +19,7 @@ The save protocol (one design for the review page, blinding and load):
 Payloads are validated completely before anything is written.
 """
 
-import hashlib
-import random
+import secrets
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -34,9 +33,9 @@ from medalign_site.prepared import PreparedQuery, insert_rows, update_rows
 from review.models import (
     Assignment,
     AuditEvent,
-    ModelResponse,
     ResponseJudgement,
     Review,
+    StudyResponse,
     User,
 )
 from review.models.reviews import new_handle
@@ -98,29 +97,38 @@ class ReviewReadOnly(ReviewError):
 
 
 # --- starting ------------------------------------------------------------------------------------
-def shown_order_for(
-    *, clinician_id: int, instruction_id: int, response_ids: list[int]
-) -> list[int]:
-    """Response ids in a random order that is stable for one clinician and instruction.
+def shown_order_for(response_ids: list[int]) -> list[int]:
+    """The response ids in an order drawn by the operating system's CSPRNG.
 
-    Seeded by a hash of (clinician, instruction): reloading shows the same order, and two
-    clinicians usually see different orders, which spreads any position bias.
+    Drawn once, when the review first shows its responses, and stored (``Review.shown_order``):
+    reloading shows the same order, two clinicians see independent orders (which spreads
+    position bias), and nothing a clinician can see (their id, the instruction's, the response
+    ids, the other reviews they hold) predicts it. A seeded generator would: one self-naming
+    response would then unblind its model on every instruction.
     """
-    digest = hashlib.sha256(f"medalign-order:{clinician_id}:{instruction_id}".encode()).digest()
     order = sorted(response_ids)
-    random.Random(int.from_bytes(digest[:8], "big")).shuffle(order)
+    _CSPRNG.shuffle(order)
     return order
 
 
-def review_get_or_start(*, assignment: Assignment, response_ids: list[int] | None = None) -> Review:
+_CSPRNG = secrets.SystemRandom()
+
+
+def review_get_or_start(
+    *, assignment: Assignment, response_ids: list[int] | None = None, could_unblind: bool = False
+) -> Review:
     """The assignment's review, started (as a draft with a shown order) on first open.
 
-    Starting is one INSERT carrying the order and the handles; judgement rows are written at
-    submit (the draft holds the values until then). ``response_ids``, the instruction's
-    responses when the caller has read them already, saves reading them again. A draft opened
-    before the instruction's responses were imported has nothing to show; it picks them up the
-    first time it is opened after they arrive. ``assignment.review`` is used when the caller
-    fetched it with the assignment (``select_related("review")``), saving a query.
+    The order is drawn from the study's response set for the instruction
+    (``review.selectors.studies``); starting freezes that set (``review.services.studies``
+    refuses to change it from then on). ``response_ids``, the set's ids when the caller has read
+    them already, saves reading them again on SQLite; on PostgreSQL the set is read again under
+    a shared lock on the study, so an admin's change to the set cannot slip in between the read
+    and the review's INSERT. A draft opened while the set was still empty has shown nothing and
+    draws its order the first time it is opened after responses join. ``could_unblind``: the
+    reviewer also holds researcher access (``Review.reviewer_could_unblind``).
+    ``assignment.review`` is used when the caller fetched it with the assignment
+    (``select_related("review")``), saving a query.
     """
     try:
         review: Review | None = assignment.review
@@ -139,20 +147,23 @@ def review_get_or_start(*, assignment: Assignment, response_ids: list[int] | Non
             with transaction.atomic():
                 review = Review.objects.select_for_update().get(pk=review.pk)
                 if not review.shown_order:
-                    order = _shown_order(assignment, response_ids)
+                    order = shown_order_for(_set_ids(assignment, None))
                     review.shown_order = order
                     review.handles = [new_handle() for _ in order]
                     review.save(update_fields=["shown_order", "handles"])
+        if could_unblind and not review.reviewer_could_unblind:
+            Review.objects.filter(pk=review.pk).update(reviewer_could_unblind=True)
+            review.reviewer_could_unblind = True
         return review
-    order = _shown_order(assignment, response_ids)
-    review = Review(assignment=assignment, shown_order=order, handles=[new_handle() for _ in order])
     try:
-        # In autocommit (a request) a lone INSERT needs no transaction of its own; inside one
-        # (a caller's atomic block, a test) a savepoint keeps a lost race from breaking it.
-        if transaction.get_connection().in_atomic_block:
-            with transaction.atomic():
-                insert_rows([review], return_pk=True)
-        else:
+        with transaction.atomic():
+            order = shown_order_for(_set_ids(assignment, response_ids))
+            review = Review(
+                assignment=assignment,
+                shown_order=order,
+                handles=[new_handle() for _ in order],
+                reviewer_could_unblind=could_unblind,
+            )
             insert_rows([review], return_pk=True)
     except IntegrityError:
         # Two tabs opened the page at once: the other request started it first.
@@ -161,22 +172,30 @@ def review_get_or_start(*, assignment: Assignment, response_ids: list[int] | Non
     return review
 
 
-_RESPONSE_IDS: PreparedQuery[int] = PreparedQuery(
-    lambda p: ModelResponse.objects.filter(instruction_id=p.instruction_id).values_list(
-        "id", flat=True
-    ),
-    params=("instruction_id",),
+_SET_IDS: PreparedQuery[int] = PreparedQuery(
+    lambda p: StudyResponse.objects.filter(
+        study_id=p.study_id, instruction_id=p.instruction_id
+    ).values_list("response_id", flat=True),
+    params=("study_id", "instruction_id"),
 )
 
 
-def _shown_order(assignment: Assignment, response_ids: list[int] | None) -> list[int]:
+def _set_ids(assignment: Assignment, response_ids: list[int] | None) -> list[int]:
+    """The study's response ids for the assignment's instruction; call inside a transaction."""
+    connection = transaction.get_connection()
+    if connection.vendor == "postgresql":
+        # FOR SHARE: starting reviews never wait for each other, only for a change to the set
+        # (``study_add_responses`` locks the study FOR UPDATE).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM review_study WHERE id = %s FOR SHARE", [assignment.study_id]
+            )
+        response_ids = None
     if response_ids is None:
-        response_ids = _RESPONSE_IDS.all(instruction_id=assignment.instruction_id)
-    return shown_order_for(
-        clinician_id=assignment.clinician_id,
-        instruction_id=assignment.instruction_id,
-        response_ids=response_ids,
-    )
+        response_ids = _SET_IDS.all(
+            study_id=assignment.study_id, instruction_id=assignment.instruction_id
+        )
+    return response_ids
 
 
 # --- validating --------------------------------------------------------------------------------
@@ -533,6 +552,13 @@ def review_submit(
     review.updated_at = now
     review.status = Review.Status.SUBMITTED
     review.submitted_at = now
+    # Access is re-read at submit: a clinician granted researcher access mid-review could
+    # already map responses to models.
+    from review.access import user_access
+
+    review.reviewer_could_unblind = (
+        review.reviewer_could_unblind or user_access(clinician).is_researcher
+    )
     update_rows(
         Review, where={"pk": review.pk}, values={f: getattr(review, f) for f in SUBMIT_FIELDS}
     )
@@ -559,6 +585,7 @@ SUBMIT_FIELDS = [
     "status",
     "submitted_at",
     "time_spent_seconds",
+    "reviewer_could_unblind",
 ]
 
 

@@ -16,6 +16,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from review import access
@@ -78,12 +79,23 @@ def next_review(request: HttpRequest) -> HttpResponse:
 @require_GET
 @access.clinician_required
 def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
-    assignment = access.assignment_get_for_instruction(request.user, instruction_id=instruction_id)
-    instruction = assignment.instruction
-    responses = instruction_responses(instruction.pk)
-    review = review_services.review_get_or_start(
-        assignment=assignment, response_ids=[row[0] for row in responses]
+    assignment = access.assignment_get_for_instruction(
+        request.user, instruction_id=instruction_id, study_id=_study_param(request)
     )
+    instruction = assignment.instruction
+    responses = instruction_responses(study_id=assignment.study_id, instruction_id=instruction.pk)
+    could_unblind = access.user_access(request.user).is_researcher
+    review = review_services.review_get_or_start(
+        assignment=assignment,
+        response_ids=[row[0] for row in responses],
+        could_unblind=could_unblind,
+    )
+    if set(review.shown_order) != {row[0] for row in responses}:
+        # The set was read again under the study's lock when the review started (PostgreSQL):
+        # show what the review froze.
+        responses = instruction_responses(
+            study_id=assignment.study_id, instruction_id=instruction.pk
+        )
     page = review_page_data(
         review,
         show_references=instruction.dataset.show_references_to_clinicians,
@@ -102,7 +114,10 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
     # or carries a database id of a response.
     data = {
         "review": review.pk,
-        "user": request.user.pk,
+        # Keys the tab's unsent edits (sessionStorage), so another account signed in later in
+        # the same tab never sends them. Not the user id: nothing on the page may identify the
+        # clinician's place in any ordering.
+        "owner": salted_hmac("review-storage-owner", str(request.user.pk)).hexdigest()[:16],
         "status": review.status,
         "editable": review.is_editable,
         "cannot_assess": page.cannot_assess,
@@ -132,6 +147,7 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         request,
         "review/clinician/review.html",
         {
+            "could_unblind": could_unblind,
             "assignment": assignment,
             "instruction": instruction,
             "patient": patient,
@@ -142,6 +158,12 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         },
     )
     return response
+
+
+def _study_param(request: HttpRequest) -> int | None:
+    """``?study=<id>``: which round's assignment, for a clinician asked in several."""
+    raw = request.GET.get("study", "")
+    return int(raw) if raw.isdigit() and len(raw) < 19 else None
 
 
 @require_GET

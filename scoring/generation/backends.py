@@ -184,6 +184,42 @@ class GenerationBackend(abc.ABC):
     def label(self) -> str:
         return str(self.identity().get("model", self.kind))
 
+    def max_positions(self) -> tuple[int, str] | None:
+        """The longest context the model holds, and where that was read; None if unknown."""
+        return None
+
+
+# Where a model's config says how many positions it has, in the order transformers' own
+# configs use them (GPT-2 "n_positions", Llama "max_position_embeddings", MPT "max_seq_len"…).
+_POSITION_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "max_sequence_length",
+    "seq_length",
+    "n_ctx",
+)
+
+
+def model_max_positions(folder: Path) -> tuple[int, str] | None:
+    """From ``config.json`` (the model's positions), else ``tokenizer_config.json``'s
+    ``model_max_length`` when it is a real limit (transformers writes 1e30 for "none")."""
+    for name, keys in (("config.json", _POSITION_KEYS), ("tokenizer_config.json", ())):
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(config, dict):
+            continue
+        for key in keys or ("model_max_length",):
+            value = config.get(key)
+            if isinstance(value, int) and 0 < value < 10_000_000:
+                return value, f"{name} {key}"
+    return None
+
 
 class TransformersBackend(GenerationBackend):
     """A causal LM from a local folder, on CUDA when present, loaded once per process."""
@@ -198,6 +234,9 @@ class TransformersBackend(GenerationBackend):
 
     def tokenizer(self) -> ModelTokenizer:
         return ModelTokenizer(self.path)
+
+    def max_positions(self) -> tuple[int, str] | None:
+        return model_max_positions(self.path)
 
     def identity(self) -> dict[str, Any]:
         return {**self.quick_identity(), "weights_sha256": weights_sha256(self.path)}
@@ -359,6 +398,11 @@ class OpenAIHttpBackend(GenerationBackend):
 
     def tokenizer(self) -> ModelTokenizer:
         return ModelTokenizer(self.tokenizer_path)
+
+    def max_positions(self) -> tuple[int, str] | None:
+        # The served model's config often sits beside its tokenizer; if not, the server is
+        # the judge (an over-long request fails with its own message).
+        return model_max_positions(self.tokenizer_path)
 
     def identity(self) -> dict[str, Any]:
         return {

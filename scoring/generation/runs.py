@@ -383,6 +383,12 @@ def generation_run_create(
         backend.tokenizer()
     except GenerationError as exc:
         raise GenerationRunError(str(exc)) from None
+    limit = backend.max_positions()
+    if limit is not None and lengths[-1] > limit[0]:
+        raise GenerationRunError(
+            f"context length {lengths[-1]:,} is more than {label} can hold: "
+            f"{limit[0]:,} positions ({limit[1]}). Choose lengths up to {limit[0]:,}."
+        )
     identity = _identity(backend)
     names = [response_model_name(label, n) for n in lengths]
     clash = _label_clash(dataset, names, identity, backend)

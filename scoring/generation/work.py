@@ -29,7 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from review.importers.loader import names_a_model
+from review.blinding import names_a_model
 from review.models import Instruction, ModelResponse
 
 from .backends import GenerationBackend, GenerationParams, backend_from_spec
@@ -132,8 +132,7 @@ def generate_responses(
             generation_length=job.params.max_new_tokens,
             generation_metadata={"base_model": job.label, "generation": provenance},
             # Masked for clinicians (review.blinding) like an imported response that names a model.
-            names_own_model=names_a_model(out.text, job.label)
-            or names_a_model(out.text, out.served_model or job.label),
+            names_own_model=names_a_model(out.text, (job.label, out.served_model or job.label)),
         )
         written += len(ModelResponse.objects.bulk_create([response], ignore_conflicts=True))
     return written

@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 from django.db.models import QuerySet
 
-from review.models import Dataset
+from review.models import Dataset, Study
 from scoring.reports.services import REPORT_MAX_RESAMPLES
 
 
@@ -39,9 +39,32 @@ class ReportForm(forms.Form):
         "minutes: every text is embedded).",
     )
 
+    study = forms.ModelChoiceField(
+        queryset=Study.objects.none(),
+        required=False,
+        empty_label="The dataset's latest round",
+        help_text="Whose reviews to analyse: each study (round) has its own response set.",
+    )
+    include_unblindable = forms.BooleanField(
+        required=False,
+        label="Include reviews by accounts that also hold researcher access",
+        help_text="Such an account can map responses to models through the exports, so its "
+        "reviews are left out unless you include them knowingly.",
+    )
+
     def __init__(self, *args: Any, datasets: QuerySet[Dataset], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["dataset"].queryset = datasets  # type: ignore[attr-defined]
+        self.fields["study"].queryset = Study.objects.filter(  # type: ignore[attr-defined]
+            dataset__in=datasets
+        ).select_related("dataset")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        study, dataset = data.get("study"), data.get("dataset")
+        if study is not None and dataset is not None and study.dataset_id != dataset.pk:
+            self.add_error("study", f"{study} is not a study of {dataset}.")
+        return data
 
 
 class ApiTokenForm(forms.Form):

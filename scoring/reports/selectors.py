@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 from django.db.models import QuerySet
 
-from review.models import Dataset, ModelResponse, ResponseJudgement, Review
+from review.models import Dataset, ModelResponse, ResponseJudgement, Review, Study
+from review.selectors.studies import study_current
 from scoring.jury_scores import jury_expand
 from scoring.models import (
     ApiToken,
@@ -42,6 +43,8 @@ class ReportInputs:
     # Per metric key: rows whose score came from a cut text (MetricScore.truncated). When the
     # report excludes truncated pairs, those rows' scores are nan in ``scores``.
     truncated: dict[str, np.ndarray]
+    # Submitted reviews left out because their reviewer also held researcher access.
+    n_unblindable_excluded: int = 0
 
 
 def _metric_keys(configs: list[MetricConfig]) -> dict[int, str]:
@@ -101,19 +104,31 @@ def model_variants(*, dataset: Dataset) -> dict[str, tuple[str, int | None]]:
 
 
 def report_inputs(
-    *, dataset: Dataset, config_ids: list[int] | None = None, exclude_truncated: bool = False
+    *,
+    dataset: Dataset,
+    study: Study | None = None,
+    config_ids: list[int] | None = None,
+    exclude_truncated: bool = False,
+    include_unblindable: bool = False,
 ) -> ReportInputs:
-    """Build the judgement table, aligned metric scores and model variants (7 queries).
+    """Build the judgement table, aligned metric scores and model variants (10 queries).
 
-    ``exclude_truncated`` leaves out (as missing) every score whose metric model cut a text.
+    ``study``: whose reviews (default: the dataset's latest round). ``exclude_truncated``
+    leaves out (as missing) every score whose metric model cut a text.
+    ``include_unblindable`` keeps reviews whose reviewer also held researcher access.
     """
     from review.services.demo_reviews import is_simulated_email
 
-    base = ResponseJudgement.objects.filter(
-        review__assignment__instruction__dataset=dataset,
-        review__status=Review.Status.SUBMITTED,
-        review__cannot_assess="",
+    if study is None:
+        study = study_current(dataset)
+    reviews = Review.objects.filter(
+        assignment__study=study, status=Review.Status.SUBMITTED, cannot_assess=""
     )
+    n_unblindable = 0
+    if not include_unblindable:
+        n_unblindable = reviews.filter(reviewer_could_unblind=True).count()
+        reviews = reviews.filter(reviewer_could_unblind=False)
+    base = ResponseJudgement.objects.filter(review__in=reviews)
     rows = list(
         base.order_by("review_id", "position").values_list(
             "id",
@@ -133,9 +148,7 @@ def report_inputs(
         )
     )
     n_cannot_assess = (
-        Review.objects.filter(
-            assignment__instruction__dataset=dataset, status=Review.Status.SUBMITTED
-        )
+        Review.objects.filter(assignment__study=study, status=Review.Status.SUBMITTED)
         .exclude(cannot_assess="")
         .count()
     )
@@ -216,6 +229,7 @@ def report_inputs(
         error_tags=[tags.get(jid, []) for jid in columns[0]],
         variants=model_variants(dataset=dataset),
         truncated=truncated,
+        n_unblindable_excluded=n_unblindable,
     )
 
 

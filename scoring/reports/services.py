@@ -17,7 +17,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from medalign_site.logs import redact_exception
-from review.models import AuditEvent, Dataset, ModelResponse, User
+from review.models import AuditEvent, Dataset, ModelResponse, Study, User
+from review.selectors.studies import response_set_summary, study_current
 from review.services.audit import audit_record
 from scoring.generation.provenance import add_generation_columns
 from scoring.models import (
@@ -49,6 +50,8 @@ def _report_parameters(
     config_ids: list[int] | None,
     exclude_truncated: bool = False,
     learned_metric: bool = False,
+    study_id: int | None = None,
+    include_unblindable: bool = False,
 ) -> dict[str, Any]:
     if not 1 <= int(n_resamples) <= REPORT_MAX_RESAMPLES:
         raise ReportError(f"resamples must be between 1 and {REPORT_MAX_RESAMPLES:,}")
@@ -66,6 +69,10 @@ def _report_parameters(
         "config_ids": sorted(int(c) for c in config_ids) if config_ids else None,
         "exclude_truncated": bool(exclude_truncated),
         "learned_metric": bool(learned_metric),
+        # The study whose reviews (and so whose response set) the report analyses.
+        "study_id": study_id,
+        # Reviews by accounts that also held researcher access are left out unless asked for.
+        "include_unblindable": bool(include_unblindable),
     }
 
 
@@ -83,13 +90,22 @@ def report_create(
     title: str = "",
     request: HttpRequest | None = None,
     enqueue: bool = True,
+    study: Study | None = None,
+    include_unblindable: bool = False,
 ) -> CorrelationReport:
     """A pending report; its computation is queued once the row is committed.
 
     ``exclude_truncated``: leave out every score whose metric model cut the text.
     ``learned_metric``: add the metric learned from the clinicians' rankings (cross-validated
     by instruction; ``scoring.reports.learned``) as one more row of the correlation table.
+    ``study``: whose reviews to analyse (default: the dataset's latest round).
+    ``include_unblindable``: keep reviews by accounts that also held researcher access (they
+    could map responses to models through the exports); left out by default.
     """
+    if study is None:
+        study = study_current(dataset)
+    elif study.dataset_id != dataset.pk:
+        raise ReportError(f"{study.name} is a study of another dataset than {dataset.name}")
     parameters = _report_parameters(
         n_resamples=n_resamples,
         seed=seed,
@@ -97,6 +113,8 @@ def report_create(
         config_ids=config_ids,
         exclude_truncated=exclude_truncated,
         learned_metric=learned_metric,
+        study_id=study.pk if study is not None else None,
+        include_unblindable=include_unblindable,
     )
     report = CorrelationReport.objects.create(
         dataset=dataset,
@@ -163,15 +181,19 @@ def report_compute(*, report_id: int) -> CorrelationReport:
         report.save(update_fields=["status", "error"])
     try:
         params = report.parameters
+        study = _report_study(report)
         inputs = report_inputs(
             dataset=report.dataset,
+            study=study,
             config_ids=params.get("config_ids"),
             exclude_truncated=bool(params.get("exclude_truncated", False)),
+            include_unblindable=bool(params.get("include_unblindable", False)),
         )
         if len(inputs.table) == 0:
             raise ReportError(
-                "no submitted reviews to analyse on this dataset yet (reviews marked "
-                "'cannot assess' are left out)"
+                f"no submitted reviews to analyse in {study.name} of this dataset yet (reviews "
+                "marked 'cannot assess' are left out, and so are reviews by accounts that also "
+                "hold researcher access unless the report includes them)"
             )
         labels = {m["key"]: m["label"] for m in inputs.metrics}
         excluded = bool(params.get("exclude_truncated", False))
@@ -222,6 +244,13 @@ def report_compute(*, report_id: int) -> CorrelationReport:
                 "version": report.dataset.updated_at.isoformat(),
                 "is_synthetic": report.dataset.is_synthetic,
             },
+            # What the clinicians ranked: the study's response set, named so two reports of
+            # different sets are never read as one.
+            "response_set": response_set_summary(study).as_dict(),
+            "reviews_could_unblind": {
+                "included": bool(params.get("include_unblindable", False)),
+                "excluded": inputs.n_unblindable_excluded,
+            },
             "metric_configs": inputs.metrics,
             "model_variants": {
                 name: {"base_model": base, "context_length": length}
@@ -234,9 +263,10 @@ def report_compute(*, report_id: int) -> CorrelationReport:
                 "reviews_real": len(inputs.review_ids) - n_simulated,
                 "reviews_simulated": n_simulated,
                 "reviews_cannot_assess_excluded": inputs.n_cannot_assess,
-                # Responses that named a model were shown to clinicians with those words masked.
+                # Responses of the set that named a model (heuristic hits): shown to
+                # clinicians with those words masked, as every response is.
                 "responses_masked": ModelResponse.objects.filter(
-                    instruction__dataset=report.dataset, names_own_model=True
+                    studies__study=study, names_own_model=True
                 ).count(),
             },
             "library_versions": _library_versions(),
@@ -264,6 +294,23 @@ def report_compute(*, report_id: int) -> CorrelationReport:
         if learned_fit is not None:
             _learned_metric_store(report=report, fit=learned_fit)
     return report
+
+
+def _report_study(report: CorrelationReport) -> Study:
+    """The study a report analyses: recorded at creation (reports made before studies existed
+    analysed the dataset's only round)."""
+    study_id = report.parameters.get("study_id")
+    study = (
+        Study.objects.filter(pk=study_id, dataset=report.dataset).first()
+        if study_id is not None
+        else study_current(report.dataset)
+    )
+    if study is None:
+        raise ReportError(
+            "no submitted reviews to analyse: this dataset has no study yet (import responses, "
+            "or add candidates to a study)"
+        )
+    return study
 
 
 def _learned_metric_fit(inputs: Any) -> dict[str, Any]:

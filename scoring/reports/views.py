@@ -52,6 +52,8 @@ def reports(request: HttpRequest) -> HttpResponse:
                 learned_metric=form.cleaned_data["learned_metric"],
                 title=form.cleaned_data["title"],
                 request=request,
+                study=form.cleaned_data["study"],
+                include_unblindable=form.cleaned_data["include_unblindable"],
             )
         except services.ReportError as exc:
             form.add_error(None, str(exc))

@@ -7,7 +7,7 @@ import pytest
 from django.core.cache import cache
 from django.utils import timezone
 
-from review.models import Assignment, Dataset, Instruction, Patient, Role
+from review.models import Dataset, Instruction, Patient, Role
 from tests import factories
 
 
@@ -67,5 +67,5 @@ def world(db):
         patient=w.patient,
         person_id=w.patient.person_id,
     )
-    w.assignment = Assignment.objects.create(instruction=w.instruction, clinician=w.clinician)
+    w.assignment = factories.assign(w.instruction, w.clinician)
     return w

@@ -21,6 +21,8 @@ MODEL_NAMES = [
     "HiddenLLM-Bravo",
     "CovertNet-Charlie-7B",
     "MysteryGPT-Delta",
+    "EnigmaNet-Echo",
+    "VeiledLM-Foxtrot-13B",
 ]
 START = datetime(2019, 1, 1, 8, 0, tzinfo=UTC)
 NOTE_TEXT = (
@@ -132,4 +134,6 @@ def make_instruction(
 
 
 def assign(instruction: Instruction, clinician) -> Assignment:
-    return Assignment.objects.create(instruction=instruction, clinician=clinician)
+    from tests.factories import assign as assign_in_study
+
+    return assign_in_study(instruction, clinician)

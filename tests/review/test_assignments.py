@@ -53,7 +53,7 @@ def test_every_instruction_gets_the_overlap_balanced_across_clinicians(instructi
 
 def test_it_never_assigns_the_same_instruction_twice_and_tops_up(instructions, clinicians):
     # One instruction already has a reviewer: it needs one more, never the same person.
-    Assignment.objects.create(instruction=instructions[0], clinician=clinicians[0])
+    factories.assign(instructions[0], clinicians[0])
     assignments_create(instructions=instructions, clinicians=clinicians, overlap=2, actor=None)
     again = assignments_create(
         instructions=instructions, clinicians=clinicians, overlap=2, actor=None
@@ -70,7 +70,7 @@ def test_it_never_assigns_the_same_instruction_twice_and_tops_up(instructions, c
 
 def test_existing_load_steers_new_work_to_the_least_loaded(instructions, clinicians):
     for instruction in instructions[:6]:
-        Assignment.objects.create(instruction=instruction, clinician=clinicians[0])
+        factories.assign(instruction, clinicians[0])
     plan = assignments_plan(instructions=instructions[6:], clinicians=clinicians, overlap=1)
     assert plan.per_clinician == {"c0@example.edu": 0, "c1@example.edu": 2, "c2@example.edu": 2}
 

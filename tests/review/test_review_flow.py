@@ -110,13 +110,7 @@ def test_it_starts_a_review_with_a_stable_per_clinician_order(signed_in, setup):
     # Reloading neither restarts the review nor changes the order.
     again = open_review(signed_in, instruction)
     assert again.pk == review.pk and again.shown_order == review.shown_order
-    assert review.shown_order == shown_order_for(
-        clinician_id=clinician.pk, instruction_id=instruction.pk, response_ids=ids
-    )
-    orders = {
-        tuple(shown_order_for(clinician_id=c, instruction_id=instruction.pk, response_ids=ids))
-        for c in range(1, 30)
-    }
+    orders = {tuple(shown_order_for(ids)) for _ in range(30)}
     assert len(orders) > 5  # different clinicians see different orders
 
 
@@ -507,6 +501,7 @@ def test_a_review_opened_before_its_responses_exist_cannot_be_submitted_empty(si
 
     for name in ("late-a", "late-b"):
         ModelResponse.objects.create(instruction=bare, model_name=name, text=f"{name} answer")
+    factories.put_in_study(bare)  # the admin's step: they join the study's set
     review = open_review(signed_in, bare)
     assert len(review.shown_order) == 2 == len(review.handles)
     assert post(signed_in, "review_submit", review, payload(review)).status_code == 200

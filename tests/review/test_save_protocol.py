@@ -87,7 +87,7 @@ def test_a_response_naming_its_model_is_masked_for_clinicians(client, setup):
     ("text", "masked"),
     [
         ("I am Llama-2-70b-chat.", f"I am {MASK}."),
-        ("claude 3 Opus says so", f"{MASK} Opus says so"),
+        ("claude 3 Opus says so", f"{MASK} says so"),
         ("As an OpenAI model", f"As an {MASK} model"),
         ("Give furosemide 40 mg.", "Give furosemide 40 mg."),
     ],

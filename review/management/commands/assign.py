@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from review.models import Dataset, User
+from review.models import Dataset, Study, User
 from review.selectors.assignments import clinicians_approved, instructions_for_assignment
 from review.services.assignments import MAX_OVERLAP, assignments_create, assignments_plan
 
@@ -20,12 +20,23 @@ class Command(BaseCommand):
         parser.add_argument("--specialty", default="")
         parser.add_argument("--category", default="")
         parser.add_argument("--clinicians", default="", help="comma-separated email addresses")
+        parser.add_argument(
+            "--study",
+            type=int,
+            default=None,
+            help="the round to assign in (default: the dataset's latest study)",
+        )
         parser.add_argument("--dry-run", action="store_true", help="show the plan, write nothing")
 
     def handle(self, *args: object, **options: object) -> None:
         dataset = Dataset.objects.filter(name=options["dataset"]).first()
         if dataset is None:
             raise CommandError(f"no dataset {options['dataset']!r}")
+        study = None
+        if options["study"] is not None:
+            study = Study.objects.filter(dataset=dataset, round=options["study"]).first()
+            if study is None:
+                raise CommandError(f"{dataset.name} has no round {options['study']}")
         overlap = int(options["overlap"])  # type: ignore[arg-type]
         if not 1 <= overlap <= MAX_OVERLAP:
             raise CommandError(f"--overlap must be between 1 and {MAX_OVERLAP}")
@@ -50,11 +61,15 @@ class Command(BaseCommand):
         )
         if options["dry_run"]:
             plan = assignments_plan(
-                instructions=instructions, clinicians=clinicians, overlap=overlap
+                instructions=instructions, clinicians=clinicians, overlap=overlap, study=study
             )
         else:
             plan = assignments_create(
-                instructions=instructions, clinicians=clinicians, overlap=overlap, actor=None
+                instructions=instructions,
+                clinicians=clinicians,
+                overlap=overlap,
+                actor=None,
+                study=study,
             )
         verb = "Would create" if options["dry_run"] else "Created"
         self.stdout.write(

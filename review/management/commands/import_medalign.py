@@ -23,6 +23,12 @@ class Command(BaseCommand):
             action="store_true",
             help="overwrite rows and records that differ from what is stored",
         )
+        parser.add_argument(
+            "--responses-as-candidates",
+            action="store_true",
+            help="keep the imported responses out of every study (an admin adds them later); "
+            "by default they join the dataset's latest study unless its reviews have started",
+        )
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args: object, **options: object) -> None:
@@ -42,6 +48,7 @@ class Command(BaseCommand):
                 dataset_name=str(options["dataset"]),
                 replace=bool(options["replace"]),
                 progress=bar.update,
+                responses_as_candidates=bool(options["responses_as_candidates"]),
             )
         except ImportFailed as exc:
             bar.close()
@@ -67,6 +74,9 @@ class Command(BaseCommand):
         ):
             if label in summary.counts or label in ("patients", "events", "instructions"):
                 self.stdout.write(f"  {label:<45} {summary.counts.get(label, 0):>10,}")
+        for label, count in sorted(summary.counts.items()):
+            if label.startswith(("responses added to ", "responses kept as candidates")):
+                self.stdout.write(f"  {label:<45} {count:>10,}")
         if summary.skipped:
             self.stdout.write("  rows skipped:")
             for reason, count in sorted(summary.skipped.items()):

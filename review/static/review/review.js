@@ -51,7 +51,7 @@
 
   function keyOf(handle, field) { return handle ? handle + "." + field : field; }
 
-  var storageKey = "medalign-review:" + data.user + ":" + data.review;
+  var storageKey = "medalign-review:" + data.owner + ":" + data.review;
   var store = (function () {
     try { return window.sessionStorage; } catch (e) { return null; }
   })();

@@ -1,0 +1,55 @@
+"""List the responses whose text names a model, as clinicians would see them masked, and
+refresh the "names a model" flag the Django admin filters on.
+
+Every response is masked when a clinician sees it, flagged or not (``review.blinding``); the
+flag and this list are for an admin to confirm the heuristic's hits, and to spot what it
+missed. Prints hits only, never whole responses (they can quote the record).
+"""
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from review.blinding import model_name_hits
+from review.models import Dataset, ModelResponse
+
+
+class Command(BaseCommand):
+    help = "List (and flag) the responses of a dataset whose text names a model or its maker."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--dataset", required=True)
+        parser.add_argument("--limit", type=int, default=50, help="hits to print (0: none)")
+
+    def handle(self, *args: object, **options: object) -> None:
+        dataset = Dataset.objects.filter(name=str(options["dataset"])).first()
+        if dataset is None:
+            raise CommandError(f"no dataset {options['dataset']!r}")
+        names = sorted(
+            set(
+                ModelResponse.objects.filter(instruction__dataset=dataset).values_list(
+                    "model_name", flat=True
+                )
+            )
+        )
+        flagged: list[int] = []
+        unflagged: list[int] = []
+        printed = 0
+        limit = int(options["limit"])  # type: ignore[call-overload]
+        rows = (
+            ModelResponse.objects.filter(instruction__dataset=dataset)
+            .order_by("pk")
+            .values_list("pk", "instruction__instruction_id", "model_name", "text")
+        )
+        for pk, instruction_id, model_name, text in rows.iterator(chunk_size=2000):
+            hits = model_name_hits(text, names)
+            (flagged if hits else unflagged).append(pk)
+            if hits and printed < limit:
+                words = ", ".join(dict.fromkeys(hits))
+                self.stdout.write(f"  {instruction_id:<14} {model_name:<30} {words}")
+                printed += 1
+        ModelResponse.objects.filter(pk__in=flagged).update(names_own_model=True)
+        ModelResponse.objects.filter(pk__in=unflagged).update(names_own_model=False)
+        self.stdout.write(
+            f"{len(flagged)} of {len(flagged) + len(unflagged)} responses name a model; each "
+            "is masked for clinicians. Confirm them in the Django admin (Model responses, "
+            "filter 'names own model')."
+        )

@@ -1,0 +1,171 @@
+"""Reads about studies and their response sets: what clinicians of a study rank, which of its
+instructions have started (their sets are frozen), and a fingerprint every report names."""
+
+import hashlib
+from dataclasses import dataclass, field
+
+from django.db.models import QuerySet
+
+from medalign_site.prepared import PreparedQuery
+from review.models import Dataset, ModelResponse, Review, Study, StudyResponse
+
+# (response id, text, model name): the review page's responses of one instruction in a study.
+ResponseRow = tuple[int, str, str]
+_SET_ROWS: PreparedQuery[ResponseRow] = PreparedQuery(
+    lambda p: (
+        StudyResponse.objects.filter(study_id=p.study_id, instruction_id=p.instruction_id)
+        .order_by()
+        .values_list("response_id", "response__text", "response__model_name")
+    ),
+    params=("study_id", "instruction_id"),
+)
+
+
+def study_response_rows(*, study_id: int, instruction_id: int) -> list[ResponseRow]:
+    """The responses an instruction is reviewed with in a study: one statement."""
+    return _SET_ROWS.all(study_id=study_id, instruction_id=instruction_id)
+
+
+def study_current(dataset: Dataset) -> Study | None:
+    """The dataset's latest round, where new assignments and imports go by default."""
+    return Study.objects.filter(dataset=dataset).order_by("-round").first()
+
+
+def studies_of(dataset: Dataset) -> QuerySet[Study]:
+    return Study.objects.filter(dataset=dataset).order_by("round")
+
+
+def study_started_instruction_ids(study: Study) -> set[int]:
+    """Instructions of the study with a review that has shown responses (draft or submitted):
+    their response sets are frozen, since the review stores the order it showed them in. A
+    review opened while the set was still empty has shown nothing."""
+    return set(
+        Review.objects.filter(assignment__study=study)
+        .exclude(shown_order=[])
+        .values_list("assignment__instruction_id", flat=True)
+    )
+
+
+@dataclass(frozen=True)
+class ResponseSetSummary:
+    """What a report names as the response set it analysed."""
+
+    study_id: int
+    study: str
+    dataset: str
+    round: int
+    instructions: int
+    responses: int
+    models: dict[str, int] = field(default_factory=dict)  # model name -> responses in the set
+    fingerprint: str = ""  # sha256 over (instruction id, model name) pairs, sorted
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "study_id": self.study_id,
+            "study": self.study,
+            "dataset": self.dataset,
+            "round": self.round,
+            "instructions": self.instructions,
+            "responses": self.responses,
+            "models": self.models,
+            "fingerprint": self.fingerprint,
+        }
+
+
+def response_set_summary(study: Study) -> ResponseSetSummary:
+    """The study's response set in a few numbers and a fingerprint that changes whenever the
+    set does (keyed by the release's instruction ids and model names, not database keys, so a
+    re-import of the same release gives the same fingerprint)."""
+    pairs = sorted(
+        StudyResponse.objects.filter(study=study).values_list(
+            "instruction__instruction_id", "response__model_name"
+        )
+    )
+    models: dict[str, int] = {}
+    for _, name in pairs:
+        models[name] = models.get(name, 0) + 1
+    digest = hashlib.sha256("\n".join(f"{i}\t{m}" for i, m in pairs).encode()).hexdigest()
+    return ResponseSetSummary(
+        study_id=study.pk,
+        study=study.name,
+        dataset=study.dataset.name,
+        round=study.round,
+        instructions=len({i for i, _ in pairs}),
+        responses=len(pairs),
+        models=dict(sorted(models.items())),
+        fingerprint=digest,
+    )
+
+
+def candidate_responses(dataset: Dataset) -> QuerySet[ModelResponse]:
+    """The dataset's responses in no study: generated or imported candidates, retired ones
+    included (marked), for an admin deciding what joins a study."""
+    return (
+        ModelResponse.objects.filter(instruction__dataset=dataset)
+        .exclude(studies__isnull=False)
+        .order_by("model_name", "instruction_id")
+    )
+
+
+@dataclass
+class ModelGroup:
+    """One model's responses in a dataset: where they are, and where they came from."""
+
+    model_name: str
+    responses: int = 0
+    retired: int = 0
+    # Study id -> responses of this model in its set.
+    in_studies: dict[int, int] = field(default_factory=dict)
+    runs: set[int] = field(default_factory=set)  # generation runs that produced them
+
+    @property
+    def source(self) -> str:
+        if self.runs:
+            return ", ".join(f"generation run #{r}" for r in sorted(self.runs))
+        return "import"
+
+    @property
+    def candidates(self) -> int:
+        return self.responses - sum(self.in_studies.values()) - self.retired
+
+
+@dataclass
+class StudyRow:
+    study: Study
+    summary: ResponseSetSummary
+    started: int  # instructions whose response set is frozen
+    assignments: int
+
+
+def studies_overview(dataset: Dataset) -> tuple[list[StudyRow], list[ModelGroup]]:
+    """The admin's page: each study's set and how much of it has started; each model's
+    responses (a handful of queries, whatever the dataset's size)."""
+    groups: dict[str, ModelGroup] = {}
+    for name, retired_at, run in (
+        ModelResponse.objects.filter(instruction__dataset=dataset)
+        .values_list("model_name", "retired_at", "generation_metadata__generation__run")
+        .order_by()
+    ):
+        group = groups.setdefault(name, ModelGroup(model_name=name))
+        group.responses += 1
+        group.retired += retired_at is not None
+        if isinstance(run, int):
+            group.runs.add(run)
+    for study_id, name in (
+        StudyResponse.objects.filter(study__dataset=dataset)
+        .values_list("study_id", "response__model_name")
+        .order_by()
+    ):
+        in_studies = groups[name].in_studies
+        in_studies[study_id] = in_studies.get(study_id, 0) + 1
+    rows = []
+    for study in studies_of(dataset).select_related("dataset"):
+        rows.append(
+            StudyRow(
+                study=study,
+                summary=response_set_summary(study),
+                started=len(study_started_instruction_ids(study)),
+                assignments=study.assignments.count(),
+            )
+        )
+    return rows, sorted(groups.values(), key=lambda g: g.model_name)
