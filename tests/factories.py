@@ -196,10 +196,10 @@ def put_in_study(*instructions: Any, study: Any = None) -> Any:
     return study
 
 
-def assign(instruction: Any, clinician: Any, *, study: Any = None) -> Any:
+def assign(instruction: Any, clinician: Any, *, study: Any = None, fill: bool = True) -> Any:
     """An assignment in ``study`` (default: the instruction's dataset's latest), with the
-    instruction's responses in that study's set."""
+    instruction's responses in that study's set (unless ``fill=False``: the set as it is)."""
     from review.models import Assignment
 
-    study = put_in_study(instruction, study=study)
+    study = put_in_study(instruction, study=study) if fill else study
     return Assignment.objects.create(study=study, instruction=instruction, clinician=clinician)

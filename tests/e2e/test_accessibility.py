@@ -291,6 +291,10 @@ def test_admin_pages_have_no_axe_violations(live_server, tab):
     visit(page, base, reverse("progress_dataset", args=[dataset.pk]), "progress dataset")
     page.click("[data-testid=reopen-form] >> xpath=.. >> summary")
     assert_no_axe_violations(page, "progress dataset, reopen open")
+    visit(page, base, reverse("admin_studies", args=[dataset.pk]), "studies and response sets")
+    page.locator("[data-testid=models] button").first.click()
+    page.wait_for_load_state()
+    assert_no_axe_violations(page, "studies, after a change")
     visit(page, base, reverse("admin_dua_publish"), "DUA publish")
 
 

@@ -37,6 +37,7 @@ def _report():
                 instruction=instruction, model_name=model, text=f"Answer {k}."
             )
             MetricScore.objects.create(response=response, config=config, value=10.0 * (3 - k) + i)
+    factories.put_in_study(*dataset.instructions.all())
     demo_simulated_reviews(dataset_name=dataset.name, n_clinicians=2)
     report = services.report_create(
         dataset=dataset, actor=None, n_resamples=200, seed=1, enqueue=False
