@@ -16,6 +16,7 @@ from tests.review.test_importers import RESPONSES_HEADER, response_row, write
 pytestmark = pytest.mark.django_db
 release = importer_tests.release  # the importer tests' release folder, as a fixture here
 
+
 def test_an_import_fills_round_1_and_a_later_one_leaves_candidates_once_started(release: Path):
     summary = dataset_import(path=release, dataset_name="t")
     study = factories.study_for(ModelResponse.objects.first().instruction.dataset)

@@ -216,7 +216,7 @@ def test_per_review_tau_agrees_with_scipy_on_every_review(seed):
 
 
 def test_per_review_tau_handles_large_reviews_in_chunks(monkeypatch):
-    monkeypatch.setattr(S, "_CHUNK_ELEMENTS", 50)  # force several chunks
+    monkeypatch.setattr(S.table, "_CHUNK_ELEMENTS", 50)  # force several chunks
     table, scores = random_table(7, n_reviews=40, max_responses=9)
     ref = scipy_reference_taus(table, scores)
     res = S.per_review_tau(table, scores)
@@ -934,7 +934,7 @@ def test_bench_inputs_shape_and_signal():
 
 def test_full_benchmark_is_fast():
     table, scores = S.bench_inputs()
-    S._cluster_counts.cache_clear()
+    S.resampling._cluster_counts.cache_clear()
     start = time.perf_counter()
     for s in scores.values():
         S.metric_correlation(table, s)

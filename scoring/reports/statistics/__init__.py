@@ -1,0 +1,78 @@
+"""Statistics relating automated metric scores to clinicians' judgements.
+
+Pure numpy/scipy; no Django imports, so the package can be used from management commands,
+notebooks and tests alike. One module per question:
+
+- ``table``: the judgement table every statistic reads, and shared array helpers;
+- ``resampling``: the cluster bootstrap (intervals, p-values);
+- ``correlation``: does a metric order responses as clinicians do (per-review tau-b, pairwise
+  accuracy, system-level tau);
+- ``agreement``: do clinicians agree with each other (human ceiling, Krippendorff's alpha);
+- ``leaderboard``: which model do clinicians prefer (correct shares, Bradley-Terry, win rates);
+- ``significance``: is a difference real (paired tests, position bias, context length);
+- ``breakdown``: a statistic per category or specialty;
+- ``synthetic``: synthetic judgements for benchmarks.
+"""
+
+from .agreement import human_ceiling, krippendorff_alpha_ordinal
+from .breakdown import breakdown
+from .correlation import (
+    metric_correlation,
+    metric_correlations,
+    pairwise_accuracy,
+    per_review_tau,
+    system_level_tau,
+)
+from .leaderboard import (
+    BT_BOOTSTRAP_TOL,
+    BT_MAX_ITER,
+    BT_TOL,
+    BradleyTerryFit,
+    bradley_terry,
+    bradley_terry_fit,
+    leaderboard,
+    leaderboard_fit,
+    wilson_interval,
+    win_rate_matrix,
+)
+from .resampling import DEFAULT_RESAMPLES, cluster_bootstrap_ci
+from .significance import (
+    context_length_analysis,
+    mcnemar_exact,
+    paired_bootstrap_test,
+    position_bias,
+)
+from .synthetic import bench_inputs
+from .table import Engine, JudgementTable, ReviewTaus, Scores
+
+__all__ = [
+    "BT_BOOTSTRAP_TOL",
+    "BT_MAX_ITER",
+    "BT_TOL",
+    "DEFAULT_RESAMPLES",
+    "BradleyTerryFit",
+    "Engine",
+    "JudgementTable",
+    "ReviewTaus",
+    "Scores",
+    "bench_inputs",
+    "bradley_terry",
+    "bradley_terry_fit",
+    "breakdown",
+    "cluster_bootstrap_ci",
+    "context_length_analysis",
+    "human_ceiling",
+    "krippendorff_alpha_ordinal",
+    "leaderboard",
+    "leaderboard_fit",
+    "mcnemar_exact",
+    "metric_correlation",
+    "metric_correlations",
+    "paired_bootstrap_test",
+    "pairwise_accuracy",
+    "per_review_tau",
+    "position_bias",
+    "system_level_tau",
+    "wilson_interval",
+    "win_rate_matrix",
+]
