@@ -56,26 +56,44 @@ def compute_results(
     params: Mapping[str, Any],
     labels: Mapping[str, str] | None = None,
     variants: Mapping[str, tuple[str, int | None]] | None = None,
+    style: Mapping[str, np.ndarray] | None = None,
+    cluster_unit: str = "instruction",
 ) -> dict[str, Any]:
-    """Every statistic of a report. ``params``: ``n_resamples``, ``seed``, ``confidence``.
+    """Every statistic of a report. ``params``: ``n_resamples``, ``seed``, ``confidence``,
+    ``min_clusters``, ``n_permutations``.
 
-    ``variants`` (model name -> base model, context length) feeds the context-length section.
+    ``table.cluster`` is the resampling unit (``cluster_unit`` names it: "patient" or
+    "instruction"); ``variants`` (model name -> base model, context length) feeds the
+    context-length section; ``style`` (per row: the response's length, list items…) the
+    style-controlled Bradley-Terry fit.
 
     All bootstraps share the seed, hence the same cluster draws: the intervals of different
-    metrics (and the paired tests) are computed on the same resamples of instructions.
+    metrics (and the paired tests) are computed on the same resamples of clusters.
     """
     started = time.perf_counter()
     n_resamples = int(params.get("n_resamples", st.DEFAULT_RESAMPLES))
     seed = int(params.get("seed", 0))
     confidence = float(params.get("confidence", DEFAULT_CONFIDENCE))
+    min_clusters = int(params.get("min_clusters", st.MIN_CLUSTERS))
+    n_permutations = int(params.get("n_permutations", st.DEFAULT_PERMUTATIONS))
     labels = dict(labels or {})
-    boot = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence}
+    boot = {
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "confidence": confidence,
+        "min_clusters": min_clusters,
+    }
 
+    significance = st.perm_both_tests(table, scores, n_permutations=n_permutations, seed=seed)
+    cluster_of = {row["metric"]: row["cluster"] for row in significance["clusters"]}
+    loo = st.leave_one_clinician_out(table, scores)
     correlation = []
     for key, values in scores.items():
         corr = st.metric_correlation(table, values, **boot)
         acc = st.pairwise_accuracy(table, values, **boot)
+        acc23 = st.tie_calibrated_accuracy(table, values, **boot)
         system = st.system_level_tau(table, values)
+        place = loo["metrics"].get(key, {})
         correlation.append(
             {
                 "metric": key,
@@ -83,19 +101,33 @@ def compute_results(
                 "mean_tau": corr["mean_tau"],
                 "ci_low": corr["ci_low"],
                 "ci_high": corr["ci_high"],
+                "tau_variant": "tau-b, per review, averaged",
                 "n_reviews": corr["n_reviews"],
                 "n_skipped": corr["n_skipped"],
                 "n_instructions": corr["n_instructions"],
+                "n_clusters": corr["n_clusters"],
+                "interval_note": corr["interval_note"],
                 "pairwise_accuracy": acc["accuracy"],
                 "pairwise_ci_low": acc["ci_low"],
                 "pairwise_ci_high": acc["ci_high"],
+                "pairwise_level": "pooled over response pairs, metric ties half",
                 "n_pairs": acc["n_pairs"],
                 "n_metric_ties": acc["n_metric_ties"],
+                "acc23": acc23["accuracy"],
+                "acc23_ci_low": acc23["ci_low"],
+                "acc23_ci_high": acc23["ci_high"],
+                "acc23_epsilon": acc23["epsilon"],
+                "acc23_level": "per review, averaged; tie threshold calibrated",
                 "system_tau": system["tau"],
                 "system_p_value": system["p_value"],
+                "system_level": "tau-b over model means",
                 "n_models": system["n_models"],
                 "n_scored": int(np.count_nonzero(~np.isnan(np.asarray(values, dtype=float)))),
                 "system_mean_score": system["mean_score"],
+                "significance_cluster": cluster_of.get(key),
+                "loo_tau": place.get("mean_tau"),
+                "loo_percentile": place.get("percentile"),
+                "loo_share_beating": place.get("share_beating"),
             }
         )
 
@@ -112,10 +144,15 @@ def compute_results(
             table, dict(scores), by, st.metric_correlations, **boot
         ).items():
             mask = np.asarray(getattr(table, by)).astype(str) == value
+            sub = table.subset(mask)
             groups[value] = {
                 "n_reviews": int(np.unique(table.review[mask]).shape[0]),
                 "n_instructions": int(np.unique(table.instruction[mask]).shape[0]),
+                "n_clusters": int(np.unique(sub.clusters).shape[0]),
                 "metrics": per_metric,
+                "leave_one_out": st.leave_one_clinician_out(
+                    sub, {k: np.asarray(v)[mask] for k, v in scores.items()}
+                ),
             }
         breakdowns[by] = groups
 
@@ -123,16 +160,30 @@ def compute_results(
     results = {
         "metrics": [{"key": k, "label": labels.get(k, k)} for k in scores],
         "counts": _counts(table),
+        "clustering": {
+            "unit": cluster_unit,
+            "n_clusters": int(np.unique(table.clusters).shape[0]),
+            "min_clusters": min_clusters,
+        },
         "correlation": correlation,
         "paired_tests": paired,
+        "significance": significance,
+        "leave_one_out": loo,
         "human_ceiling": st.human_ceiling(table, **boot),
         "leaderboard": leaderboard,
         "bradley_terry": bt_info,
+        "style_control": (
+            st.style_controlled_bradley_terry(
+                table, style, confidence=confidence, min_clusters=min_clusters
+            )
+            if style
+            else None
+        ),
         "win_rate": {"models": models, "matrix": matrix},
         "position_bias": st.position_bias(table, **boot),
         "context_length": st.context_length_analysis(table, dict(variants or {}), **boot),
         "breakdowns": breakdowns,
-        "parameters": boot,
+        "parameters": {**boot, "n_permutations": n_permutations, "cluster_unit": cluster_unit},
     }
     results["seconds"] = time.perf_counter() - started
     return clean(results)

@@ -11,11 +11,16 @@ review and every pair of its responses the clinician ranked differently,
 ``P(i ranked above j) = sigma(w . (x_i - x_j))``; both orientations of each pair are used, with
 no intercept, so the model is antisymmetric and ``w . x_i`` is the learned score of a response.
 
-Evaluation is *only* by cross-validation grouped by instruction (``GroupKFold`` with the
-instruction as the group): an instruction's reviews are never in both a training and a test
-fold. The grouping is not a parameter: nothing in this module accepts a splitter or groups, so a
-leaky split cannot be configured. The out-of-fold scores are then one more metric of the report
-(same tau-b, interval and paired tests as the classic metrics).
+Evaluation is *only* by cross-validation grouped by patient: a patient's reviews (every
+instruction grounded in their record) are never in both a training and a test fold. Grouping
+by instruction leaks: MedAlign grounds 303 instructions in 276 records, and a model that
+learns one patient's record from one instruction is rewarded on another of the same patient
+(a synthetic case where each patient has its own preference scored 0.056 tau higher with
+instruction folds). The grouping is not a parameter: ``cross_validated_scores`` takes each
+row's patient and nothing else, so a leaky split cannot be configured. One split is one draw:
+the split is repeated with shuffled fold assignments and the report gives the mean and spread
+of the learned metric's tau over the repeats beside the first split's scores, which are one
+more metric of the report (same tau-b, interval and paired tests as the classic metrics).
 
 The fitted model (fitted on all reviews) is stored as plain numbers (scaler, coefficients,
 feature names) with its provenance, never as a pickle, so it can score a new model's responses
@@ -41,7 +46,8 @@ EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDING_MAX_TOKENS = 256  # all-MiniLM-L6-v2's training length
 EMBEDDING_BLOCKS = 16
 LEARNED_KEY = "learned"
-LEARNED_LABEL = "Learned from clinicians (pairwise LR, CV by instruction)"
+LEARNED_LABEL = "Learned from clinicians (pairwise LR, CV by patient)"
+DEFAULT_REPEATS = 10
 
 
 # --- features ------------------------------------------------------------------------------------
@@ -206,61 +212,96 @@ def fit_ranker(
     return LinearRanker(mean, scale, model.coef_[0].copy()), int(a.size)
 
 
+def _fold_of(groups: np.ndarray, n_splits: int, seed: int) -> dict[str, int]:
+    """Each group's fold: groups in sorted order of their keys, shuffled by ``seed``, dealt
+    round-robin, so the assignment depends on the patients' pseudonyms and the seed only
+    (never on database keys or row order) and folds differ by at most one patient."""
+    keys = sorted({str(g) for g in groups})
+    order = np.random.default_rng(seed).permutation(len(keys))
+    return {keys[k]: int(i % n_splits) for i, k in enumerate(order)}
+
+
 def cross_validated_scores(
     table: JudgementTable,
     features: np.ndarray,
     *,
+    patient: Sequence[str] | np.ndarray,
     n_splits: int = DEFAULT_SPLITS,
     c: float = DEFAULT_C,
+    repeats: int = 1,
+    seed: int = 0,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """Out-of-fold learned scores for every row, folds grouped by instruction.
+    """Out-of-fold learned scores for every row, folds grouped by patient.
 
-    Folds are ``sklearn.model_selection.GroupKFold`` with ``groups = table.instruction``, always:
-    there is no parameter for a splitter or for groups. Each fold's model is fitted on the other
-    folds' reviews only; its scores for the held-out rows are what the report evaluates. The
-    returned info says how many folds, reviews and pairs, and which instructions each test fold
-    held (so a test can check that no instruction is on both sides).
+    ``patient`` is each row's patient (pseudonymous id); a patient's rows are always on one
+    side of every split. Each fold's model is fitted on the other folds' reviews only; its
+    scores for the held-out rows are what the report evaluates (the first split's). With
+    ``repeats`` > 1 the split is redrawn (seeds ``seed``, ``seed + 1``…) and ``info`` holds
+    the mean per-review tau-b of every repeat, their mean and standard deviation. ``info``
+    also says how many folds, reviews and pairs, and each patient's fold in the first split.
     """
-    from sklearn.model_selection import GroupKFold
+    from scoring.reports.statistics import per_review_tau
 
     started = time.perf_counter()
     x = np.asarray(features, dtype=float)
-    if x.shape[0] != len(table):
-        raise ValueError("features need one row per table row")
-    groups = np.asarray(table.instruction)
+    groups = np.asarray(patient).astype(str)
+    if x.shape[0] != len(table) or groups.shape[0] != len(table):
+        raise ValueError("features and patients need one row per table row")
     n_groups = int(np.unique(groups).shape[0])
     scores = np.full(len(table), np.nan)
     info: dict[str, Any] = {
         "method": "logistic regression on pairwise feature differences",
-        "cv": "GroupKFold by instruction",
+        "cv": "K-fold by patient (no patient on both sides)",
         "n_splits": 0,
         "c": c,
         "n_features": int(x.shape[1]),
         "n_reviews": int(np.unique(table.review).shape[0]),
-        "n_instructions": n_groups,
+        "n_instructions": int(np.unique(table.instruction).shape[0]),
+        "n_patients": n_groups,
         "n_training_pairs": 0,
         "folds": [],
+        "fold_of_patient": {},
+        "repeats": [],
+        "repeat_mean_tau": math.nan,
+        "repeat_sd_tau": math.nan,
+        "seed": int(seed),
     }
     splits = min(int(n_splits), n_groups)
     if splits < 2:
         info["seconds"] = time.perf_counter() - started
         return scores, info
     info["n_splits"] = splits
-    for train, test in GroupKFold(n_splits=splits).split(x, groups=groups):
-        train_groups, test_groups = set(groups[train].tolist()), set(groups[test].tolist())
-        if train_groups & test_groups:  # GroupKFold guarantees this; keep it checked
-            raise RuntimeError("an instruction is in both the training and the test fold")
-        model, n_pairs = fit_ranker(table, x, train, c=c)
-        scores[test] = model.score(x[test])
-        info["n_training_pairs"] += n_pairs
-        info["folds"].append(
-            {
-                "test_instructions": sorted(test_groups),
-                "n_train_rows": int(train.size),
-                "n_test_rows": int(test.size),
-                "n_train_pairs": n_pairs,
-            }
-        )
+    for repeat in range(max(1, int(repeats))):
+        fold_of = _fold_of(groups, splits, int(seed) + repeat)
+        fold = np.array([fold_of[g] for g in groups])
+        oof = np.full(len(table), np.nan)
+        for k in range(splits):
+            test = np.flatnonzero(fold == k)
+            train = np.flatnonzero(fold != k)
+            if set(groups[train].tolist()) & set(groups[test].tolist()):
+                raise RuntimeError("a patient is in both the training and the test fold")
+            model, n_pairs = fit_ranker(table, x, train, c=c)
+            oof[test] = model.score(x[test])
+            if repeat == 0:
+                info["n_training_pairs"] += n_pairs
+                info["folds"].append(
+                    {
+                        "test_patients": int(np.unique(groups[test]).shape[0]),
+                        "n_train_rows": int(train.size),
+                        "n_test_rows": int(test.size),
+                        "n_train_pairs": n_pairs,
+                    }
+                )
+        if repeat == 0:
+            scores = oof
+            info["fold_of_patient"] = fold_of
+        taus = per_review_tau(table, oof)
+        info["repeats"].append(float(taus.tau.mean()) if len(taus) else math.nan)
+    values = np.asarray(info["repeats"], dtype=float)
+    values = values[~np.isnan(values)]
+    if values.size:
+        info["repeat_mean_tau"] = float(values.mean())
+        info["repeat_sd_tau"] = float(values.std(ddof=1)) if values.size > 1 else math.nan
     info["seconds"] = time.perf_counter() - started
     return scores, info
 

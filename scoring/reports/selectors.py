@@ -1,11 +1,12 @@
 """Reads the report pages, the API and the commands need."""
 
 import hashlib
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from review.models import Dataset, ModelResponse, ResponseJudgement, Review, Study
 from review.selectors.studies import study_current
@@ -45,6 +46,12 @@ class ReportInputs:
     truncated: dict[str, np.ndarray]
     # Submitted reviews left out because their reviewer also held researcher access.
     n_unblindable_excluded: int = 0
+    # Each row's patient (the instruction's pseudonymous person id): the resampling unit when
+    # instructions share records, and the learned metric's folds.
+    patient: list[str] = field(default_factory=list)
+    # Submitted reviews outside the table, for the reviews export: "cannot assess" ones (with
+    # their reason) and those left out because the reviewer could unblind.
+    other_reviews: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _metric_keys(configs: list[MetricConfig]) -> dict[int, str]:
@@ -125,8 +132,38 @@ def report_inputs(
         assignment__study=study, status=Review.Status.SUBMITTED, cannot_assess=""
     )
     n_unblindable = 0
+    other_reviews = []
+    for review_id, code, person, pseudonym, reason, could_unblind in (
+        Review.objects.filter(assignment__study=study, status=Review.Status.SUBMITTED)
+        .filter(Q(~Q(cannot_assess="")) | Q(reviewer_could_unblind=True))
+        .order_by("id")
+        .values_list(
+            "id",
+            "assignment__instruction__instruction_id",
+            "assignment__instruction__person_id",
+            "assignment__clinician__pseudonym",
+            "cannot_assess",
+            "reviewer_could_unblind",
+        )
+    ):
+        if reason:
+            why = f"cannot assess: {reason}"
+        elif not include_unblindable:
+            why = "reviewer also held researcher access (left out)"
+            n_unblindable += 1
+        else:
+            continue
+        other_reviews.append(
+            {
+                "review_id": review_id,
+                "instruction_id": code,
+                "patient": person,
+                "clinician": pseudonym,
+                "excluded": why,
+                "reviewer_could_unblind": could_unblind,
+            }
+        )
     if not include_unblindable:
-        n_unblindable = reviews.filter(reviewer_could_unblind=True).count()
         reviews = reviews.filter(reviewer_could_unblind=False)
     base = ResponseJudgement.objects.filter(review__in=reviews)
     rows = list(
@@ -145,6 +182,7 @@ def report_inputs(
             "position",
             "review__assignment__instruction__category",
             "review__assignment__instruction__specialty",
+            "review__assignment__instruction__person_id",
         )
     )
     n_cannot_assess = (
@@ -164,7 +202,7 @@ def report_inputs(
     keys = _metric_keys(configs)
 
     n = len(rows)
-    columns = list(zip(*rows, strict=True)) if rows else [()] * 14
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 15
     response_ids = np.asarray(columns[8], dtype=np.int64)
     row_of_response: dict[int, list[int]] = {}
     for i, rid in enumerate(columns[8]):
@@ -230,7 +268,38 @@ def report_inputs(
         variants=model_variants(dataset=dataset),
         truncated=truncated,
         n_unblindable_excluded=n_unblindable,
+        patient=[p or f"(instruction {c})" for p, c in zip(columns[14], columns[3], strict=True)],
+        other_reviews=other_reviews,
     )
+
+
+# Style features of a response (FastChat's style control counts markdown the same way): its
+# length in words, list items, headers and bold spans. Numbers only leave this function.
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+", re.MULTILINE)
+_HEADER = re.compile(r"^\s*#{1,6}\s+\S", re.MULTILINE)
+_BOLD = re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
+STYLE_FEATURES = ("length_words", "list_items", "headers", "bold")
+
+
+def response_style(*, table: JudgementTable) -> dict[str, np.ndarray]:
+    """Per table row, each style feature of the row's response (1 query)."""
+    texts = dict(
+        ModelResponse.objects.filter(pk__in={int(r) for r in table.response})
+        .values_list("id", "text")
+        .order_by()
+    )
+    per_response = {
+        rid: (
+            len(text.split()),
+            len(_LIST_ITEM.findall(text)),
+            len(_HEADER.findall(text)),
+            len(_BOLD.findall(text)),
+        )
+        for rid, text in texts.items()
+    }
+    values = np.array([per_response.get(int(r), (0, 0, 0, 0)) for r in table.response], float)
+    values = values.reshape(len(table), len(STYLE_FEATURES))
+    return {name: values[:, k] for k, name in enumerate(STYLE_FEATURES)}
 
 
 def learned_texts(*, table: JudgementTable) -> tuple[list[str], list[str], list[str]]:

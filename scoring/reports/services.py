@@ -2,6 +2,7 @@
 tokens. Metric configurations are written in ``scoring.runs.metric_configs``, runs in
 ``scoring.runs``."""
 
+import dataclasses
 import hashlib
 import logging
 import platform
@@ -28,6 +29,7 @@ from scoring.models import (
     ModelVariant,
 )
 from scoring.reports import learned
+from scoring.reports import statistics as st
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 REPORT_MAX_RESAMPLES = 100_000
 REPORT_TABLES = ("correlation", "leaderboard", "responses", "metrics")
+CLUSTER_CHOICES = ("auto", "patient", "instruction")
 
 
 class ReportError(Exception):
@@ -52,9 +55,18 @@ def _report_parameters(
     learned_metric: bool = False,
     study_id: int | None = None,
     include_unblindable: bool = False,
+    cluster: str = "auto",
+    min_clusters: int = st.MIN_CLUSTERS,
+    n_permutations: int = st.DEFAULT_PERMUTATIONS,
 ) -> dict[str, Any]:
     if not 1 <= int(n_resamples) <= REPORT_MAX_RESAMPLES:
         raise ReportError(f"resamples must be between 1 and {REPORT_MAX_RESAMPLES:,}")
+    if cluster not in CLUSTER_CHOICES:
+        raise ReportError(f"cluster by {' or '.join(CLUSTER_CHOICES)}")
+    if not 2 <= int(min_clusters) <= 1000:
+        raise ReportError("the fewest clusters for an interval must be from 2 to 1,000")
+    if not 99 <= int(n_permutations) <= 100_000:
+        raise ReportError("permutations must be from 99 to 100,000")
     if not 0.5 <= float(confidence) < 1.0:
         raise ReportError("confidence must be at least 0.5 and below 1")
     if seed is not None and not 0 <= int(seed) < 2**32:
@@ -73,6 +85,10 @@ def _report_parameters(
         "study_id": study_id,
         # Reviews by accounts that also held researcher access are left out unless asked for.
         "include_unblindable": bool(include_unblindable),
+        # The resampling unit: "auto" clusters by patient when instructions share patients.
+        "cluster": cluster,
+        "min_clusters": int(min_clusters),
+        "n_permutations": int(n_permutations),
     }
 
 
@@ -92,6 +108,9 @@ def report_create(
     enqueue: bool = True,
     study: Study | None = None,
     include_unblindable: bool = False,
+    cluster: str = "auto",
+    min_clusters: int = st.MIN_CLUSTERS,
+    n_permutations: int = st.DEFAULT_PERMUTATIONS,
 ) -> CorrelationReport:
     """A pending report; its computation is queued once the row is committed.
 
@@ -115,6 +134,9 @@ def report_create(
         learned_metric=learned_metric,
         study_id=study.pk if study is not None else None,
         include_unblindable=include_unblindable,
+        cluster=cluster,
+        min_clusters=min_clusters,
+        n_permutations=n_permutations,
     )
     report = CorrelationReport.objects.create(
         dataset=dataset,
@@ -166,7 +188,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
     """
     from scoring.reports.analysis import compute_results, response_rows
     from scoring.reports.analysis import metric_provenance as analysis_provenance
-    from scoring.reports.selectors import report_inputs
+    from scoring.reports.selectors import report_inputs, response_style
 
     with transaction.atomic():
         report = (
@@ -214,14 +236,29 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             }
             for m in inputs.metrics
         ]
+        keys, unit = st.choose_clusters(
+            numpy.asarray(inputs.instruction_code),
+            numpy.asarray(inputs.patient),
+            str(params.get("cluster", "auto")),
+        )
+        table = inputs.table.with_clusters(keys)
+        inputs = dataclasses.replace(inputs, table=table)
         scores = dict(inputs.scores)
         learned_fit = None
         if params.get("learned_metric"):
-            learned_fit = _learned_metric_fit(inputs)
+            learned_fit = _learned_metric_fit(inputs, seed=int(params.get("seed", 0)))
             scores[learned.LEARNED_KEY] = learned_fit["oof"]
             labels[learned.LEARNED_KEY] = learned.LEARNED_LABEL
             metric_provenance.append(learned_fit["provenance_row"])
-        results = compute_results(inputs.table, scores, params, labels, variants=inputs.variants)
+        results = compute_results(
+            table,
+            scores,
+            params,
+            labels,
+            variants=inputs.variants,
+            style=response_style(table=table),
+            cluster_unit=unit,
+        )
         results["learned_metric"] = learned_fit["info"] if learned_fit else None
         results["metric_provenance"] = metric_provenance
         results["responses"] = response_rows(
@@ -313,7 +350,7 @@ def _report_study(report: CorrelationReport) -> Study:
     return study
 
 
-def _learned_metric_fit(inputs: Any) -> dict[str, Any]:
+def _learned_metric_fit(inputs: Any, *, seed: int) -> dict[str, Any]:
     """Cross-validated scores of the learned metric, and the model fitted on every review."""
     from scoring.metrics.base import file_sha256
     from scoring.reports.selectors import learned_texts
@@ -335,7 +372,13 @@ def _learned_metric_fit(inputs: Any) -> dict[str, Any]:
         rows(references),
     )
     embed_s = time.perf_counter() - started
-    oof, info = learned.cross_validated_scores(inputs.table, features)
+    oof, info = learned.cross_validated_scores(
+        inputs.table,
+        features,
+        patient=inputs.patient,
+        repeats=learned.DEFAULT_REPEATS,
+        seed=seed,
+    )
     started = time.perf_counter()
     final, n_pairs = learned.fit_ranker(inputs.table, features, numpy.arange(len(inputs.table)))
     path = learned.minilm_path()
@@ -355,9 +398,14 @@ def _learned_metric_fit(inputs: Any) -> dict[str, Any]:
         "n_reviews": info["n_reviews"],
         "n_pairs": n_pairs,
     }
+    fold_of_patient = info.pop("fold_of_patient")
     info = {
         **info,
-        "folds": [{k: v for k, v in f.items() if k != "test_instructions"} for f in info["folds"]],
+        # Each instruction's fold in the first split (its patient's), for a rerun from exports.
+        "fold_of_instruction": {
+            code: fold_of_patient.get(patient)
+            for code, patient in zip(inputs.instruction_code, inputs.patient, strict=True)
+        },
         "n_reviews_final_model": info["n_reviews"],
         "n_pairs_final_model": n_pairs,
         "embedding_seconds": embed_s,

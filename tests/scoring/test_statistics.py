@@ -308,14 +308,18 @@ def test_adding_single_rank_review_only_increments_skipped(data, n_constant):
 @given(data=tables_with_scores(allow_nan=False), seed=st.integers(0, 2**16))
 def test_ci_contains_point_estimate(data, seed):
     table, scores = data
-    out = S.metric_correlation(table, scores, n_resamples=300, seed=seed)
+    # The mechanics, on any number of clusters (min_clusters=1); the default refuses few.
+    out = S.metric_correlation(table, scores, n_resamples=300, seed=seed, min_clusters=1)
     if out["n_reviews"] == 0:
         assert math.isnan(out["mean_tau"]) and math.isnan(out["ci_low"])
         return
     assert out["ci_low"] - 1e-9 <= out["mean_tau"] <= out["ci_high"] + 1e-9
-    acc = S.pairwise_accuracy(table, scores, n_resamples=300, seed=seed)
-    if acc["n_pairs"]:
+    acc = S.pairwise_accuracy(table, scores, n_resamples=300, seed=seed, min_clusters=1)
+    if not math.isnan(acc["accuracy"]):
         assert acc["ci_low"] - 1e-9 <= acc["accuracy"] <= acc["ci_high"] + 1e-9
+    default = S.metric_correlation(table, scores, n_resamples=300, seed=seed)
+    if default["n_clusters"] < S.MIN_CLUSTERS:
+        assert math.isnan(default["ci_low"]) and default["interval_note"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,8 +349,12 @@ def test_bootstrap_matches_naive_loop_over_resamples():
     draws = np.random.default_rng(seed).integers(0, len(ids), size=(n_resamples, len(ids)))
     means = [np.concatenate([values[clusters == ids[c]] for c in row]).mean() for row in draws]
     expected = np.quantile(means, [0.05, 0.95])
-    got = S.cluster_bootstrap_ci(values, clusters, n_resamples, seed, confidence=0.9)
+    got = S.cluster_bootstrap_ci(
+        values, clusters, n_resamples, seed, confidence=0.9, min_clusters=6
+    )
     assert got == pytest.approx(tuple(expected), abs=1e-12)
+    # Six clusters are fewer than the default minimum: no interval at all.
+    assert all(math.isnan(v) for v in S.cluster_bootstrap_ci(values, clusters, n_resamples, seed))
 
 
 def test_cluster_bootstrap_width_reflects_clusters_not_rows():
@@ -363,7 +371,13 @@ def test_cluster_bootstrap_width_reflects_clusters_not_rows():
 
 
 def test_bootstrap_single_cluster_and_empty():
+    # One cluster: every resample is the same cluster, a zero-width "interval" claiming
+    # certainty the data do not have. None is shown below the minimum number of clusters.
     lo, hi = S.cluster_bootstrap_ci(np.array([0.2, 0.4]), np.array([1, 1]), n_resamples=50)
+    assert math.isnan(lo) and math.isnan(hi)
+    lo, hi = S.cluster_bootstrap_ci(
+        np.array([0.2, 0.4]), np.array([1, 1]), n_resamples=50, min_clusters=1
+    )
     assert lo == pytest.approx(0.3) and hi == pytest.approx(0.3)
     assert all(math.isnan(v) for v in S.cluster_bootstrap_ci(np.array([]), np.array([])))
     with pytest.raises(ValueError):
@@ -478,7 +492,7 @@ def test_paired_p_value_matches_naive_bootstrap():
     ta, tb = S.per_review_tau(table, a), S.per_review_tau(table, b)
     common = np.intersect1d(ta.review, tb.review)
     diff = {r: ta.tau[ta.review == r][0] - tb.tau[tb.review == r][0] for r in common}
-    inst = {r: table.instruction[table.review == r][0] for r in common}
+    inst = {r: table.clusters[table.review == r][0] for r in common}
     ids = np.unique(list(inst.values()))
     draws = np.random.default_rng(seed).integers(0, len(ids), size=(n_resamples, len(ids)))
     boot = np.array(
@@ -488,7 +502,9 @@ def test_paired_p_value_matches_naive_bootstrap():
     other_side = np.mean(boot <= 0) if d > 0 else np.mean(boot >= 0)
     assert res["difference"] == pytest.approx(d)
     assert 0 < other_side < 0.5  # a non-trivial case
-    assert res["p_value"] == pytest.approx(min(1.0, 2 * other_side))
+    # The observed sample counts among the resamples: never below 2 / (B + 1).
+    k = round(other_side * n_resamples)
+    assert res["p_value"] == pytest.approx(min(1.0, 2 * (k + 1) / (n_resamples + 1)))
 
 
 def test_paired_test_uses_only_reviews_valid_for_both():
@@ -531,6 +547,9 @@ def test_human_ceiling_hand_worked():
     assert out["n_pairs"] == 3
     assert out["n_skipped_pairs"] == 1
     assert out["n_instructions"] == 3
+    # Three clusters: no interval by default; the mechanics with the minimum lowered.
+    assert math.isnan(out["ci_low"]) and out["interval_note"].startswith("no interval: 3")
+    out = S.human_ceiling(make_table(reviews), n_resamples=FAST, min_clusters=1)
     assert out["ci_low"] <= out["mean_tau"] <= out["ci_high"]
 
 
@@ -842,9 +861,9 @@ def test_leaderboard_correct_share_and_ranks():
     assert [r["model"] for r in rows] == ["A", "B"]  # A won 2 of 3
     assert by["A"]["n"] == 3 and by["A"]["n_correct_known"] == 3
     assert by["A"]["share_correct"] == pytest.approx(2 / 3)
-    assert (by["A"]["correct_ci_low"], by["A"]["correct_ci_high"]) == pytest.approx(
-        S.wilson_interval(2, 3)
-    )
+    # Three clusters: too few for an interval (a binomial interval would also treat the
+    # judgements as independent).
+    assert math.isnan(by["A"]["correct_ci_low"]) and math.isnan(by["A"]["correct_ci_high"])
     assert by["B"]["n_correct_known"] == 2 and by["B"]["share_correct"] == 0.5
     assert by["A"]["mean_rank"] == pytest.approx(4 / 3)
     assert by["A"]["bt_strength"] == pytest.approx(-by["B"]["bt_strength"])
@@ -867,7 +886,9 @@ def test_position_bias_is_the_mean_per_review_tau():
     assert out["tau"] == pytest.approx(0.0)
     # Pooling the six judgements (what the report did before) gives a clearly positive tau.
     assert sps.kendalltau([0, 1, 2, 3, 0, 1], [1, 2, 3, 4, 2, 1])[0] > 0.5
-    assert out["p_value"] == 1.0
+    # Two clusters: no p-value or interval by default; the mechanics with the minimum lowered.
+    assert math.isnan(out["p_value"]) and out["interval_note"].startswith("no interval: 2")
+    assert S.position_bias(table, n_resamples=FAST, min_clusters=2)["p_value"] == 1.0
     assert out["n"] == 6 and out["n_reviews"] == 2 and out["n_skipped"] == 0
 
 
@@ -884,7 +905,8 @@ def test_position_bias_p_value_is_the_cluster_bootstrap_of_review_taus():
         m = table.review == r
         if len(np.unique(table.rank[m])) > 1 and len(np.unique(table.position[m])) > 1:
             taus[r] = sps.kendalltau(table.position[m], table.rank[m]).statistic
-    inst = {r: table.instruction[table.review == r][0] for r in taus}
+    # Clusters are drawn in the sorted order of their keys (strings), never of database ids.
+    inst = {r: table.clusters[table.review == r][0] for r in taus}
     assert out["n_reviews"] == len(taus)
     assert out["tau"] == pytest.approx(np.mean(list(taus.values())))
     ids = np.unique(list(inst.values()))
@@ -892,8 +914,8 @@ def test_position_bias_p_value_is_the_cluster_bootstrap_of_review_taus():
     boot = np.array(
         [np.mean([taus[r] for c in row for r in taus if inst[r] == ids[c]]) for row in draws]
     )
-    other = np.mean(boot <= 0) if out["tau"] > 0 else np.mean(boot >= 0)
-    assert out["p_value"] == pytest.approx(min(1.0, 2 * other))
+    other = np.sum(boot <= 0) if out["tau"] > 0 else np.sum(boot >= 0)
+    assert out["p_value"] == pytest.approx(min(1.0, 2 * (other + 1) / (n_resamples + 1)))
     lo, hi = np.quantile(boot, [0.025, 0.975])
     assert (out["ci_low"], out["ci_high"]) == pytest.approx((lo, hi))
 
@@ -1004,9 +1026,19 @@ def test_context_length_analysis_hand_checked_against_plain_loops():
     c = sum(sh and not lo for _, lo, sh, _ in pairs)
     assert (cmp["only_long_correct"], cmp["only_short_correct"]) == (b, c)
     assert cmp["n_reviews"] == len(pairs) == 80 and cmp["n_instructions"] == 40
-    assert cmp["mcnemar_p_value"] == pytest.approx(
+    # Two clinicians per instruction: McNemar would count their pairs as independent, so it
+    # is not given; on one clinician's pairs alone (one per cluster) it is, as statsmodels has it.
+    assert math.isnan(cmp["mcnemar_p_value"]) and "not independent" in cmp["mcnemar_note"]
+    alone = S.context_length_analysis(
+        table.subset(table.clinician == 0), variants, n_resamples=300, seed=4
+    )["comparisons"][0]
+    assert alone["mcnemar_p_value"] == pytest.approx(
         contingency.mcnemar(
-            [[cmp["both_correct"], b], [c, cmp["neither_correct"]]], exact=True
+            [
+                [alone["both_correct"], alone["only_long_correct"]],
+                [alone["only_short_correct"], alone["neither_correct"]],
+            ],
+            exact=True,
         ).pvalue
     )
     d = np.array([float(lo) - float(sh) for _, lo, sh, _ in pairs])
@@ -1014,7 +1046,7 @@ def test_context_length_analysis_hand_checked_against_plain_loops():
     assert cmp["correct_difference"] > 0.15  # the long context is right more often
     assert cmp["rank_difference"] == pytest.approx(np.mean([p[3] for p in pairs]))
     # The interval is the cluster bootstrap over instructions, as a plain loop computes it.
-    inst = np.array([p[0] for p in pairs])
+    inst = np.array([str(p[0]) for p in pairs])
     ids = np.unique(inst)
     draws = np.random.default_rng(4).integers(0, len(ids), size=(300, len(ids)))
     boot = [np.concatenate([d[inst == ids[k]] for k in row]).mean() for row in draws]

@@ -14,7 +14,7 @@ notebooks and tests alike. One module per question:
 - ``synthetic``: synthetic judgements for benchmarks.
 """
 
-from .agreement import human_ceiling, krippendorff_alpha_ordinal
+from .agreement import human_ceiling, krippendorff_alpha_ordinal, leave_one_clinician_out
 from .breakdown import breakdown
 from .correlation import (
     metric_correlation,
@@ -22,6 +22,7 @@ from .correlation import (
     pairwise_accuracy,
     per_review_tau,
     system_level_tau,
+    tie_calibrated_accuracy,
 )
 from .leaderboard import (
     BT_BOOTSTRAP_TOL,
@@ -32,24 +33,34 @@ from .leaderboard import (
     bradley_terry_fit,
     leaderboard,
     leaderboard_fit,
+    style_controlled_bradley_terry,
     wilson_interval,
     win_rate_matrix,
 )
-from .resampling import DEFAULT_RESAMPLES, cluster_bootstrap_ci
+from .resampling import (
+    DEFAULT_RESAMPLES,
+    MIN_CLUSTERS,
+    cluster_bootstrap_ci,
+    p_value_floor,
+)
 from .significance import (
+    DEFAULT_PERMUTATIONS,
     context_length_analysis,
     mcnemar_exact,
     paired_bootstrap_test,
+    perm_both_tests,
     position_bias,
 )
 from .synthetic import bench_inputs
-from .table import Engine, JudgementTable, ReviewTaus, Scores
+from .table import Engine, JudgementTable, ReviewTaus, Scores, choose_clusters
 
 __all__ = [
     "BT_BOOTSTRAP_TOL",
     "BT_MAX_ITER",
     "BT_TOL",
+    "DEFAULT_PERMUTATIONS",
     "DEFAULT_RESAMPLES",
+    "MIN_CLUSTERS",
     "BradleyTerryFit",
     "Engine",
     "JudgementTable",
@@ -59,20 +70,26 @@ __all__ = [
     "bradley_terry",
     "bradley_terry_fit",
     "breakdown",
+    "choose_clusters",
     "cluster_bootstrap_ci",
     "context_length_analysis",
     "human_ceiling",
     "krippendorff_alpha_ordinal",
+    "leave_one_clinician_out",
     "leaderboard",
     "leaderboard_fit",
     "mcnemar_exact",
     "metric_correlation",
     "metric_correlations",
     "paired_bootstrap_test",
+    "p_value_floor",
     "pairwise_accuracy",
+    "perm_both_tests",
     "per_review_tau",
     "position_bias",
+    "style_controlled_bradley_terry",
     "system_level_tau",
+    "tie_calibrated_accuracy",
     "wilson_interval",
     "win_rate_matrix",
 ]

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .resampling import DEFAULT_RESAMPLES, cluster_bootstrap_ci
+from .resampling import (
+    DEFAULT_RESAMPLES,
+    MIN_CLUSTERS,
+    cluster_bootstrap_ci,
+    interval_note,
+    n_clusters_of,
+)
 from .table import (
     Array,
     JudgementTable,
     _as_float,
     _check_bootstrap_args,
     _group_rows,
+    _take,
     _tau_b_padded,
 )
 
@@ -65,40 +74,33 @@ def krippendorff_alpha_ordinal(reliability_data: Array) -> float:
     return 1.0 - float(n - 1.0) * float((o * d2).sum()) / expected
 
 
-def human_ceiling(
-    table: JudgementTable,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    confidence: float = 0.95,
-) -> dict[str, Any]:
-    """How well do clinicians agree with each other? (An upper reference for metrics.)
+@dataclass(frozen=True, eq=False)
+class ClinicianPairs:
+    """Every pair of reviews of one instruction by two different clinicians, aligned on the
+    responses both ranked: ``rows_a[p, k]`` and ``rows_b[p, k]`` are the table rows of the same
+    response in the two reviews (``-1``: padding)."""
 
-    For every instruction reviewed by at least two clinicians and every pair of reviews of it
-    by different clinicians ``(a, b)``, over the responses ``S`` both ranked::
+    rows_a: Array
+    rows_b: Array
+    clinician_a: Array
+    clinician_b: Array
+    cluster: Array
+    instruction: Array
 
-        tau_ab = tau_b(rank_a[S], rank_b[S])
 
-    skipping pairs with fewer than two distinct ranks on either side. ``mean_tau`` is the mean
-    over pairs; the CI is the cluster bootstrap over instructions.
-
-    ``alpha`` is Krippendorff's ordinal alpha (:func:`krippendorff_alpha_ordinal`) with units =
-    (instruction, response), coders = clinicians and values = ranks. If a clinician ranked the
-    same response twice, the first rank is used.
-    """
-    _check_bootstrap_args(n_resamples, confidence)
+def clinician_pairs(table: JudgementTable) -> ClinicianPairs:
     rank = _as_float(table.rank)
     ranked = ~np.isnan(rank)
-    # Every review takes part, including one with no ranked row: its pairs are undefined and
-    # are counted as skipped, like any other pair with fewer than two distinct ranks.
     review_ids, rows = _group_rows(np.asarray(table.review))
-    xs: list[Array] = []
-    ys: list[Array] = []
-    pair_instruction: list[Any] = []
+    a_rows: list[Array] = []
+    b_rows: list[Array] = []
+    meta: list[tuple[Any, Any, Any, Any]] = []
     if review_ids.size:
         real_rows = np.where((rows >= 0) & ranked[np.maximum(rows, 0)], rows, -1)
         first = rows[:, 0]
         rev_instruction = np.asarray(table.instruction)[first]
         rev_clinician = np.asarray(table.clinician)[first]
+        rev_cluster = np.asarray(table.clusters)[first]
         inst_ids, inst_rows = _group_rows(rev_instruction)
         responses = np.asarray(table.response)
         for i_group in range(inst_ids.shape[0]):
@@ -113,22 +115,61 @@ def human_ceiling(
                 _, ia, ib = np.intersect1d(
                     responses[rows_a], responses[rows_b], return_indices=True
                 )
-                xs.append(rank[rows_a[ia]])
-                ys.append(rank[rows_b[ib]])
-                pair_instruction.append(inst_ids[i_group])
-    n_max = max((x.shape[0] for x in xs), default=0)
-    x_pad = np.full((len(xs), n_max), np.nan)
-    y_pad = np.full((len(xs), n_max), np.nan)
-    for k, (x, y) in enumerate(zip(xs, ys, strict=True)):
-        x_pad[k, : x.shape[0]] = x
-        y_pad[k, : y.shape[0]] = y
-    tau, _, _ = _tau_b_padded(x_pad, y_pad)
+                a_rows.append(rows_a[ia])
+                b_rows.append(rows_b[ib])
+                meta.append(
+                    (rev_clinician[ra], rev_clinician[rb], rev_cluster[ra], inst_ids[i_group])
+                )
+    n_max = max((x.shape[0] for x in a_rows), default=0)
+    pad_a = np.full((len(a_rows), n_max), -1, dtype=np.intp)
+    pad_b = np.full((len(a_rows), n_max), -1, dtype=np.intp)
+    for k, (x, y) in enumerate(zip(a_rows, b_rows, strict=True)):
+        pad_a[k, : x.shape[0]] = x
+        pad_b[k, : y.shape[0]] = y
+    columns = list(zip(*meta, strict=True)) if meta else [(), (), (), ()]
+    return ClinicianPairs(
+        rows_a=pad_a,
+        rows_b=pad_b,
+        clinician_a=np.asarray(columns[0]),
+        clinician_b=np.asarray(columns[1]),
+        cluster=np.asarray(columns[2]).astype(str),
+        instruction=np.asarray(columns[3]),
+    )
+
+
+def human_ceiling(
+    table: JudgementTable,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
+) -> dict[str, Any]:
+    """How well do clinicians agree with each other? (An upper reference for metrics.)
+
+    For every instruction reviewed by at least two clinicians and every pair of reviews of it
+    by different clinicians ``(a, b)``, over the responses ``S`` both ranked::
+
+        tau_ab = tau_b(rank_a[S], rank_b[S])
+
+    skipping pairs with fewer than two distinct ranks on either side. ``mean_tau`` is the mean
+    over pairs; the CI is the cluster bootstrap.
+
+    ``alpha`` is Krippendorff's ordinal alpha (:func:`krippendorff_alpha_ordinal`) with units =
+    (instruction, response), coders = clinicians and values = ranks. If a clinician ranked the
+    same response twice, the first rank is used.
+    """
+    _check_bootstrap_args(n_resamples, confidence)
+    rank = _as_float(table.rank)
+    ranked = ~np.isnan(rank)
+    pairs = clinician_pairs(table)
+    tau, _, _ = _tau_b_padded(_take(rank, pairs.rows_a), _take(rank, pairs.rows_b))
     keep = ~np.isnan(tau)
     tau = tau[keep]
-    clusters = np.asarray(pair_instruction)[keep] if pair_instruction else np.zeros(0)
+    clusters = pairs.cluster[keep]
+    n_clusters = n_clusters_of(clusters)
     if tau.size:
         mean = float(tau.mean())
-        lo, hi = cluster_bootstrap_ci(tau, clusters, n_resamples, seed, confidence)
+        lo, hi = cluster_bootstrap_ci(tau, clusters, n_resamples, seed, confidence, min_clusters)
     else:
         mean, lo, hi = math.nan, math.nan, math.nan
 
@@ -158,12 +199,94 @@ def human_ceiling(
         "mean_tau": mean,
         "ci_low": lo,
         "ci_high": hi,
+        "variant": "tau-b",
+        "level": "per pair of reviews, averaged",
         "n_pairs": int(tau.size),
         "n_skipped_pairs": int((~keep).sum()),
-        "n_instructions": int(np.unique(clusters).shape[0]),
+        "n_instructions": int(np.unique(pairs.instruction[keep]).shape[0]),
+        "n_clusters": n_clusters,
+        "interval_note": interval_note(n_clusters, min_clusters) if tau.size else "",
         "alpha": alpha,
         "n_units": n_units,
         "confidence": confidence,
         "seed": seed,
         "n_resamples": int(n_resamples),
     }
+
+
+def _mean_by(keys: Array, values: Array, ids: Array) -> Array:
+    """Mean of ``values`` per key in ``ids`` (nan where a key has none)."""
+    out = np.full(ids.shape[0], np.nan)
+    for k, key in enumerate(ids):
+        mine = values[(keys == key) & ~np.isnan(values)]
+        if mine.size:
+            out[k] = float(mine.mean())
+    return out
+
+
+def leave_one_clinician_out(
+    table: JudgementTable,
+    scores: Mapping[str, Array],
+    min_clinicians: int = 3,
+) -> dict[str, Any]:
+    """Where each metric falls among the clinicians themselves (HealthBench's meta-evaluation:
+    each physician against the others).
+
+    Over every pair of reviews of one instruction by two clinicians ``(a, b)`` (as in
+    :func:`human_ceiling`), and the responses ``S`` both ranked:
+
+    - clinician ``c``'s agreement with the others: ``A_c = mean tau_b(rank_c[S], rank_o[S])``
+      over the pairs where ``c`` is one side and ``o`` the other;
+    - a metric put in ``c``'s place: ``M_c = mean tau_b(score[S], -rank_o[S])`` over the same
+      pairs (the responses ``c`` ranked, scored instead by the metric).
+
+    Per metric: ``M = mean_c M_c``, its place in the distribution of ``A_c`` (the share of
+    clinicians whose agreement with the others is at most ``M``), and, clinician by clinician,
+    how often the metric agrees with the others at least as well as that clinician does
+    (``M_c >= A_c``, a paired comparison on the same reviews). Fewer than ``min_clinicians``
+    clinicians with a partner: no distribution (a percentile among two people says nothing).
+    """
+    rank = _as_float(table.rank)
+    pairs = clinician_pairs(table)
+    x = _take(rank, pairs.rows_a)
+    y = _take(rank, pairs.rows_b)
+    human, _, _ = _tau_b_padded(x, y)
+    # Each pair counts for both clinicians: c = a against o = b, and c = b against o = a.
+    side_clinician = np.r_[pairs.clinician_a, pairs.clinician_b]
+    clinicians = np.unique(side_clinician) if side_clinician.size else side_clinician
+    agreement = _mean_by(side_clinician, np.r_[human, human], clinicians)
+    defined = ~np.isnan(agreement)
+    out: dict[str, Any] = {
+        "n_clinicians": int(defined.sum()),
+        "n_pairs": int(np.count_nonzero(~np.isnan(human))),
+        "min_clinicians": int(min_clinicians),
+        "clinicians": [
+            {"clinician": clinicians[k].item(), "agreement": float(agreement[k])}
+            for k in np.flatnonzero(defined)
+        ],
+        "median_clinician": float(np.median(agreement[defined])) if defined.any() else math.nan,
+        "metrics": {},
+        "variant": "tau-b",
+        "level": "per pair of reviews, averaged per clinician",
+    }
+    enough = int(defined.sum()) >= min_clinicians
+    for name, values in scores.items():
+        v = np.asarray(values, dtype=float)
+        s_a, s_b = _take(v, pairs.rows_a), _take(v, pairs.rows_b)
+        # The metric in a's place (against b's ranks), and in b's place (against a's ranks).
+        m_vs_b, _, _ = _tau_b_padded(s_a, -y)
+        m_vs_a, _, _ = _tau_b_padded(s_b, -x)
+        per_clinician = _mean_by(side_clinician, np.r_[m_vs_b, m_vs_a], clinicians)
+        ok = defined & ~np.isnan(per_clinician)
+        mean = float(per_clinician[ok].mean()) if ok.any() else math.nan
+        row: dict[str, Any] = {"mean_tau": mean, "n_clinicians": int(ok.sum())}
+        if enough and ok.any():
+            row.update(
+                percentile=float(np.mean(agreement[defined] <= mean)),
+                at_least_median=bool(mean >= float(np.median(agreement[defined]))),
+                share_beating=float(np.mean(per_clinician[ok] >= agreement[ok])),
+            )
+        else:
+            row.update(percentile=math.nan, at_least_median=None, share_beating=math.nan)
+        out["metrics"][name] = row
+    return out

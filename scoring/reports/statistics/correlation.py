@@ -23,7 +23,13 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from .resampling import DEFAULT_RESAMPLES, cluster_bootstrap_ci
+from .resampling import (
+    DEFAULT_RESAMPLES,
+    MIN_CLUSTERS,
+    cluster_bootstrap_ci,
+    interval_note,
+    n_clusters_of,
+)
 from .table import (
     Array,
     Engine,
@@ -73,7 +79,9 @@ def per_review_tau(
             tau[g] = sps.kendalltau(x[g, ok], y[g, ok], variant="b").statistic
     elif engine != "numpy":
         raise ValueError(f"unknown engine {engine!r}")
-    instruction_ids = np.asarray(table.instruction)[rows[:, 0]] if rows.size else review_ids[:0]
+    first = rows[:, 0] if rows.size else np.zeros(0, dtype=np.intp)
+    instruction_ids = np.asarray(table.instruction)[first]
+    cluster_ids = np.asarray(table.clusters)[first]
     keep = ~np.isnan(tau)
     return ReviewTaus(
         review=review_ids[keep],
@@ -81,6 +89,7 @@ def per_review_tau(
         tau=tau[keep],
         skipped=int((~keep).sum()),
         skipped_reviews=review_ids[~keep],
+        cluster=cluster_ids[keep],
     )
 
 
@@ -90,27 +99,35 @@ def metric_correlation(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> dict[str, Any]:
     """Mean per-review Kendall tau-b between a metric and the clinicians' ranks, with CI.
 
     ``mean_tau = (1 / R) sum_r tau_r`` over the ``R`` non-skipped reviews (see
     :func:`per_review_tau`); ``[ci_low, ci_high]`` is the cluster-bootstrap percentile interval
-    over instructions (:func:`cluster_bootstrap_ci`).
+    (:func:`cluster_bootstrap_ci`; none below ``min_clusters`` clusters).
     """
     _check_bootstrap_args(n_resamples, confidence)
     taus = per_review_tau(table, scores)
+    n_clusters = n_clusters_of(taus.cluster)
     if len(taus) == 0:
         mean, lo, hi = math.nan, math.nan, math.nan
     else:
         mean = float(taus.tau.mean())
-        lo, hi = cluster_bootstrap_ci(taus.tau, taus.instruction, n_resamples, seed, confidence)
+        lo, hi = cluster_bootstrap_ci(
+            taus.tau, taus.cluster, n_resamples, seed, confidence, min_clusters
+        )
     return {
         "mean_tau": mean,
         "ci_low": lo,
         "ci_high": hi,
+        "variant": "tau-b",
+        "level": "per review, averaged",
         "n_reviews": len(taus),
         "n_skipped": taus.skipped,
         "n_instructions": int(np.unique(taus.instruction).shape[0]),
+        "n_clusters": n_clusters,
+        "interval_note": interval_note(n_clusters, min_clusters) if len(taus) else "",
         "confidence": confidence,
         "seed": seed,
         "n_resamples": int(n_resamples),
@@ -123,10 +140,11 @@ def metric_correlations(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> dict[str, dict[str, Any]]:
     """:func:`metric_correlation` for every metric of a ``{name: scores}`` mapping."""
     return {
-        name: metric_correlation(table, s, n_resamples, seed, confidence)
+        name: metric_correlation(table, s, n_resamples, seed, confidence, min_clusters)
         for name, s in scores.items()
     }
 
@@ -156,6 +174,7 @@ def pairwise_accuracy(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> dict[str, Any]:
     """Share of clinician-ordered response pairs that the metric orders the same way.
 
@@ -166,9 +185,11 @@ def pairwise_accuracy(
                1/2  if score_i == score_j                               (metric tie)
                0    otherwise
 
-    and ``accuracy = sum c_ij / n_pairs``. Metric ties count as half a correct pair (the
-    expected accuracy of breaking the tie at random). Pairs tied by the clinician are not
-    counted. The CI is the cluster bootstrap over instructions of the pair credits.
+    and ``accuracy = sum c_ij / n_pairs``, pooled over the pairs of every review. Metric ties
+    count as half a correct pair (the expected accuracy of breaking the tie at random). Pairs
+    tied by the clinician are not counted. Undefined when the metric ties every pair (a
+    constant metric orders nothing: 0.5 would be a number with no information). The CI is the
+    cluster bootstrap of the pair credits.
     """
     _check_bootstrap_args(n_resamples, confidence)
     s = _check_scores(table, scores)
@@ -177,25 +198,129 @@ def pairwise_accuracy(
     strict = rank[a] != rank[b]
     a, b = a[strict], b[strict]
     agree = np.sign(s[a] - s[b]) == np.sign(rank[b] - rank[a])
-    credit = np.where(s[a] == s[b], 0.5, agree.astype(float))
-    clusters = np.asarray(table.instruction)[a]
-    if credit.size == 0:
+    ties = s[a] == s[b]
+    credit = np.where(ties, 0.5, agree.astype(float))
+    clusters = np.asarray(table.clusters)[a]
+    n_clusters = n_clusters_of(clusters)
+    if credit.size == 0 or ties.all():
         acc, lo, hi = math.nan, math.nan, math.nan
     else:
         acc = float(credit.mean())
-        lo, hi = cluster_bootstrap_ci(credit, clusters, n_resamples, seed, confidence)
+        lo, hi = cluster_bootstrap_ci(credit, clusters, n_resamples, seed, confidence, min_clusters)
     return {
         "accuracy": acc,
         "ci_low": lo,
         "ci_high": hi,
+        "level": "pooled over response pairs",
         "n_pairs": int(credit.size),
-        "n_metric_ties": int((s[a] == s[b]).sum()),
+        "n_metric_ties": int(ties.sum()),
         "n_reviews": int(np.unique(np.asarray(table.review)[a]).shape[0]),
-        "n_instructions": int(np.unique(clusters).shape[0]),
+        "n_instructions": int(np.unique(np.asarray(table.instruction)[a]).shape[0]),
+        "n_clusters": n_clusters,
+        "interval_note": interval_note(n_clusters, min_clusters) if credit.size else "",
         "confidence": confidence,
         "seed": seed,
         "n_resamples": int(n_resamples),
     }
+
+
+def _acc23_parts(table: JudgementTable, scores: Array) -> tuple[Array, Array, Array, Array]:
+    """Per pair of responses in a review (both ranked and scored): the review's index, the
+    clinician's order (+1: the first is better, 0: tie), the metric's order, |difference|."""
+    rank = _as_float(table.rank)
+    a, b, group, _, _ = _review_pairs(table, scores)
+    human = np.sign(rank[b] - rank[a])
+    metric = np.sign(scores[a] - scores[b])
+    return group, human, metric, np.abs(scores[a] - scores[b])
+
+
+def tie_calibrated_accuracy(
+    table: JudgementTable,
+    scores: Scores,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
+    epsilon: float | None = None,
+) -> dict[str, Any]:
+    """Pairwise accuracy with ties, calibrated (``acc23``; Deutsch, Foster & Freitag 2023,
+    "Ties Matter", as WMT's metrics task computes it in mt-metrics-eval).
+
+    Per review ``r`` and every pair of its responses (both ranked and scored, ties included on
+    both sides), with a metric tie meaning ``|score_i - score_j| <= epsilon``::
+
+        credit = 1  if the clinician and the metric order the pair the same way, or both tie
+                 0  otherwise
+        acc_r  = sum credit / pairs_r,         acc23 = mean_r acc_r
+
+    Unlike tau-b and :func:`pairwise_accuracy`, a metric is rewarded for predicting the
+    clinicians' ties. ``epsilon`` is chosen to maximise acc23 on these judgements (tie
+    calibration: every distinct |difference| is a candidate, the smallest best one wins),
+    unless given; it is therefore optimistic on the data it was tuned on, as in WMT. The CI is
+    the cluster bootstrap of the per-review accuracies at the chosen epsilon (the threshold is
+    not re-tuned in each resample).
+    """
+    _check_bootstrap_args(n_resamples, confidence)
+    s = _check_scores(table, scores)
+    group, human, metric, diff = _acc23_parts(table, s)
+    out: dict[str, Any] = {
+        "accuracy": math.nan,
+        "epsilon": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "variant": "acc23 (tie-calibrated)",
+        "level": "per review, averaged",
+        "n_pairs": int(group.size),
+        "n_reviews": 0,
+        "n_clusters": 0,
+        "interval_note": "",
+        "confidence": confidence,
+        "seed": seed,
+        "n_resamples": int(n_resamples),
+    }
+    if group.size == 0:
+        return out
+    used, review_of_pair = np.unique(group, return_inverse=True)
+    review_of_pair = review_of_pair.reshape(-1)
+    n_reviews = used.shape[0]
+    pairs_per_review = np.bincount(review_of_pair, minlength=n_reviews).astype(float)
+    weight = 1.0 / (pairs_per_review[review_of_pair] * n_reviews)
+    base_credit = (human == metric).astype(float)
+    if epsilon is None:
+        # Sweep thresholds: a pair becomes a metric tie once epsilon >= its difference; its
+        # credit then becomes "the clinician tied it too".
+        order = np.argsort(diff, kind="stable")
+        delta = ((human == 0).astype(float) - base_credit)[order] * weight[order]
+        overall = float((base_credit * weight).sum()) + np.cumsum(delta)
+        d_sorted = diff[order]
+        last_of_value = np.r_[d_sorted[1:] != d_sorted[:-1], True]
+        candidates = np.r_[0.0, d_sorted[last_of_value]]
+        values = np.r_[float((base_credit * weight).sum()), overall[last_of_value]]
+        if d_sorted[0] == 0.0:
+            # Exact ties are ties already: threshold 0 is the first candidate group itself.
+            candidates, values = candidates[1:], values[1:]
+        best = int(np.argmax(values))
+        epsilon = float(candidates[best])
+    tie = diff <= epsilon
+    metric_eps = np.where(tie, 0.0, metric)
+    credit = (human == metric_eps).astype(float)
+    per_review = np.bincount(review_of_pair, weights=credit, minlength=n_reviews) / (
+        pairs_per_review
+    )
+    first_row = _group_rows(table.review)[1][:, 0]
+    clusters = np.asarray(table.clusters)[first_row][used]
+    n_clusters = n_clusters_of(clusters)
+    lo, hi = cluster_bootstrap_ci(per_review, clusters, n_resamples, seed, confidence, min_clusters)
+    out.update(
+        accuracy=float(per_review.mean()),
+        epsilon=float(epsilon),
+        ci_low=lo,
+        ci_high=hi,
+        n_reviews=int(n_reviews),
+        n_clusters=n_clusters,
+        interval_note=interval_note(n_clusters, min_clusters),
+    )
+    return out
 
 
 def system_level_tau(table: JudgementTable, scores: Scores) -> dict[str, Any]:
@@ -206,7 +331,8 @@ def system_level_tau(table: JudgementTable, scores: Scores) -> dict[str, Any]:
 
         tau = tau_b(-mean_rank, mean_score)     (over models with both means defined)
 
-    with the p-value of ``scipy.stats.kendalltau``. Fewer than two models -> nan.
+    with the p-value of ``scipy.stats.kendalltau`` (which treats the models as independent
+    observations: with six models it can rarely be small). Fewer than two models -> nan.
     """
     s = _check_scores(table, scores)
     models, mean_rank = _group_nanmean(table.model, _as_float(table.rank))
@@ -219,6 +345,8 @@ def system_level_tau(table: JudgementTable, scores: Scores) -> dict[str, Any]:
     return {
         "tau": tau,
         "p_value": p,
+        "variant": "tau-b",
+        "level": "system (model means)",
         "n_models": int(ok.sum()),
         "mean_rank": {str(m): float(v) for m, v in zip(models, mean_rank, strict=True)},
         "mean_score": {str(m): float(v) for m, v in zip(models, mean_score, strict=True)},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +11,13 @@ import numpy as np
 from scipy import stats as sps
 
 from .correlation import _review_pairs
-from .resampling import DEFAULT_RESAMPLES, _cluster_counts
+from .resampling import (
+    DEFAULT_RESAMPLES,
+    MIN_CLUSTERS,
+    _cluster_counts,
+    cluster_bootstrap_ci,
+    interval_note,
+)
 from .table import Array, JudgementTable, _as_float, _check_bootstrap_args
 
 
@@ -40,14 +47,14 @@ def wilson_interval(successes: float, n: float, confidence: float = 0.95) -> tup
 
 
 def _win_counts(table: JudgementTable) -> tuple[Array, Array, Array]:
-    """Pairwise wins per instruction.
+    """Pairwise wins per cluster (the resampling unit).
 
-    Returns ``(models, instructions, wins)`` with ``wins[c, i, j]`` = wins of model ``i`` over
-    model ``j`` in reviews of instruction ``c`` (strictly better rank = 1, tie = 1/2 each).
+    Returns ``(models, clusters, wins)`` with ``wins[c, i, j]`` = wins of model ``i`` over
+    model ``j`` in reviews of cluster ``c`` (strictly better rank = 1, tie = 1/2 each).
     Pairs of responses from the same model are ignored.
     """
     models, model_idx = np.unique(np.asarray(table.model).astype(str), return_inverse=True)
-    instructions, inst_idx = np.unique(np.asarray(table.instruction), return_inverse=True)
+    instructions, inst_idx = np.unique(np.asarray(table.clusters), return_inverse=True)
     model_idx, inst_idx = model_idx.ravel(), inst_idx.ravel()
     n_models, n_inst = models.shape[0], instructions.shape[0]
     rank = _as_float(table.rank)
@@ -237,9 +244,10 @@ def leaderboard(
     seed: int = 0,
     confidence: float = 0.95,
     prior: float = 0.1,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> list[dict[str, Any]]:
     """Per-model summary rows; see :func:`leaderboard_fit` (which also says how BT converged)."""
-    return leaderboard_fit(table, n_resamples, seed, confidence, prior)[0]
+    return leaderboard_fit(table, n_resamples, seed, confidence, prior, min_clusters)[0]
 
 
 def leaderboard_fit(
@@ -248,15 +256,18 @@ def leaderboard_fit(
     seed: int = 0,
     confidence: float = 0.95,
     prior: float = 0.1,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Per-model summary, sorted by Bradley-Terry strength (best first).
 
     For each model: ``n`` rows; ``share_correct = sum(correct) / n_correct_known`` (rows where
-    ``correct`` is nan are ignored) with its Wilson interval; ``mean_rank``; and the
+    ``correct`` is nan are ignored) and ``mean_rank``, each with a cluster-bootstrap interval
+    (several clinicians' judgements of one instruction, or one patient's instructions, are
+    not independent: a binomial interval over judgements would be too narrow); and the
     Bradley-Terry log-strength (:func:`bradley_terry` on the pairwise wins of
     :func:`win_rate_matrix`), normalized to mean zero over models, with a percentile CI from a
-    cluster bootstrap over instructions (the per-instruction win matrices are resampled and the
-    model refitted for every resample, vectorized over resamples).
+    cluster bootstrap (the per-cluster win matrices are resampled and the model refitted for
+    every resample, vectorized over resamples). No interval below ``min_clusters`` clusters.
 
     The second value reports the fits: the tolerance, whether the point fit converged, its
     iterations, and how many bootstrap refits did not converge (their strengths still enter
@@ -281,7 +292,7 @@ def leaderboard_fit(
     point = bradley_terry_fit(wins.sum(axis=0), prior=prior)
     strength = point.log_p
     info.update(converged=bool(np.all(point.converged)), iterations=point.iterations)
-    if wins.shape[0]:
+    if wins.shape[0] >= min_clusters:
         draws = _cluster_counts(wins.shape[0], int(n_resamples), int(seed))
         boot_wins = (draws @ wins.reshape(wins.shape[0], -1)).reshape(-1, n_models, n_models)
         boot_fit = bradley_terry_fit(
@@ -303,14 +314,25 @@ def leaderboard_fit(
     model_str = np.asarray(table.model).astype(str)
     correct = _as_float(table.correct)
     rank = _as_float(table.rank)
+    clusters = np.asarray(table.clusters)
+    resampling: dict[str, Any] = {
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "confidence": confidence,
+        "min_clusters": min_clusters,
+    }
+    info["n_clusters"] = int(wins.shape[0])
+    info["interval_note"] = interval_note(int(wins.shape[0]), min_clusters)
     rows: list[dict[str, Any]] = []
     for k, name in enumerate(models):
         mine = model_str == name
         known = mine & ~np.isnan(correct)
         n_known = int(known.sum())
         succ = float(correct[known].sum())
-        lo, hi = wilson_interval(succ, n_known, confidence)
-        ranks = rank[mine & ~np.isnan(rank)]
+        lo, hi = cluster_bootstrap_ci(correct[known], clusters[known], **resampling)
+        has_rank = mine & ~np.isnan(rank)
+        ranks = rank[has_rank]
+        rank_lo, rank_hi = cluster_bootstrap_ci(ranks, clusters[has_rank], **resampling)
         rows.append(
             {
                 "model": str(name),
@@ -320,6 +342,8 @@ def leaderboard_fit(
                 "correct_ci_low": lo,
                 "correct_ci_high": hi,
                 "mean_rank": float(ranks.mean()) if ranks.size else math.nan,
+                "rank_ci_low": rank_lo,
+                "rank_ci_high": rank_hi,
                 "bt_strength": float(strength[k]),
                 "bt_ci_low": float(bt_lo[k]),
                 "bt_ci_high": float(bt_hi[k]),
@@ -328,3 +352,135 @@ def leaderboard_fit(
         )
     rows.sort(key=lambda r: (-float(r["bt_strength"]), str(r["model"])))
     return rows, info
+
+
+# --- Bradley-Terry with style control -----------------------------------------------------------
+
+STYLE_RIDGE = 1e-4
+
+
+def _logistic_fit(
+    x: Array, y: Array, w: Array, ridge: float, max_iter: int = 50, tol: float = 1e-10
+) -> tuple[Array, Array, bool]:
+    """Weighted logistic regression without intercept by Newton's method; returns the
+    coefficients, the Hessian of the penalised negative log-likelihood and convergence."""
+    beta = np.zeros(x.shape[1])
+    hess = np.eye(x.shape[1]) * ridge
+    for _ in range(max_iter):
+        p = 0.5 * (1.0 + np.tanh(0.5 * (x @ beta)))
+        grad = x.T @ (w * (y - p)) - ridge * beta
+        hess = (x * (w * p * (1.0 - p))[:, None]).T @ x + ridge * np.eye(x.shape[1])
+        step = np.linalg.solve(hess, grad)
+        beta = beta + step
+        if float(np.max(np.abs(step))) < tol:
+            return beta, hess, True
+    return beta, hess, False
+
+
+def _style_ratio(a: Array, b: Array) -> Array:
+    """FastChat's normalised difference ``(a - b) / (a + b)`` (0 where both are 0)."""
+    total = a + b
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total != 0, (a - b) / np.where(total != 0, total, 1.0), 0.0)
+
+
+def style_controlled_bradley_terry(
+    table: JudgementTable,
+    style: Mapping[str, Array],
+    confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
+) -> dict[str, Any]:
+    """Model strengths with and without style covariates (Chatbot Arena's style control, as
+    FastChat fits it), so that "longer" and "clinically better" can be told apart.
+
+    Every pair of responses of two different models in one review is a game: ``y = 1`` when the
+    first is ranked better, a tie counts as half a win each (the game twice at weight 1/2). The
+    plain fit is the logistic Bradley-Terry model ``logit P = theta_a - theta_b``; the
+    style-controlled fit adds, per style feature ``f`` (``style[f]``: one value per row, e.g.
+    the response's length in words, its list items), ``gamma_f * z_f`` with ``z_f`` the
+    normalised difference ``(f_a - f_b) / (f_a + f_b)`` scaled to unit root-mean-square over
+    games (not centred: it must stay antisymmetric in the two sides). Strengths are
+    centred (mean zero over models); intervals are normal with cluster-robust (sandwich)
+    standard errors summed over clusters, none below ``min_clusters`` clusters. A style
+    coefficient above zero means clinicians preferred more of that feature, whatever the model.
+    """
+    from .correlation import _review_pairs
+
+    models, model_idx = np.unique(np.asarray(table.model).astype(str), return_inverse=True)
+    model_idx = model_idx.reshape(-1)
+    rank = _as_float(table.rank)
+    a, b, _, _, _ = _review_pairs(table, None)
+    keep = model_idx[a] != model_idx[b]
+    a, b = a[keep], b[keep]
+    m = models.shape[0]
+    names = list(style)
+    out: dict[str, Any] = {
+        "models": [str(v) for v in models],
+        "features": names,
+        "n_games": int(a.shape[0]),
+        "plain": {},
+        "controlled": {},
+        "style_coefficients": {},
+        "method": "logistic Bradley-Terry, ties as half wins; cluster-robust normal intervals",
+        "confidence": confidence,
+    }
+    if m < 2 or a.shape[0] == 0:
+        return out
+    win = (rank[a] < rank[b]).astype(float) + 0.5 * (rank[a] == rank[b])
+    # Each game twice: y = 1 with weight "win", y = 0 with weight 1 - "win".
+    design = np.zeros((a.shape[0], m))
+    design[np.arange(a.shape[0]), model_idx[a]] = 1.0
+    design[np.arange(a.shape[0]), model_idx[b]] -= 1.0
+    feats = []
+    for f in names:
+        values = _as_float(style[f])
+        z = _style_ratio(values[a], values[b])
+        # Scaled, never centred: a game's feature must change sign when its two sides swap,
+        # and which side comes first here is the order of the rows, not a choice of anyone's.
+        rms = float(np.sqrt(np.mean(z * z)))
+        feats.append(z / rms if rms > 0 else np.zeros_like(z))
+    clusters = np.asarray(table.clusters)[a]
+    cluster_ids, cluster_idx = np.unique(clusters, return_inverse=True)
+    n_clusters = int(cluster_ids.shape[0])
+    z_crit = float(sps.norm.ppf(1.0 - (1.0 - confidence) / 2.0))
+    centring = np.eye(m) - 1.0 / m
+    for label, extra in (("plain", []), ("controlled", feats)):
+        x1 = np.column_stack([design, *extra]) if extra else design
+        x = np.vstack([x1, x1])
+        y = np.r_[np.ones(a.shape[0]), np.zeros(a.shape[0])]
+        w = np.r_[win, 1.0 - win]
+        beta, hess, converged = _logistic_fit(x, y, w, STYLE_RIDGE)
+        p = 0.5 * (1.0 + np.tanh(0.5 * (x @ beta)))
+        scores = x * (w * (y - p))[:, None]
+        meat_parts = np.zeros((n_clusters, x.shape[1]))
+        np.add.at(meat_parts, np.r_[cluster_idx, cluster_idx].reshape(-1), scores)
+        bread = np.linalg.inv(hess)
+        cov = bread @ (meat_parts.T @ meat_parts) @ bread
+        strengths = centring @ beta[:m]
+        se = np.sqrt(np.clip(np.diag(centring @ cov[:m, :m] @ centring.T), 0.0, None))
+        show = n_clusters >= min_clusters
+        out[label] = {
+            "converged": converged,
+            "strength": {str(k): float(v) for k, v in zip(models, strengths, strict=True)},
+            "ci_low": {
+                str(k): float(v - z_crit * e) if show else math.nan
+                for k, v, e in zip(models, strengths, se, strict=True)
+            },
+            "ci_high": {
+                str(k): float(v + z_crit * e) if show else math.nan
+                for k, v, e in zip(models, strengths, se, strict=True)
+            },
+        }
+        if extra:
+            se_style = np.sqrt(np.clip(np.diag(cov)[m:], 0.0, None))
+            out["style_coefficients"] = {
+                f: {
+                    "coefficient": float(beta[m + i]),
+                    "ci_low": float(beta[m + i] - z_crit * se_style[i]) if show else math.nan,
+                    "ci_high": float(beta[m + i] + z_crit * se_style[i]) if show else math.nan,
+                }
+                for i, f in enumerate(names)
+            }
+    out["n_clusters"] = n_clusters
+    out["interval_note"] = interval_note(n_clusters, min_clusters)
+    return out

@@ -1,4 +1,11 @@
-"""Is a difference real? Paired tests between metrics, position bias, context length."""
+"""Is a difference real? Paired tests between metrics, significance clusters, position bias,
+context length.
+
+Every test here respects the design: two metrics are compared on the responses both scored;
+resampling and permutation act on whole clusters or on the scores of one response, never on
+judgements as if they were independent; and no resampling p-value is reported below the
+resolution its resamples allow (``p_value_floor``).
+"""
 
 from __future__ import annotations
 
@@ -11,14 +18,27 @@ import numpy as np
 from scipy import stats as sps
 
 from .correlation import per_review_tau
-from .leaderboard import wilson_interval
 from .resampling import (
     DEFAULT_RESAMPLES,
+    MIN_CLUSTERS,
     _bootstrap_means,
     _bootstrap_p_value,
     _percentile_interval,
+    cluster_bootstrap_ci,
+    interval_note,
+    n_clusters_of,
+    p_at_floor,
 )
-from .table import Array, JudgementTable, Scores, _as_float, _check_bootstrap_args
+from .table import Array, JudgementTable, Scores, _as_float, _check_bootstrap_args, _check_scores
+
+DEFAULT_PERMUTATIONS = 1000
+SIGNIFICANCE_LEVEL = 0.05
+
+
+def _common(a: Array, b: Array) -> tuple[Array, Array, Array]:
+    """Both metrics' scores where both are present, nan elsewhere, and the mask."""
+    both = ~np.isnan(a) & ~np.isnan(b)
+    return np.where(both, a, np.nan), np.where(both, b, np.nan), both
 
 
 def paired_bootstrap_test(
@@ -28,27 +48,32 @@ def paired_bootstrap_test(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> dict[str, Any]:
     """Is metric A better correlated with the clinicians than metric B?
 
-    Over the reviews ``R_ab`` where both per-review taus are defined::
+    Both metrics are compared **on the responses both scored**: a response only one of them
+    scored is left out of both (comparing taus over different responses confounds the metric
+    with the responses it happened to score). Over the reviews ``R_ab`` where both per-review
+    taus are then defined::
 
         d_r = tau_r(A) - tau_r(B),    difference = mean_r d_r
 
-    The difference is cluster-bootstrapped over instructions (both metrics share every
-    resample, so the test is paired). Two-sided p-value::
-
-        p = min(1, 2 * share of bootstrap differences on the other side of 0)
-
-    where "the other side" is ``<= 0`` for a positive difference and ``>= 0`` for a negative
-    one (``p = 1`` for a difference of exactly 0). Its resolution is ``2 / n_resamples``.
+    cluster-bootstrapped (both metrics share every resample, so the test is paired), with the
+    two-sided bootstrap p-value of ``resampling._bootstrap_p_value``. ``n_responses_excluded``
+    counts the responses dropped because one metric had no score.
     """
     _check_bootstrap_args(n_resamples, confidence)
-    ta = per_review_tau(table, scores_a)
-    tb = per_review_tau(table, scores_b)
+    a_all, b_all = _check_scores(table, scores_a), _check_scores(table, scores_b)
+    a, b, both = _common(a_all, b_all)
+    either = ~np.isnan(a_all) | ~np.isnan(b_all)
+    excluded = np.unique(np.asarray(table.response)[either & ~both])
+    ta = per_review_tau(table, a)
+    tb = per_review_tau(table, b)
     common, ia, ib = np.intersect1d(ta.review, tb.review, assume_unique=True, return_indices=True)
     diff = ta.tau[ia] - tb.tau[ib]
-    clusters = ta.instruction[ia]
+    clusters = ta.cluster[ia]
+    n_clusters = n_clusters_of(clusters)
     out: dict[str, Any] = {
         "mean_tau_a": float(ta.tau[ia].mean()) if common.size else math.nan,
         "mean_tau_b": float(tb.tau[ib].mean()) if common.size else math.nan,
@@ -56,8 +81,13 @@ def paired_bootstrap_test(
         "ci_low": math.nan,
         "ci_high": math.nan,
         "p_value": math.nan,
+        "p_at_floor": False,
+        "test": "paired cluster bootstrap of per-review tau-b differences",
         "n_reviews": int(common.size),
-        "n_instructions": int(np.unique(clusters).shape[0]),
+        "n_instructions": int(np.unique(ta.instruction[ia]).shape[0]),
+        "n_clusters": n_clusters,
+        "n_responses_excluded": int(excluded.shape[0]),
+        "interval_note": interval_note(n_clusters, min_clusters) if common.size else "",
         "confidence": confidence,
         "seed": seed,
         "n_resamples": int(n_resamples),
@@ -66,9 +96,225 @@ def paired_bootstrap_test(
         return out
     d = float(diff.mean())
     dist = _bootstrap_means(diff, clusters, n_resamples, seed)
-    lo, hi = _percentile_interval(dist, confidence)
-    out.update(difference=d, ci_low=lo, ci_high=hi, p_value=_bootstrap_p_value(d, dist))
+    lo, hi = _percentile_interval(dist, confidence, n_clusters, min_clusters)
+    p = _bootstrap_p_value(d, dist) if n_clusters >= min_clusters else math.nan
+    out.update(
+        difference=d, ci_low=lo, ci_high=hi, p_value=p, p_at_floor=p_at_floor(p, n_resamples)
+    )
     return out
+
+
+# --- PERM-BOTH and significance clusters ---------------------------------------------------------
+
+
+class _Blocks:
+    """The judgements regrouped per instruction for the permutation test: each instruction's
+    responses (``resp``: indices into one-score-per-response arrays) and its reviews' ranks of
+    them, instructions with the same number of responses stacked into one block.
+
+    With ``n`` responses an instruction's scores can come out of a permutation in ``2 ** n``
+    ways (each response keeps its own score or takes the other metric's); every way's
+    contribution to the mean per-review tau is worked out once per metric pair, and a
+    permutation is then a lookup per instruction rather than a pass over every review pair."""
+
+    MAX_RESPONSES = 12  # 4,096 patterns per instruction
+
+    def __init__(self, table: JudgementTable) -> None:
+        rank = _as_float(table.rank)
+        responses, response_of_row = np.unique(np.asarray(table.response), return_inverse=True)
+        self.response_of_row = response_of_row.reshape(-1)
+        self.n_responses = responses.shape[0]
+        instruction = np.asarray(table.instruction)
+        review = np.asarray(table.review)
+        by_size: dict[int, list[tuple[Array, Array]]] = {}
+        for inst in np.unique(instruction):
+            rows = np.flatnonzero(instruction == inst)
+            resp = np.unique(self.response_of_row[rows])
+            reviews = np.unique(review[rows])
+            ranks = np.full((reviews.shape[0], resp.shape[0]), np.nan)
+            ri = np.searchsorted(reviews, review[rows])
+            ci = np.searchsorted(resp, self.response_of_row[rows])
+            ranks[ri, ci] = rank[rows]
+            by_size.setdefault(resp.shape[0], []).append((resp, ranks))
+        if by_size and max(by_size) > self.MAX_RESPONSES:
+            raise ValueError(
+                f"an instruction has {max(by_size)} responses: the permutation test handles up "
+                f"to {self.MAX_RESPONSES}"
+            )
+        self.blocks: list[tuple[Array, Array]] = []
+        for n, items in sorted(by_size.items()):
+            r_max = max(r.shape[0] for _, r in items)
+            resp = np.stack([r for r, _ in items])
+            ranks = np.full((len(items), r_max, n), np.nan)
+            for g, (_, r) in enumerate(items):
+                ranks[g, : r.shape[0]] = r
+            self.blocks.append((resp, ranks))
+
+    def per_response(self, scores: Array) -> Array:
+        """A row-aligned score array as one score per response (rows of a response share it)."""
+        out = np.full(self.n_responses, np.nan)
+        out[self.response_of_row] = scores
+        return out
+
+    def contributions(self, a: Array, b: Array) -> list[tuple[Array, Array, Array]]:
+        """Per block: (responses, sum of defined per-review taus, number defined), the last two
+        for every pattern of which responses keep ``a``'s score (bit 1) or take ``b``'s."""
+        out = []
+        for resp, ranks in self.blocks:
+            n = resp.shape[1]
+            i, j = np.triu_indices(n, k=1)
+            patterns = ((np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
+            va, vb = a[resp], b[resp]  # (G, n)
+            present = ~np.isnan(va) & ~np.isnan(vb)
+            values = np.where(patterns[None, :, :], va[:, None, :], vb[:, None, :])
+            with np.errstate(invalid="ignore"):
+                msign = np.sign(values[:, :, i] - values[:, :, j])  # (G, 2^n, pairs)
+            pair_ok = present[:, i] & present[:, j]  # (G, pairs)
+            msign = np.where(pair_ok[:, None, :], msign, 0.0)
+            ranked = ~np.isnan(ranks[:, :, i]) & ~np.isnan(ranks[:, :, j]) & pair_ok[:, None, :]
+            with np.errstate(invalid="ignore"):
+                rsign = np.where(ranked, np.sign(ranks[:, :, j] - ranks[:, :, i]), 0.0)
+            num = np.matmul(msign, rsign.transpose(0, 2, 1))  # (G, 2^n, R)
+            untied_metric = np.matmul(np.abs(msign), ranked.astype(float).transpose(0, 2, 1))
+            untied_rank = np.abs(rsign).sum(axis=2)[:, None, :]  # (G, 1, R)
+            defined = (untied_metric > 0) & (untied_rank > 0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                tau = np.where(defined, num / np.sqrt(untied_rank * untied_metric), 0.0)
+            out.append((resp, tau.sum(axis=2), defined.sum(axis=2).astype(float)))
+        return out
+
+
+def _pattern_index(blocks: _Blocks, bits: Array) -> list[Array]:
+    """Per block, each permutation's pattern of each instruction (``(k, G)``): which of its
+    responses keep metric ``a``'s score. The same for every metric pair."""
+    out = []
+    for resp, _ in blocks.blocks:
+        weights = (1 << np.arange(resp.shape[1])).astype(np.int64)
+        out.append(bits[:, resp].astype(np.int64) @ weights)
+    return out
+
+
+def _mean_tau_for(
+    parts: list[tuple[Array, Array, Array]], index: list[Array], complement: bool
+) -> Array:
+    """The mean per-review tau of each permutation; ``complement`` reads the other metric's
+    side (every response's choice flipped)."""
+    total: Array = np.zeros(index[0].shape[0]) if index else np.zeros(0)
+    count: Array = np.zeros_like(total)
+    for (resp, sums, defined), idx in zip(parts, index, strict=True):
+        flat = (2 ** resp.shape[1] - 1) - idx if complement else idx
+        g = np.arange(resp.shape[0])[None, :]
+        total += sums[g, flat].sum(axis=1)
+        count += defined[g, flat].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean: Array = np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
+    return mean
+
+
+def perm_both_tests(
+    table: JudgementTable,
+    scores: Mapping[str, Scores],
+    n_permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int = 0,
+    alpha: float = SIGNIFICANCE_LEVEL,
+) -> dict[str, Any]:
+    """PERM-BOTH permutation tests between every two metrics, and significance clusters.
+
+    The test of Deutsch, Dror & Roth (2021), as WMT's metrics task runs it
+    (mt-metrics-eval's ``PermutationSigDiff``): the two metrics' scores are z-scored over the
+    responses both scored, then in each of ``n_permutations`` permutations every response's
+    two scores are swapped with probability 1/2 (the unit is the response: a score belongs to
+    a (system, instruction) cell, not to a clinician's row). The statistic is the difference
+    of mean per-review tau-b over the responses both scored. For the metric with the higher
+    observed correlation, ``hi``::
+
+        p = (1 + #{permutations: tau(hi*) - tau(lo*) >= observed difference}) / (P + 1)
+
+    one-sided (the null: ``hi`` is not better than ``lo``), never below ``1 / (P + 1)``.
+    Permutation draws are shared across pairs (each pair is still an exact permutation test).
+
+    Significance clusters (mt-metrics-eval's ``AssignRanks``): metrics sorted by their
+    correlation; a metric starts a new cluster when some metric of the current cluster beats
+    it at level ``alpha``. Metrics of one cluster are not distinguishable from each other on
+    these data. No correction for multiple comparisons is applied (as in WMT).
+    """
+    names = list(scores)
+    blocks = _Blocks(table)
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 2, size=(int(n_permutations), blocks.n_responses), dtype=np.int8)
+    index = _pattern_index(blocks, bits)
+    kept = _pattern_index(blocks, np.ones((1, blocks.n_responses), dtype=np.int8))
+    per_response = {n: blocks.per_response(_check_scores(table, scores[n])) for n in names}
+    observed = {}
+    for n in names:
+        taus = per_review_tau(table, scores[n])
+        observed[n] = float(taus.tau.mean()) if len(taus) else math.nan
+    tests: list[dict[str, Any]] = []
+    for x, y in itertools.combinations(names, 2):
+        a, b = per_response[x], per_response[y]
+        both = ~np.isnan(a) & ~np.isnan(b)
+        if both.sum() < 2:
+            tests.append(
+                {"metric_a": x, "metric_b": y, "p_value": math.nan, "p_at_floor": False,
+                 "n_responses": int(both.sum())}
+            )  # fmt: skip
+            continue
+        za, zb = np.full_like(a, np.nan), np.full_like(b, np.nan)
+        za[both], zb[both] = sps.zscore(a[both]), sps.zscore(b[both])
+        parts = blocks.contributions(za, zb)
+        observed_x = float(_mean_tau_for(parts, kept, complement=False)[0])
+        observed_y = float(_mean_tau_for(parts, kept, complement=True)[0])
+        perm_x = _mean_tau_for(parts, index, complement=False)
+        perm_y = _mean_tau_for(parts, index, complement=True)
+        hi_is_x = observed_x >= observed_y
+        delta = abs(observed_x - observed_y)
+        resampled = (perm_x - perm_y) if hi_is_x else (perm_y - perm_x)
+        exceed = int(np.count_nonzero(resampled >= delta - 1e-12))
+        tests.append(
+            {
+                "metric_a": x,
+                "metric_b": y,
+                "better": x if hi_is_x else y,
+                "tau_a_common": observed_x,
+                "tau_b_common": observed_y,
+                "difference": observed_x - observed_y,
+                "p_value": (1 + exceed) / (int(n_permutations) + 1),
+                "p_at_floor": exceed == 0,
+                "n_responses": int(both.sum()),
+                "n_responses_excluded": int(
+                    np.count_nonzero(~np.isnan(a) | ~np.isnan(b)) - both.sum()
+                ),
+            }
+        )
+    ranked = sorted(
+        names, key=lambda n: (-(observed[n] if math.isfinite(observed[n]) else -9.0), n)
+    )
+    p_of = {(t["metric_a"], t["metric_b"]): t["p_value"] for t in tests}
+    clusters = _assign_ranks(ranked, lambda i, j: p_of.get((i, j), p_of.get((j, i), 1.0)), alpha)
+    return {
+        "test": "PERM-BOTH (Deutsch, Dror & Roth 2021), one-sided, per-review tau-b",
+        "n_permutations": int(n_permutations),
+        "seed": int(seed),
+        "alpha": alpha,
+        "correlations": observed,
+        "pairs": tests,
+        "clusters": [{"metric": n, "cluster": clusters[n], "tau": observed[n]} for n in ranked],
+    }
+
+
+def _assign_ranks(ranked: list[str], p: Any, alpha: float) -> dict[str, int]:
+    """Significance clusters from metrics sorted best first (mt-metrics-eval's AssignRanks)."""
+    out: dict[str, int] = {}
+    current, start = 1, 0
+    for i, name in enumerate(ranked):
+        if any(p(ranked[k], name) <= alpha for k in range(start, i)):
+            current += 1
+            start = i
+        out[name] = current
+    return out
+
+
+# --- position bias -------------------------------------------------------------------------------
 
 
 def position_bias(
@@ -76,6 +322,7 @@ def position_bias(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> dict[str, Any]:
     """Do clinicians favour responses shown early?
 
@@ -85,11 +332,9 @@ def position_bias(
         tau_r = tau_b(position_i, rank_i)      over the responses of review r
 
     (reviews with fewer than two distinct ranks are skipped), ``tau = mean_r tau_r``, with a
-    cluster-bootstrap interval over instructions and the two-sided bootstrap p-value of
-    :func:`paired_bootstrap_test` (``p = min(1, 2 * share of resampled means on the other side
-    of 0)``). Judgements of one review are not independent, so pooling them (as a single
-    scipy test over all rows would) overstates the evidence. Positive tau: later positions
-    get worse (larger) ranks.
+    cluster-bootstrap interval and the two-sided bootstrap p-value. Judgements of one review are
+    not independent, so pooling them (as a single scipy test over all rows would) overstates
+    the evidence. Positive tau: later positions get worse (larger) ranks.
     """
     _check_bootstrap_args(n_resamples, confidence)
     rank = _as_float(table.rank)
@@ -101,6 +346,7 @@ def position_bias(
     sums = np.bincount(inverse, weights=rank[ok], minlength=positions.shape[0])
     # tau_b(-rank, -position) == tau_b(position, rank): per_review_tau negates the ranks.
     taus = per_review_tau(table, -position)
+    n_clusters = n_clusters_of(taus.cluster)
     out: dict[str, Any] = {
         "positions": [int(v) for v in positions],
         "mean_rank": [float(v) for v in sums / np.maximum(counts, 1)],
@@ -109,21 +355,30 @@ def position_bias(
         "ci_low": math.nan,
         "ci_high": math.nan,
         "p_value": math.nan,
+        "p_at_floor": False,
         "n": int(ok.sum()),
         "n_reviews": len(taus),
         "n_skipped": taus.skipped,
         "n_instructions": int(np.unique(taus.instruction).shape[0]),
-        "method": "per-review tau-b, cluster bootstrap over instructions",
+        "n_clusters": n_clusters,
+        "interval_note": interval_note(n_clusters, min_clusters) if len(taus) else "",
+        "method": "per-review tau-b, cluster bootstrap",
         "confidence": confidence,
         "seed": seed,
         "n_resamples": int(n_resamples),
     }
     if len(taus):
         mean = float(taus.tau.mean())
-        dist = _bootstrap_means(taus.tau, taus.instruction, n_resamples, seed)
-        lo, hi = _percentile_interval(dist, confidence)
-        out.update(tau=mean, ci_low=lo, ci_high=hi, p_value=_bootstrap_p_value(mean, dist))
+        dist = _bootstrap_means(taus.tau, taus.cluster, n_resamples, seed)
+        lo, hi = _percentile_interval(dist, confidence, n_clusters, min_clusters)
+        p = _bootstrap_p_value(mean, dist) if n_clusters >= min_clusters else math.nan
+        out.update(
+            tau=mean, ci_low=lo, ci_high=hi, p_value=p, p_at_floor=p_at_floor(p, n_resamples)
+        )
     return out
+
+
+# --- context length ------------------------------------------------------------------------------
 
 
 def mcnemar_exact(b: int, c: int) -> float:
@@ -135,7 +390,7 @@ def mcnemar_exact(b: int, c: int) -> float:
         p = min(1, 2 * P(X <= min(b, c))),   X ~ Binomial(b + c, 1/2)
 
     (the same as ``statsmodels.stats.contingency_tables.mcnemar(exact=True)``); no discordant
-    pair -> 1.
+    pair -> 1. It assumes the pairs independent: use it only with one pair per cluster.
     """
     b, c = int(b), int(c)
     if b < 0 or c < 0:
@@ -151,27 +406,36 @@ def context_length_analysis(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> dict[str, Any]:
     """Correct-rate and rank of one base model at different context lengths.
 
     ``variants`` maps a model name to ``(base model, context length)``; models not in it are
-    left out. Per (base, length) cell: judgements, share judged correct with its Wilson interval
-    and mean rank. For every base model and every two of its context lengths ``long > short``,
-    over the reviews that judged both variants (the same clinician, the same instruction)::
+    left out. Per (base, length) cell: judgements, share judged correct and mean rank, with
+    cluster-bootstrap intervals. For every base model and every two of its context lengths
+    ``long > short``, over the reviews that judged both variants (the same clinician, the same
+    instruction)::
 
         d_correct_r = correct_r(long) - correct_r(short)          (in {-1, 0, 1})
         d_rank_r    = rank_r(short) - rank_r(long)                 (> 0: long ranked better)
 
-    each averaged over reviews with a cluster-bootstrap interval over instructions, and the
-    exact McNemar test (:func:`mcnemar_exact`) on the correct/incorrect pairs, with ``b`` = only
-    the long variant correct, ``c`` = only the short one. McNemar counts each review's pair as
-    one observation; when several clinicians review an instruction their pairs are not
-    independent, which the cluster-bootstrap interval accounts for and McNemar does not.
+    each averaged over reviews. **The test is the cluster bootstrap** (interval and two-sided
+    p-value): it resamples whole clusters, so several clinicians' judgements of one instruction
+    (or one patient's instructions) count as one unit of evidence. The exact McNemar test is
+    given only when every cluster holds a single pair; with several it would treat copies of
+    one judgement as independent evidence, and is left out with the reason.
     """
     _check_bootstrap_args(n_resamples, confidence)
     model = np.asarray(table.model).astype(str)
     rank = _as_float(table.rank)
     correct = _as_float(table.correct)
+    clusters = np.asarray(table.clusters)
+    boot: dict[str, Any] = {
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "confidence": confidence,
+        "min_clusters": min_clusters,
+    }
     declared = {
         str(k): (str(v[0]), None if v[1] is None else int(v[1])) for k, v in variants.items()
     }
@@ -186,8 +450,7 @@ def context_length_analysis(
             mine = np.isin(model, lengths[length])
             known = mine & ~np.isnan(correct)
             n_known = int(known.sum())
-            succ = float(correct[known].sum())
-            lo, hi = wilson_interval(succ, n_known, confidence)
+            lo, hi = cluster_bootstrap_ci(correct[known], clusters[known], **boot)
             ranks = rank[mine & ~np.isnan(rank)]
             cells.append(
                 {
@@ -196,9 +459,10 @@ def context_length_analysis(
                     "models": sorted(lengths[length]),
                     "n": int(mine.sum()),
                     "n_correct_known": n_known,
-                    "share_correct": succ / n_known if n_known else math.nan,
+                    "share_correct": float(correct[known].mean()) if n_known else math.nan,
                     "correct_ci_low": lo,
                     "correct_ci_high": hi,
+                    "n_clusters": n_clusters_of(clusters[known]),
                     "mean_rank": float(ranks.mean()) if ranks.size else math.nan,
                 }
             )
@@ -215,18 +479,15 @@ def context_length_analysis(
                     lengths[short],
                     long,
                     short,
-                    n_resamples,
-                    seed,
-                    confidence,
+                    boot,
                 )  # fmt: skip
             )
     return {
         "cells": cells,
         "comparisons": comparisons,
         "n_bases": len(bases),
-        "confidence": confidence,
-        "seed": seed,
-        "n_resamples": int(n_resamples),
+        "test": "cluster bootstrap (McNemar only with one pair per cluster)",
+        **boot,
     }
 
 
@@ -240,9 +501,7 @@ def _context_pair(
     short_models: list[str],
     long: int,
     short: int,
-    n_resamples: int,
-    seed: int,
-    confidence: float,
+    boot: dict[str, Any],
 ) -> dict[str, Any]:
     review = np.asarray(table.review)
     long_rows = np.flatnonzero(np.isin(model, long_models))
@@ -253,17 +512,21 @@ def _context_pair(
     both, il, is_ = np.intersect1d(long_reviews, short_reviews, return_indices=True)
     rl, rs = long_rows[first_long[il]], short_rows[first_short[is_]]
     instruction = np.asarray(table.instruction)[rl]
+    cluster = np.asarray(table.clusters)[rl]
     out: dict[str, Any] = {
         "base_model": base,
         "long": long,
         "short": short,
         "n_reviews": int(both.size),
         "n_instructions": int(np.unique(instruction).shape[0]),
+        "n_clusters": n_clusters_of(cluster),
     }
     ok_c = ~np.isnan(correct[rl]) & ~np.isnan(correct[rs])
     cl, cs = correct[rl][ok_c] > 0.5, correct[rs][ok_c] > 0.5
     b, c = int((cl & ~cs).sum()), int((~cl & cs).sum())
     d_correct = cl.astype(float) - cs.astype(float)
+    pairs_per_cluster = np.unique(cluster[ok_c], return_counts=True)[1]
+    independent = bool(cl.size) and int(pairs_per_cluster.max()) == 1
     out.update(
         n_pairs_correct=int(ok_c.sum()),
         share_correct_long=float(cl.mean()) if cl.size else math.nan,
@@ -272,27 +535,32 @@ def _context_pair(
         only_long_correct=b,
         only_short_correct=c,
         neither_correct=int((~cl & ~cs).sum()),
-        mcnemar_p_value=mcnemar_exact(b, c) if cl.size else math.nan,
-        **_paired_mean(d_correct, instruction[ok_c], "correct_difference", n_resamples, seed,
-                       confidence),
-    )  # fmt: skip
+        mcnemar_p_value=mcnemar_exact(b, c) if independent else math.nan,
+        mcnemar_note=""
+        if independent or not cl.size
+        else (
+            f"not shown: up to {int(pairs_per_cluster.max())} pairs per cluster are not "
+            "independent; the cluster bootstrap is the test"
+        ),
+        **_paired_mean(d_correct, cluster[ok_c], "correct_difference", boot),
+    )
     ok_r = ~np.isnan(rank[rl]) & ~np.isnan(rank[rs])
     d_rank = rank[rs][ok_r] - rank[rl][ok_r]
     out.update(
         n_pairs_rank=int(ok_r.sum()),
-        **_paired_mean(d_rank, instruction[ok_r], "rank_difference", n_resamples, seed, confidence),
+        **_paired_mean(d_rank, cluster[ok_r], "rank_difference", boot),
     )
     return out
 
 
-def _paired_mean(
-    d: Array, clusters: Array, name: str, n_resamples: int, seed: int, confidence: float
-) -> dict[str, float]:
+def _paired_mean(d: Array, clusters: Array, name: str, boot: dict[str, Any]) -> dict[str, Any]:
     if d.size == 0:
         return {name: math.nan, f"{name}_ci_low": math.nan, f"{name}_ci_high": math.nan,
-                f"{name}_p_value": math.nan}  # fmt: skip
+                f"{name}_p_value": math.nan, f"{name}_p_at_floor": False}  # fmt: skip
     mean = float(d.mean())
-    dist = _bootstrap_means(d, clusters, n_resamples, seed)
-    lo, hi = _percentile_interval(dist, confidence)
-    return {name: mean, f"{name}_ci_low": lo, f"{name}_ci_high": hi,
-            f"{name}_p_value": _bootstrap_p_value(mean, dist)}  # fmt: skip
+    n_clusters = n_clusters_of(clusters)
+    dist = _bootstrap_means(d, clusters, boot["n_resamples"], boot["seed"])
+    lo, hi = _percentile_interval(dist, boot["confidence"], n_clusters, boot["min_clusters"])
+    p = _bootstrap_p_value(mean, dist) if n_clusters >= boot["min_clusters"] else math.nan
+    return {name: mean, f"{name}_ci_low": lo, f"{name}_ci_high": hi, f"{name}_p_value": p,
+            f"{name}_p_at_floor": p_at_floor(p, boot["n_resamples"])}  # fmt: skip

@@ -37,8 +37,14 @@ class JudgementTable:
     position: Array  # int, 0-based position the response was shown in
     category: Array  # str instruction category
     specialty: Array  # str author specialty
+    # The unit every bootstrap and permutation resamples: a stable string key (the patient's
+    # pseudonym when instructions share patients, else the instruction's release id), so that a
+    # re-import with rows in another order draws the same resamples. Default: the instruction.
+    cluster: Array | None = None
 
     def __post_init__(self) -> None:
+        if self.cluster is None:
+            object.__setattr__(self, "cluster", np.asarray(self.instruction).astype(str))
         lengths = set()
         for f in fields(self):
             arr = np.asarray(getattr(self, f.name))
@@ -52,6 +58,18 @@ class JudgementTable:
     def __len__(self) -> int:
         return int(self.review.shape[0])
 
+    @property
+    def clusters(self) -> Array:
+        """``cluster`` as an array (never None once the table exists)."""
+        assert self.cluster is not None
+        return self.cluster
+
+    def with_clusters(self, cluster: Array) -> JudgementTable:
+        """The same rows resampled by ``cluster`` (one key per row)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["cluster"] = np.asarray(cluster)
+        return JudgementTable(**values)
+
     def subset(self, mask: Array) -> JudgementTable:
         """Rows where the boolean ``mask`` is true, as a new table."""
         mask = np.asarray(mask)
@@ -62,19 +80,48 @@ class JudgementTable:
 
 @dataclass(frozen=True, eq=False)
 class ReviewTaus:
-    """Per-review Kendall tau-b; iterates as ``(review_ids, instruction_ids, taus)``."""
+    """Per-review Kendall tau-b; iterates as ``(review_ids, instruction_ids, taus)``.
+    ``cluster`` is each kept review's resampling unit."""
 
     review: Array
     instruction: Array
     tau: Array
     skipped: int
     skipped_reviews: Array
+    cluster: Array
 
     def __iter__(self) -> Iterator[Array]:
         return iter((self.review, self.instruction, self.tau))
 
     def __len__(self) -> int:
         return int(self.tau.shape[0])
+
+
+def choose_clusters(
+    instruction_code: Array, patient: Array | None, mode: str = "auto"
+) -> tuple[Array, str]:
+    """The resampling unit of every row, as stable string keys, and its name.
+
+    ``mode``: "patient", "instruction", or "auto" (the patient when any patient has two or more
+    instructions among the rows: instructions grounded in one record are not independent,
+    MedAlign grounds 303 instructions in 276 records). Keys are the release's own ids (the
+    instruction's id, the patient's pseudonymous person id), never database keys, so a
+    re-import in another order resamples the same clusters."""
+    codes = np.asarray(instruction_code).astype(str)
+    if mode not in ("auto", "patient", "instruction"):
+        raise ValueError("cluster by 'auto', 'patient' or 'instruction'")
+    if patient is not None and mode in ("auto", "patient"):
+        patients = np.asarray(patient).astype(str)
+        if mode == "patient" or _shares(codes, patients):
+            return np.char.add("patient:", patients), "patient"
+    return np.char.add("instruction:", codes), "instruction"
+
+
+def _shares(codes: Array, patients: Array) -> bool:
+    """Whether any patient has two or more distinct instructions."""
+    pairs = np.unique(np.stack([patients, codes], axis=1), axis=0)
+    _, counts = np.unique(pairs[:, 0], return_counts=True)
+    return bool((counts > 1).any())
 
 
 def _as_float(values: Any) -> Array:
