@@ -198,6 +198,7 @@ def response_rows(
     error_tags: list[list[str]],
     simulated_review_ids: Iterable[int] = (),
     truncated: Mapping[str, np.ndarray] | None = None,
+    patient: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The per-response table: one row per judgement, ids and numbers only (never any text).
 
@@ -211,6 +212,8 @@ def response_rows(
         row = {
             "review_id": int(table.review[i]),
             "instruction_id": instruction_code[i],
+            "patient": patient[i] if patient is not None else None,
+            "cluster": str(table.clusters[i]),
             "category": str(table.category[i]),
             "specialty": str(table.specialty[i]),
             "clinician": clinician_pseudonym[i],
@@ -235,6 +238,7 @@ def response_rows(
 # active evaluator and model version"). Read from the MetricConfig identity, whatever backend
 # wrote it: each field lists the places it may be recorded, then a key name searched anywhere.
 NOT_RECORDED = "not recorded"
+NOT_APPLICABLE = "not applicable"
 PROVENANCE_FIELDS: dict[str, tuple[tuple[tuple[str, ...], ...], str | None]] = {
     "model": ((("model", "id"), ("checkpoint", "id"), ("options", "model"), ("model",)), None),
     "weights_sha256": (

@@ -17,29 +17,74 @@ from typing import Any
 from review.csv_safety import csv_safe_cell
 from scoring.generation.provenance import GENERATION_COLUMNS
 from scoring.models import CorrelationReport
-from scoring.reports.analysis import NOT_RECORDED
+from scoring.reports.analysis import NOT_APPLICABLE, NOT_RECORDED
 
-TABLES = ("correlation", "leaderboard", "responses", "metrics")
+TABLES = (
+    "correlation",
+    "leaderboard",
+    "responses",
+    "metrics",
+    "significance",
+    "paired_tests",
+    "human_ceiling",
+    "leave_one_out",
+    "position_bias",
+    "context_length",
+    "breakdowns",
+    "style_control",
+    "reviews",
+    "variants",
+)
 FORMATS = ("csv", "json")
+TABLE_LABELS = {
+    "correlation": "Correlation per metric",
+    "leaderboard": "Leaderboard",
+    "responses": "Per response",
+    "metrics": "Metric provenance",
+    "significance": "Significance (PERM-BOTH)",
+    "paired_tests": "Paired bootstrap tests",
+    "human_ceiling": "Human ceiling",
+    "leave_one_out": "Leave one clinician out",
+    "position_bias": "Position bias",
+    "context_length": "Context length",
+    "breakdowns": "Breakdowns",
+    "style_control": "Style control",
+    "reviews": "Reviews (incl. left out)",
+    "variants": "Model variants",
+}
 
 CORRELATION_COLUMNS = [
     "metric",
     "label",
+    "tau_variant",
     "mean_tau",
     "ci_low",
     "ci_high",
+    "interval_note",
     "n_reviews",
     "n_skipped",
     "n_instructions",
+    "n_clusters",
+    "significance_cluster",
+    "acc23",
+    "acc23_ci_low",
+    "acc23_ci_high",
+    "acc23_epsilon",
+    "acc23_level",
     "pairwise_accuracy",
     "pairwise_ci_low",
     "pairwise_ci_high",
+    "pairwise_level",
     "n_pairs",
     "n_metric_ties",
     "system_tau",
     "system_p_value",
+    "system_level",
     "n_models",
     "n_scored",
+    "loo_tau",
+    "loo_percentile",
+    "loo_share_beating",
 ]
 LEADERBOARD_COLUMNS = [
     "model",
@@ -49,6 +94,8 @@ LEADERBOARD_COLUMNS = [
     "correct_ci_low",
     "correct_ci_high",
     "mean_rank",
+    "rank_ci_low",
+    "rank_ci_high",
     "bt_strength",
     "bt_ci_low",
     "bt_ci_high",
@@ -57,6 +104,8 @@ LEADERBOARD_COLUMNS = [
 RESPONSE_COLUMNS = [
     "review_id",
     "instruction_id",
+    "patient",
+    "cluster",
     "category",
     "specialty",
     "clinician",
@@ -86,8 +135,62 @@ PROVENANCE_COLUMNS = [
 ]
 METRICS_COLUMNS = ["metric", "label", "config_id", "backend", "identity_hash", *PROVENANCE_COLUMNS]
 # Every CSV row carries what a reader needs to cite or recompute it, as the JSON document does:
-# the report, its seed, and how many of its reviews were simulated.
-CONTEXT_COLUMNS = ["report", "seed", "n_resamples", "simulated_reviews"]
+# the report, its seed and resampling, the unit resampled, and how many reviews were simulated.
+CONTEXT_COLUMNS = [
+    "report",
+    "seed",
+    "n_resamples",
+    "confidence",
+    "cluster_unit",
+    "min_clusters",
+    "simulated_reviews",
+]
+# The report's other sections, each a table of its own (the page shows them; a rerun needs them).
+SECTION_COLUMNS: dict[str, list[str]] = {
+    "significance": [
+        "metric_a", "metric_b", "better", "tau_a_common", "tau_b_common", "difference",
+        "p_value", "p_at_floor", "n_responses", "n_responses_excluded", "cluster_a",
+        "cluster_b", "test", "n_permutations", "alpha",
+    ],
+    "paired_tests": [
+        "metric_a", "metric_b", "mean_tau_a", "mean_tau_b", "difference", "ci_low", "ci_high",
+        "p_value", "p_at_floor", "test", "n_reviews", "n_instructions", "n_clusters",
+        "n_responses_excluded", "interval_note",
+    ],
+    "human_ceiling": [
+        "variant", "level", "mean_tau", "ci_low", "ci_high", "interval_note", "n_pairs",
+        "n_skipped_pairs", "n_instructions", "n_clusters", "alpha", "n_units",
+    ],
+    "leave_one_out": [
+        "part", "metric", "clinician", "agreement", "mean_tau", "percentile", "share_beating",
+        "at_least_median", "n_clinicians",
+    ],
+    "position_bias": [
+        "tau", "ci_low", "ci_high", "p_value", "p_at_floor", "interval_note", "n", "n_reviews",
+        "n_skipped", "n_instructions", "n_clusters", "positions", "mean_rank", "count", "method",
+    ],
+    "context_length": [
+        "part", "base_model", "context_length", "models", "long", "short", "n", "n_reviews",
+        "n_instructions", "n_clusters", "share_correct", "correct_ci_low", "correct_ci_high",
+        "mean_rank", "correct_difference", "correct_difference_ci_low",
+        "correct_difference_ci_high", "correct_difference_p_value", "only_long_correct",
+        "only_short_correct", "mcnemar_p_value", "mcnemar_note", "rank_difference",
+        "rank_difference_ci_low", "rank_difference_ci_high", "test",
+    ],
+    "breakdowns": [
+        "by", "group", "metric", "mean_tau", "ci_low", "ci_high", "interval_note", "n_reviews",
+        "n_skipped", "n_clusters", "loo_percentile",
+    ],
+    "style_control": [
+        "part", "model", "feature", "fit", "estimate", "ci_low", "ci_high", "n_games",
+        "n_clusters",
+    ],
+    "reviews": [
+        "review_id", "instruction_id", "patient", "cluster", "clinician", "simulated",
+        "n_judgements", "distinct_ranks", "skipped", "excluded", "learned_fold",
+    ],
+    "variants": ["model", "base_model", "context_length"],
+}  # fmt: skip
 
 
 def columns(report: CorrelationReport, table: str) -> list[str]:
@@ -97,6 +200,8 @@ def columns(report: CorrelationReport, table: str) -> list[str]:
         return LEADERBOARD_COLUMNS
     if table == "metrics":
         return METRICS_COLUMNS
+    if table in SECTION_COLUMNS:
+        return SECTION_COLUMNS[table]
     if table == "responses":
         keys = [m["key"] for m in report.results.get("metrics", [])]
         return (
@@ -113,17 +218,41 @@ def csv_columns(report: CorrelationReport, table: str) -> list[str]:
 
 
 def _context(report: CorrelationReport) -> dict[str, Any]:
+    clustering = report.results.get("clustering") or {}
     return {
         "report": report.pk,
         "seed": report.parameters.get("seed"),
         "n_resamples": report.parameters.get("n_resamples"),
+        "confidence": report.parameters.get("confidence"),
+        "cluster_unit": clustering.get("unit", "instruction"),
+        "min_clusters": clustering.get("min_clusters"),
         "simulated_reviews": report.provenance.get("counts", {}).get("reviews_simulated", 0),
     }
 
 
+# Which provenance fields mean something for each kind of evaluator: BLEU has no model to
+# name, BERTScore no sacreBLEU signature. Elsewhere the page and exports say "not applicable",
+# so "not recorded" keeps meaning a gap. An unknown backend claims every field.
+_LEXICAL = {"sacrebleu_signature", "reference_aggregation", "library_versions"}
+_MODEL = {"model", "weights_sha256", "tokenizer", "max_input_tokens", "library_versions"}
+APPLICABLE: dict[str, set[str]] = {
+    "bleu": _LEXICAL,
+    "chrf": _LEXICAL,
+    "rougeL": {"tokenizer", "stemming", "reference_aggregation", "library_versions"},
+    "meteor": {"stemming", "reference_aggregation", "library_versions"},
+    "bertscore": _MODEL | {"layer", "idf", "baseline_rescaling", "reference_aggregation"},
+    "comet": _MODEL | {"reference_aggregation"},
+    "jury": _MODEL,
+    "jury-judge": _MODEL,
+    "learned": {"model", "weights_sha256", "library_versions"},
+}
+ALWAYS = {"n_truncated", "truncated_excluded"}
+
+
 def metric_provenance(report: CorrelationReport) -> list[dict[str, Any]]:
-    """One row per metric: its evaluator's provenance; "not recorded" for anything missing
-    (also for every field of a report computed before provenance was stored)."""
+    """One row per metric: its evaluator's provenance; "not applicable" for a field that does
+    not apply to its kind of evaluator, "not recorded" for anything else missing (also for
+    every field of a report computed before provenance was stored)."""
     stored = {p["key"]: p for p in report.results.get("metric_provenance", [])}
     configs = {c.get("key"): c for c in report.provenance.get("metric_configs", [])}
     out = []
@@ -137,13 +266,120 @@ def metric_provenance(report: CorrelationReport) -> list[dict[str, Any]]:
             "backend": p.get("backend", c.get("backend")),
             "identity_hash": p.get("identity_hash", c.get("identity_hash")),
         }
+        applies = APPLICABLE.get(str(row["backend"]), set(PROVENANCE_COLUMNS)) | ALWAYS
         for col in PROVENANCE_COLUMNS:
-            row[col] = p.get(col, NOT_RECORDED)
+            value = p.get(col, NOT_RECORDED)
+            row[col] = value if col in applies or value != NOT_RECORDED else NOT_APPLICABLE
         out.append(row)
     return out
 
 
+def _section_rows(report: CorrelationReport, table: str) -> list[dict[str, Any]]:
+    """The rows of one of the report's other sections, from its stored results."""
+    results = report.results
+    if table == "significance":
+        section = results.get("significance") or {}
+        cluster = {c["metric"]: c["cluster"] for c in section.get("clusters", [])}
+        common = {k: section.get(k) for k in ("test", "n_permutations", "alpha")}
+        return [
+            {**t, **common, "cluster_a": cluster.get(t["metric_a"]),
+             "cluster_b": cluster.get(t["metric_b"])}
+            for t in section.get("pairs", [])
+        ]  # fmt: skip
+    if table == "paired_tests":
+        return list(results.get("paired_tests", []))
+    if table in ("human_ceiling", "position_bias"):
+        section = results.get(table)
+        return [section] if section else []
+    if table == "leave_one_out":
+        section = results.get("leave_one_out") or {}
+        out = [{"part": "clinician", **c} for c in section.get("clinicians", [])]
+        out += [{"part": "metric", "metric": k, **m} for k, m in section.get("metrics", {}).items()]
+        return out
+    if table == "context_length":
+        section = results.get("context_length") or {}
+        test = section.get("test")
+        return [{"part": "cell", "test": test, **c} for c in section.get("cells", [])] + [
+            {"part": "comparison", "test": test, **c} for c in section.get("comparisons", [])
+        ]
+    if table == "breakdowns":
+        out = []
+        for by, groups in (results.get("breakdowns") or {}).items():
+            for group, data in groups.items():
+                loo = (data.get("leave_one_out") or {}).get("metrics", {})
+                for metric, m in data.get("metrics", {}).items():
+                    out.append(
+                        {"by": by, "group": group, "metric": metric, **m,
+                         "loo_percentile": loo.get(metric, {}).get("percentile")}
+                    )  # fmt: skip
+        return out
+    if table == "style_control":
+        section = results.get("style_control") or {}
+        out = []
+        for fit in ("plain", "controlled"):
+            part = section.get(fit) or {}
+            for model, value in (part.get("strength") or {}).items():
+                out.append(
+                    {"part": "model", "model": model, "fit": fit, "estimate": value,
+                     "ci_low": part["ci_low"].get(model), "ci_high": part["ci_high"].get(model),
+                     "n_games": section.get("n_games"), "n_clusters": section.get("n_clusters")}
+                )  # fmt: skip
+        for feature, c in (section.get("style_coefficients") or {}).items():
+            out.append(
+                {"part": "style", "feature": feature, "fit": "controlled",
+                 "estimate": c["coefficient"], "ci_low": c["ci_low"], "ci_high": c["ci_high"],
+                 "n_games": section.get("n_games"), "n_clusters": section.get("n_clusters")}
+            )  # fmt: skip
+        return out
+    if table == "reviews":
+        return _review_rows(report)
+    if table == "variants":
+        return [
+            {"model": name, **v}
+            for name, v in (report.provenance.get("model_variants") or {}).items()
+        ]
+    raise ValueError(f"unknown table {table!r}")
+
+
+def _review_rows(report: CorrelationReport) -> list[dict[str, Any]]:
+    """One row per submitted review of the report's study: those analysed (with how many
+    distinct ranks, and whether they carried no order) and those left out, with the reason;
+    each with the learned metric's fold of its instruction."""
+    folds = (report.results.get("learned_metric") or {}).get("fold_of_instruction") or {}
+    reviews: dict[int, dict[str, Any]] = {}
+    for row in report.results.get("responses", []):
+        review = reviews.setdefault(
+            row["review_id"],
+            {
+                "review_id": row["review_id"],
+                "instruction_id": row["instruction_id"],
+                "patient": row.get("patient"),
+                "cluster": row.get("cluster"),
+                "clinician": row["clinician"],
+                "simulated": row.get("simulated"),
+                "n_judgements": 0,
+                "ranks": set(),
+                "excluded": "",
+            },
+        )
+        review["n_judgements"] += 1
+        if row["rank"] is not None:
+            review["ranks"].add(row["rank"])
+    out = []
+    for review in reviews.values():
+        distinct = len(review.pop("ranks"))
+        review.update(distinct_ranks=distinct, skipped=distinct < 2)
+        out.append(review)
+    for other in report.provenance.get("other_reviews", []):
+        out.append({**other, "n_judgements": 0, "distinct_ranks": None, "skipped": None})
+    for review in out:
+        review["learned_fold"] = folds.get(review["instruction_id"])
+    return sorted(out, key=lambda r: r["review_id"])
+
+
 def _stored_rows(report: CorrelationReport, table: str) -> list[dict[str, Any]]:
+    if table in SECTION_COLUMNS:
+        return _section_rows(report, table)
     if table == "metrics":
         return metric_provenance(report)
     if table == "correlation":
@@ -215,8 +451,25 @@ def document(report: CorrelationReport, table: str) -> dict[str, Any]:
 
 def _public_parameters(report: CorrelationReport) -> dict[str, Any]:
     p = report.parameters
-    keys = ("n_resamples", "seed", "confidence", "config_ids", "exclude_truncated")
-    return {k: p.get(k) for k in keys}
+    keys = (
+        "n_resamples",
+        "seed",
+        "confidence",
+        "config_ids",
+        "exclude_truncated",
+        "study_id",
+        "include_unblindable",
+        "cluster",
+        "min_clusters",
+        "n_permutations",
+        "learned_metric",
+    )
+    out = {k: p.get(k) for k in keys}
+    clustering = report.results.get("clustering") or {}
+    out["cluster_unit"] = clustering.get("unit")
+    out["response_set"] = report.provenance.get("response_set")
+    out["model_variants"] = report.provenance.get("model_variants")
+    return out
 
 
 def render(report: CorrelationReport, table: str, fmt: str) -> tuple[str, str]:

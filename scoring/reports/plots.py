@@ -65,6 +65,23 @@ def _text_width(text: str, size: float = FONT_SIZE) -> float:
     return len(text) * size * 0.6
 
 
+LABEL_MAX_WIDTH = 250.0
+
+
+def _wrap(text: str, max_width: float) -> list[str]:
+    """``text`` in lines no wider than ``max_width`` (a word longer than that stands alone)."""
+    lines: list[str] = []
+    current = ""
+    for word in text.split():
+        candidate = f"{current} {word}".strip()
+        if current and _text_width(candidate) > max_width:
+            lines.append(current)
+            current = word
+        else:
+            current = candidate
+    return [*lines, current] if current else lines or [""]
+
+
 def _attrs(**attrs: Any) -> str:
     parts = []
     for key, value in attrs.items():
@@ -207,12 +224,17 @@ def interval_chart(
         x_hi = max([float(x_range[1]), *data])
         if x_hi - x_lo < 1e-12:
             x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
-    label_w = min(260.0, max([_text_width(label) for label, *_ in parsed] + [40.0])) + 16
+    # Long labels ("Learned from clinicians (pairwise LR, CV by patient)") wrap onto more
+    # lines inside the label column instead of running off the left edge.
+    wrapped = [_wrap(label, LABEL_MAX_WIDTH) for label, *_ in parsed]
+    label_w = max([_text_width(line) for lines in wrapped for line in lines] + [40.0]) + 16
     value_w = 130.0
     plot_w = 440.0
-    row_h = 26.0
+    line_h = FONT_SIZE + 3
+    row_heights = [max(26.0, line_h * len(lines) + 10) for lines in wrapped]
+    row_tops = [sum(row_heights[:k]) for k in range(len(row_heights))]
     top = 44.0
-    plot_h = row_h * max(len(parsed), 1)
+    plot_h = sum(row_heights) if row_heights else 26.0
     width = label_w + plot_w + value_w + 10
     height = top + plot_h + 56
     x0, x1 = label_w, label_w + plot_w
@@ -236,9 +258,12 @@ def interval_chart(
     body.append(_text((x0 + x1) / 2, axis_y + 40, x_label, text_anchor="middle", fill=INK))
 
     for k, (label, value, lo, hi) in enumerate(parsed):
-        y = top + row_h * (k + 0.5)
+        y = top + row_tops[k] + row_heights[k] / 2
         body.append('<g class="row">')
-        body.append(_text(x0 - 8, y + 4, label, text_anchor="end", fill=INK))
+        lines = wrapped[k]
+        first = y + 4 - line_h * (len(lines) - 1) / 2
+        for n, line in enumerate(lines):
+            body.append(_text(x0 - 8, first + n * line_h, line, text_anchor="end", fill=INK))
         if _finite(lo) and _finite(hi):
             body.append(
                 f"<line {_attrs(class_='interval', x1=sx(lo), y1=y, x2=sx(hi), y2=y)} "
@@ -256,7 +281,11 @@ def interval_chart(
                 f'fill="{ACCENT}" stroke="{INK}" stroke-width="1">'
                 f"<title>{escape(tip)}</title></circle>"
             )
-            summary = f"{_fmt(value)} [{_fmt(lo)}, {_fmt(hi)}]"
+            summary = (
+                f"{_fmt(value)} [{_fmt(lo)}, {_fmt(hi)}]"
+                if _finite(lo) and _finite(hi)
+                else f"{_fmt(value)} (no interval)"
+            )
         else:
             summary = "no data"
         body.append(_text(x1 + 10, y + 4, summary, fill=GREY if summary == "no data" else INK))

@@ -269,7 +269,20 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             error_tags=inputs.error_tags,
             simulated_review_ids=inputs.simulated_review_ids,
             truncated=inputs.truncated,
+            patient=inputs.patient,
         )
+        # The leave-one-out distribution names clinicians by pseudonym, as every export does.
+        pseudonym = dict(
+            zip(inputs.table.clinician.tolist(), inputs.clinician_pseudonym, strict=True)
+        )
+        sections = [results["leave_one_out"]] + [
+            group["leave_one_out"]
+            for groups in results["breakdowns"].values()
+            for group in groups.values()
+        ]
+        for section in sections:
+            for c in section.get("clinicians", []):
+                c["clinician"] = pseudonym.get(c["clinician"], c["clinician"])
         # Each response's generation provenance (context length, model identity, versions,
         # prompt sha256…): ids, hashes and numbers only.
         add_generation_columns(results["responses"])
@@ -294,6 +307,8 @@ def report_compute(*, report_id: int) -> CorrelationReport:
                 for name, (base, length) in sorted(inputs.variants.items())
             },
             "review_ids": inputs.review_ids,
+            # Submitted reviews outside the analysis, with the reason (the reviews export).
+            "other_reviews": inputs.other_reviews,
             "simulated_review_ids": inputs.simulated_review_ids,
             "counts": {
                 **results["counts"],

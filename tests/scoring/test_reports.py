@@ -31,7 +31,7 @@ from review.models import (
     Role,
 )
 from review.services.accounts import application_revoke
-from scoring.models import ApiToken, CorrelationReport, MetricConfig, MetricScore
+from scoring.models import ApiToken, CorrelationReport, MetricConfig, MetricScore, ModelVariant
 from scoring.reports import exports, selectors, services
 from tests import factories
 
@@ -332,9 +332,9 @@ def test_exports_carry_no_names_emails_or_text_and_are_all_audited(data, client,
             assert text not in body, f"{text!r} leaked into {name}"
     # The pseudonyms are there instead.
     assert data.c1.pseudonym in bodies["page responses.csv"]
-    # 4 tables: 8 page downloads + 4 API tables + 4 CLI = 16 exports, each audited.
+    # Every table: 2 page downloads + 1 API table + 1 CLI = 4 exports each, each audited.
     events = AuditEvent.objects.filter(action=AuditEvent.Action.EXPORT).order_by("id")[before:]
-    assert len(events) == 16
+    assert len(events) == 4 * len(exports.TABLES)
     channels = sorted(
         (e.details["channel"], e.details["table"], e.details["format"]) for e in events
     )
@@ -349,17 +349,20 @@ def test_per_response_csv_has_the_documented_columns_and_parses(data, client):
     body = client.get(reverse("scoring_report_export", args=[report.pk, "responses", "csv"]))
     rows = list(csv.DictReader(io.StringIO(body.content.decode())))
     assert len(rows) == 12
-    assert list(rows[0]) == exports.RESPONSE_COLUMNS + exports.GENERATION_COLUMNS + [
-        "score_bleu",
-        "score_rougeL",
-    ] + [
-        "truncated_bleu",
-        "truncated_rougeL",
-        "report",
-        "seed",
-        "n_resamples",
-        "simulated_reviews",
-    ]
+    assert (
+        list(rows[0])
+        == exports.RESPONSE_COLUMNS
+        + exports.GENERATION_COLUMNS
+        + [
+            "score_bleu",
+            "score_rougeL",
+        ]
+        + [
+            "truncated_bleu",
+            "truncated_rougeL",
+        ]
+        + exports.CONTEXT_COLUMNS
+    )
     tagged = [r for r in rows if r["error_tags"]]
     assert [r["error_tags"] for r in tagged] == ["omission"]
     assert {r["clinician"] for r in rows} == {data.c1.pseudonym, data.c2.pseudonym}
@@ -371,9 +374,12 @@ def test_every_csv_carries_the_seed_and_marks_simulated_reviews(data, client):
     report = _done_report(data)
     for table in exports.TABLES:
         rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, table))))
-        assert rows and {r["seed"] for r in rows} == {"7"}
-        assert {r["report"] for r in rows} == {str(report.pk)}
-        assert {r["simulated_reviews"] for r in rows} == {"2"}
+        # Every section of the report is a table; a section can be empty (no model variants
+        # declared here), never missing.
+        assert rows or table in ("variants", "context_length"), table
+        assert {r["seed"] for r in rows} <= {"7"}
+        assert {r["report"] for r in rows} <= {str(report.pk)}
+        assert {r["simulated_reviews"] for r in rows} <= {"2"}
     rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, "responses"))))
     by_clinician = {(r["clinician"], r["simulated"]) for r in rows}
     assert by_clinician == {(data.c1.pseudonym, "false"), (data.c2.pseudonym, "true")}
@@ -592,7 +598,10 @@ def test_every_export_and_the_page_name_each_metrics_evaluator(data, client):
     assert bleu["sacrebleu_signature"].startswith("nrefs:1|case:mixed")
     assert bleu["reference_aggregation"] == "max"
     assert bleu["library_versions"] == {"sacrebleu": "2.6.0"}
-    assert bleu["layer"] == "not recorded" and bleu["weights_sha256"] == "not recorded"
+    # A BLEU has no layer or weights: "not applicable", so "not recorded" keeps meaning a gap.
+    assert bleu["layer"] == "not applicable" and bleu["weights_sha256"] == "not applicable"
+    (rouge,) = [m for m in exports.metric_provenance(report) if m["metric"] == "rougeL"]
+    assert rouge["stemming"] == "not recorded"  # it applies to ROUGE, and was not recorded
     assert bleu["n_truncated"] == 0 and bleu["truncated_excluded"] is False
     for table in exports.TABLES:
         document = json.loads(exports.to_json(report, table))
@@ -603,7 +612,7 @@ def test_every_export_and_the_page_name_each_metrics_evaluator(data, client):
         "rougeL": "not recorded",
     }
     rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, "metrics"))))
-    assert [r["sacrebleu_signature"][:7] for r in rows] == ["nrefs:1", "not rec"]
+    assert [r["sacrebleu_signature"][:7] for r in rows] == ["nrefs:1", "not app"]
     client.force_login(data.researcher)
     page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
     assert 'data-testid="metric-provenance"' in page and "tok:13a" in page
@@ -717,3 +726,38 @@ def test_a_report_can_add_the_learned_metric_and_store_it(data, client):
     page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
     assert "learned from 4 reviews" in page
     assert "SECRET-" not in json.dumps(report.results)
+
+
+# --- issue 25: every section exportable; what a rerun needs ---------------------------------------
+def test_every_section_is_a_csv_and_json_table_with_what_a_rerun_needs(data, client):
+    ModelVariant.objects.create(
+        dataset=data.dataset, model_name=MODELS[0], base_model="M", context_length=32768
+    )
+    ModelVariant.objects.create(
+        dataset=data.dataset, model_name=MODELS[1], base_model="M", context_length=2048
+    )
+    report = _done_report(data, learned_metric=True)
+    assert report.status == CorrelationReport.Status.DONE, report.error
+    for table in ("significance", "paired_tests", "human_ceiling", "leave_one_out",
+                  "position_bias", "context_length", "breakdowns", "style_control", "reviews",
+                  "variants"):  # fmt: skip
+        document = json.loads(exports.to_json(report, table))
+        assert document["rows"], table
+        assert set(document["rows"][0]) == set(exports.columns(report, table))
+        rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, table))))
+        assert len(rows) == len(document["rows"])
+    parameters = json.loads(exports.to_json(report, "correlation"))["parameters"]
+    assert parameters["confidence"] == 0.95 and parameters["cluster_unit"] == "instruction"
+    assert parameters["model_variants"][MODELS[0]] == {"base_model": "M", "context_length": 32768}
+    assert parameters["response_set"]["fingerprint"]
+    reviews = {r["review_id"]: r for r in exports.rows(report, "reviews")}
+    # The "cannot assess" review is there with its reason, the one-rank review marked skipped,
+    # every review with its instruction's learned fold.
+    assert any(r["excluded"] == "cannot assess: other" for r in reviews.values())
+    assert reviews[data.r12.pk]["skipped"] is True and reviews[data.r12.pk]["distinct_ranks"] == 1
+    assert all(r["learned_fold"] in (0, 1) for r in reviews.values())
+    leave_one_out = exports.rows(report, "leave_one_out")
+    assert {r["clinician"] for r in leave_one_out if r["part"] == "clinician"} == {
+        data.c1.pseudonym,
+        data.c2.pseudonym,
+    }

@@ -432,6 +432,7 @@ def style_controlled_bradley_terry(
     design[np.arange(a.shape[0]), model_idx[a]] = 1.0
     design[np.arange(a.shape[0]), model_idx[b]] -= 1.0
     feats = []
+    constant: set[str] = set()  # a feature that never differs between two sides says nothing
     for f in names:
         values = _as_float(style[f])
         z = _style_ratio(values[a], values[b])
@@ -439,6 +440,8 @@ def style_controlled_bradley_terry(
         # and which side comes first here is the order of the rows, not a choice of anyone's.
         rms = float(np.sqrt(np.mean(z * z)))
         feats.append(z / rms if rms > 0 else np.zeros_like(z))
+        if rms == 0:
+            constant.add(f)
     clusters = np.asarray(table.clusters)[a]
     cluster_ids, cluster_idx = np.unique(clusters, return_inverse=True)
     n_clusters = int(cluster_ids.shape[0])
@@ -475,9 +478,13 @@ def style_controlled_bradley_terry(
             se_style = np.sqrt(np.clip(np.diag(cov)[m:], 0.0, None))
             out["style_coefficients"] = {
                 f: {
-                    "coefficient": float(beta[m + i]),
-                    "ci_low": float(beta[m + i] - z_crit * se_style[i]) if show else math.nan,
-                    "ci_high": float(beta[m + i] + z_crit * se_style[i]) if show else math.nan,
+                    "coefficient": math.nan if f in constant else float(beta[m + i]),
+                    "ci_low": float(beta[m + i] - z_crit * se_style[i])
+                    if show and f not in constant
+                    else math.nan,
+                    "ci_high": float(beta[m + i] + z_crit * se_style[i])
+                    if show and f not in constant
+                    else math.nan,
                 }
                 for i, f in enumerate(names)
             }

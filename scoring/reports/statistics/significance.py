@@ -274,7 +274,7 @@ def perm_both_tests(
             {
                 "metric_a": x,
                 "metric_b": y,
-                "better": x if hi_is_x else y,
+                "better": None if delta < 1e-12 else (x if hi_is_x else y),
                 "tau_a_common": observed_x,
                 "tau_b_common": observed_y,
                 "difference": observed_x - observed_y,

@@ -1,0 +1,363 @@
+"""What the report page shows: the charts and the tables of a stored report, formatted.
+
+Every number reaches the page through ``scoring.reports.formatting``: an interval that could not
+be computed says why, a p-value at the resolution of its resampling says "<", undefined is
+"n/a" everywhere.
+"""
+
+from typing import Any
+
+from django.utils.safestring import SafeString, mark_safe
+
+from review.models import response_label
+from scoring.reports import plots
+from scoring.reports.formatting import interval, number, p_value
+
+# Points drawn per scatter plot: thousands of circles make a page heavy and add nothing a
+# reader can see; a deterministic stride sample keeps the shape (the export has every row).
+SCATTER_MAX_POINTS = 1200
+
+
+def _svg(document: str) -> SafeString:
+    # plots.py escapes every piece of text it draws, so its output is safe to inline.
+    # Charts carry no style attribute (the CSP refuses inline styles): scoring.css sizes them.
+    return mark_safe(document)  # noqa: S308
+
+
+# --- figures -----------------------------------------------------------------------------------
+def _ci(row: dict[str, Any] | None, value: str, lo: str, hi: str, note: str = "") -> str:
+    row = row or {}
+    return interval(
+        row.get(value), row.get(lo), row.get(hi), note=row.get(note, "") if note else ""
+    )
+
+
+def report_page(results: dict[str, Any]) -> dict[str, Any]:
+    """The charts (inline SVG) and formatted tables of the report page."""
+    correlation = results.get("correlation", [])
+    ceiling = results.get("human_ceiling") or {}
+    labels = {m["key"]: m["label"] for m in results.get("metrics", [])}
+    clustering = results.get("clustering") or {"unit": "instruction"}
+    unit = clustering.get("unit", "instruction")
+    tau_rows = [
+        {"label": r["label"], "value": r["mean_tau"], "lo": r["ci_low"], "hi": r["ci_high"]}
+        for r in correlation
+    ]
+    if ceiling:
+        tau_rows.append(
+            {
+                "label": "Clinician vs clinician (ceiling)",
+                "value": ceiling.get("mean_tau"),
+                "lo": ceiling.get("ci_low"),
+                "hi": ceiling.get("ci_high"),
+            }
+        )
+    accuracy_rows = [
+        {
+            "label": r["label"],
+            "value": r["pairwise_accuracy"],
+            "lo": r["pairwise_ci_low"],
+            "hi": r["pairwise_ci_high"],
+        }
+        for r in correlation
+    ]
+    leaderboard = results.get("leaderboard", [])
+    win = results.get("win_rate", {"models": [], "matrix": []})
+    bias = results.get("position_bias", {})
+    return {
+        "clustering": clustering,
+        "interval_caption": f"cluster-bootstrap intervals over {unit}s",
+        "correlation_chart": _svg(
+            plots.interval_chart(
+                tau_rows,
+                "Agreement with clinicians: mean per-review Kendall's tau-b",
+                f"Kendall's tau-b (cluster bootstrap over {unit}s)",
+            )
+        )
+        if tau_rows
+        else None,
+        "accuracy_chart": _svg(
+            plots.interval_chart(
+                accuracy_rows,
+                "Pairwise accuracy (pooled over pairs)",
+                "Share of pairs ordered as clinicians",
+                (0, 1),
+            )
+        )
+        if accuracy_rows
+        else None,
+        "win_chart": _svg(plots.heatmap(win["models"], win["matrix"], "Win rate (row vs column)"))
+        if win["models"]
+        else None,
+        "correct_chart": _svg(
+            plots.bar_chart(
+                [
+                    {
+                        "label": r["model"],
+                        "value": r["share_correct"],
+                        "lo": r["correct_ci_low"],
+                        "hi": r["correct_ci_high"],
+                    }
+                    for r in leaderboard
+                ],
+                f"Share judged correct (cluster bootstrap over {unit}s)",
+                "Share correct",
+            )
+        )
+        if leaderboard
+        else None,
+        "bt_chart": _svg(
+            plots.bar_chart(
+                [
+                    {
+                        "label": r["model"],
+                        "value": r["bt_strength"],
+                        "lo": r["bt_ci_low"],
+                        "hi": r["bt_ci_high"],
+                    }
+                    for r in leaderboard
+                ],
+                "Bradley-Terry strength (bootstrap interval)",
+                "log-strength",
+            )
+        )
+        if leaderboard
+        else None,
+        "position_chart": _svg(
+            plots.bar_chart(
+                [
+                    {"label": response_label(p), "value": m, "lo": None, "hi": None}
+                    for p, m in zip(
+                        bias.get("positions", []), bias.get("mean_rank", []), strict=True
+                    )
+                ],
+                "Mean rank by shown position",
+                "Mean rank (1 = best)",
+            )
+        )
+        if bias.get("positions")
+        else None,
+        "scatters": _scatters(results),
+        "correlation": [_correlation_row(r) for r in correlation],
+        "ceiling": ceiling,
+        "ceiling_summary": _ci(ceiling, "mean_tau", "ci_low", "ci_high", "interval_note"),
+        "leave_one_out": _leave_one_out(results.get("leave_one_out") or {}, labels),
+        "significance": _significance(results.get("significance") or {}, labels),
+        "leaderboard": [
+            {
+                **r,
+                "correct": _ci(r, "share_correct", "correct_ci_low", "correct_ci_high"),
+                "rank": interval(
+                    r.get("mean_rank"), r.get("rank_ci_low"), r.get("rank_ci_high"), 2
+                ),
+                "bt": interval(r.get("bt_strength"), r.get("bt_ci_low"), r.get("bt_ci_high"), 2),
+            }
+            for r in leaderboard
+        ],
+        "style": _style(results.get("style_control")),
+        "bias": bias,
+        "bias_summary": _ci(bias, "tau", "ci_low", "ci_high", "interval_note"),
+        "bias_p": p_value(bias.get("p_value"), at_floor=bool(bias.get("p_at_floor"))),
+        "paired": [
+            {
+                **p,
+                "label_a": labels.get(p["metric_a"], p["metric_a"]),
+                "label_b": labels.get(p["metric_b"], p["metric_b"]),
+                "summary": _ci(p, "difference", "ci_low", "ci_high", "interval_note"),
+                "p": p_value(p.get("p_value"), at_floor=bool(p.get("p_at_floor"))),
+            }
+            for p in results.get("paired_tests", [])
+        ],
+        "breakdowns": _breakdown_tables(results),
+        "context": _context_tables(results.get("context_length") or {}),
+        "counts": results.get("counts", {}),
+        "labels": labels,
+    }
+
+
+def _correlation_row(r: dict[str, Any]) -> dict[str, Any]:
+    percentile = r.get("loo_percentile")
+    return {
+        **r,
+        "tau": _ci(r, "mean_tau", "ci_low", "ci_high", "interval_note"),
+        "pairwise": interval(r.get("pairwise_accuracy"), r.get("pairwise_ci_low"),
+                             r.get("pairwise_ci_high")),
+        "acc23_text": interval(r.get("acc23"), r.get("acc23_ci_low"), r.get("acc23_ci_high")),
+        "epsilon": number(r.get("acc23_epsilon"), 4),
+        "system": f"{number(r.get('system_tau'))} (p {p_value(r.get('system_p_value'))}; "
+        f"{r.get('n_models', 0)} models)",
+        "loo": (
+            f"{round(100 * percentile)}th percentile"
+            if isinstance(percentile, int | float)
+            else "n/a"
+        ),
+    }  # fmt: skip
+
+
+def _significance(section: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    if not section:
+        return {}
+    return {
+        **section,
+        "clusters": [
+            {**c, "label": labels.get(c["metric"], c["metric"]), "tau_text": number(c["tau"])}
+            for c in section.get("clusters", [])
+        ],
+        "pairs": [
+            {
+                **t,
+                "label_a": labels.get(t["metric_a"], t["metric_a"]),
+                "label_b": labels.get(t["metric_b"], t["metric_b"]),
+                "better_label": labels.get(t.get("better", ""), t.get("better", "")),
+                "p": p_value(t.get("p_value"), at_floor=bool(t.get("p_at_floor"))),
+                "difference_text": number(t.get("difference")),
+            }
+            for t in section.get("pairs", [])
+        ],
+    }
+
+
+def _leave_one_out(section: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    if not section:
+        return {}
+    return {
+        **section,
+        "median_text": number(section.get("median_clinician")),
+        "spread": ", ".join(number(c["agreement"]) for c in sorted(
+            section.get("clinicians", []), key=lambda c: c["agreement"])),
+        "rows": [
+            {
+                "label": labels.get(key, key),
+                "tau": number(m.get("mean_tau")),
+                "percentile": (
+                    f"{round(100 * m['percentile'])}%"
+                    if isinstance(m.get("percentile"), int | float)
+                    else "n/a"
+                ),
+                "beating": (
+                    f"{round(100 * m['share_beating'])}%"
+                    if isinstance(m.get("share_beating"), int | float)
+                    else "n/a"
+                ),
+                "at_least_median": m.get("at_least_median"),
+            }
+            for key, m in section.get("metrics", {}).items()
+        ],
+    }  # fmt: skip
+
+
+def _style(section: dict[str, Any] | None) -> dict[str, Any]:
+    if not section or not section.get("plain"):
+        return {}
+    plain, controlled = section["plain"], section["controlled"]
+    return {
+        **section,
+        "rows": [
+            {
+                "model": m,
+                "plain": interval(plain["strength"].get(m), plain["ci_low"].get(m),
+                                  plain["ci_high"].get(m), 2),
+                "controlled": interval(controlled["strength"].get(m), controlled["ci_low"].get(m),
+                                       controlled["ci_high"].get(m), 2),
+            }
+            for m in sorted(plain["strength"], key=lambda k: -plain["strength"][k])
+        ],
+        "coefficients": [
+            {"feature": f.replace("_", " "), "text": interval(c["coefficient"], c["ci_low"],
+                                                               c["ci_high"], 2)}
+            for f, c in section.get("style_coefficients", {}).items()
+        ],
+    }  # fmt: skip
+
+
+def _context_tables(section: dict[str, Any]) -> dict[str, Any]:
+    """The context-length section's rows, with intervals already formatted."""
+    return {
+        "test": section.get("test", ""),
+        "cells": [
+            {**c, "correct": _ci(c, "share_correct", "correct_ci_low", "correct_ci_high")}
+            for c in section.get("cells", [])
+        ],
+        "comparisons": [
+            {
+                **c,
+                "correct": _ci(
+                    c,
+                    "correct_difference",
+                    "correct_difference_ci_low",
+                    "correct_difference_ci_high",
+                ),
+                "correct_p": p_value(
+                    c.get("correct_difference_p_value"),
+                    at_floor=bool(c.get("correct_difference_p_at_floor")),
+                ),
+                "mcnemar": p_value(c.get("mcnemar_p_value"))
+                if c.get("mcnemar_p_value") is not None
+                else (c.get("mcnemar_note") or "n/a"),
+                "rank": _ci(
+                    c, "rank_difference", "rank_difference_ci_low", "rank_difference_ci_high"
+                ),
+            }  # fmt: skip
+            for c in section.get("comparisons", [])
+        ],
+    }
+
+
+def _scatters(results: dict[str, Any]) -> list[dict[str, Any]]:
+    responses = results.get("responses", [])
+    step = max(1, -(-len(responses) // SCATTER_MAX_POINTS))
+    sample = responses[::step]
+    out = []
+    for metric in results.get("metrics", []):
+        key = f"score_{metric['key']}"
+        points = [(r["rank"], r[key]) for r in sample if r.get(key) is not None and r["rank"]]
+        out.append(
+            {
+                "label": metric["label"],
+                "svg": _svg(
+                    plots.scatter(
+                        points,
+                        f"{metric['label']} against clinician rank",
+                        "Rank (1 = best)",
+                        metric["label"],
+                    )
+                ),
+                "shown": len(points),
+                "total": sum(1 for r in responses if r.get(key) is not None and r["rank"]),
+            }
+        )
+    return out
+
+
+def _breakdown_tables(results: dict[str, Any]) -> list[dict[str, Any]]:
+    metrics = results.get("metrics", [])
+    tables = []
+    for by, title in (("category", "Instruction category"), ("specialty", "Author specialty")):
+        groups = results.get("breakdowns", {}).get(by, {})
+        rows = []
+        for value, group in groups.items():
+            cells = []
+            loo = group.get("leave_one_out") or {}
+            for m in metrics:
+                c = group["metrics"].get(m["key"], {})
+                place = (loo.get("metrics") or {}).get(m["key"], {})
+                percentile = place.get("percentile")
+                cells.append(
+                    {
+                        "summary": _ci(c, "mean_tau", "ci_low", "ci_high", "interval_note"),
+                        "n": c.get("n_reviews", 0),
+                        "loo": f"{round(100 * percentile)}th pct of clinicians"
+                        if isinstance(percentile, int | float)
+                        else "",
+                    }
+                )
+            rows.append(
+                {
+                    "value": value,
+                    "n_reviews": group["n_reviews"],
+                    "n_clusters": group.get("n_clusters"),
+                    "cells": cells,
+                }
+            )
+        tables.append({"by": by, "title": title, "rows": rows})
+    return tables
