@@ -206,7 +206,7 @@ def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
         {"excerpt": excerpt, "instruction": instruction},
         request=request,
     )
-    return JsonResponse({"html": html, "terms": excerpt.terms})
+    return JsonResponse({"html": html, "concepts": excerpt.concepts})
 
 
 @require_GET
@@ -265,7 +265,7 @@ def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
         cursor = Cursor.decode(str(body.get("cursor") or ""))
     except ValueError:
         return _bad_request("the cursor is not valid")
-    terms, page = record_selectors.record_search_page(patient, query=query, cursor=cursor)
+    found, page = record_selectors.record_search_page(patient, query=query, cursor=cursor)
     if cursor is None:
         # One audit row per search, not per page. The query itself may quote patient text,
         # so only its length is kept.
@@ -282,8 +282,14 @@ def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
         {"rows": page.rows, "instruction": instruction, "search": True},
         request=request,
     )
+    # What was searched for, as the user wrote it and what it also matched: never a stem.
     return JsonResponse(
-        {"html": html, "next": page.next_cursor, "count": page.count, "terms": terms}
+        {
+            "html": html,
+            "next": page.next_cursor,
+            "count": page.count,
+            "concepts": [c.to_json() for c in found],
+        }
     )
 
 
