@@ -126,6 +126,12 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
             "submit": url_for("review_submit", review.pk),
             "next": url_for("clinician_next") + f"?after={assignment.pk}",
             "login": url_for("account_login") + "?next=" + url_for("session_resumed"),
+            "access": url_for("application_status"),
+        },
+        # The page refuses text over these with a message, and never cuts it.
+        "limits": {
+            "comment": review_services.MAX_COMMENT_CHARS,
+            "cannot_assess_note": review_services.MAX_NOTE_CHARS,
         },
     }
     response = render(
@@ -225,7 +231,7 @@ def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
     data: dict[str, Any] = {
         "html": render_to_string(
             "review/clinician/_events.html",
-            {"rows": page.rows, "instruction": instruction},
+            {"rows": page.rows, "instruction": instruction, "last": patient.last_event_at},
             request=request,
         ),
         "next": page.next_cursor,
@@ -279,7 +285,12 @@ def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
         )
     html = render_to_string(
         "review/clinician/_events.html",
-        {"rows": page.rows, "instruction": instruction, "search": True},
+        {
+            "rows": page.rows,
+            "instruction": instruction,
+            "search": True,
+            "last": patient.last_event_at,
+        },
         request=request,
     )
     # What was searched for, as the user wrote it and what it also matched: never a stem.
