@@ -6,7 +6,9 @@ the 24-hour save time, a second tab hearing about edits, a lapsed clinician told
 Uses the browser fixtures of tests/e2e/conftest.py (Debian's Chromium; skipped without it).
 """
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -241,3 +243,50 @@ def test_a_revoked_clinician_is_told_why_and_the_page_stops_retrying(
     expect(notice.get_by_role("button", name="Open your access page")).to_be_visible()
     expect(notice.get_by_role("button", name="Try again")).to_be_visible()
     assert _values(instruction)["A"].is_correct is None
+
+
+# --- the README's screenshots -------------------------------------------------------------------
+@pytest.mark.skipif(not os.environ.get("DOCS_SCREENSHOTS"), reason="set DOCS_SCREENSHOTS=docs")
+def test_docs_screenshots(browser, live_server):
+    """The review page and its excerpt on the demo data, at desktop and phone sizes, for the
+    README (``DOCS_SCREENSHOTS=docs pytest -k docs_screenshots``); PNGs cut to 256 colours."""
+    from django.core.management import call_command
+    from PIL import Image
+
+    from review.models import Instruction
+
+    _seed_tags()
+    call_command("load_demo", "--small", "--no-progress")
+    instruction = Instruction.objects.filter(question__startswith="List the patient's current")[0]
+    clinician = factories.make_user("clin@example.edu", roles=[Role.CLINICIAN])
+    review_data.assign(instruction, clinician)
+    folder = Path(os.environ["DOCS_SCREENSHOTS"])
+    shots = {
+        "review-page.png": (SIZES["desktop"], None),
+        "review-page-phone.png": (SIZES["phone"], None),
+        "review-excerpt.png": ({"width": 1440, "height": 2000}, ".record-panel"),
+        "review-excerpt-phone.png": ({"width": 390, "height": 1700}, ".record-panel"),
+    }
+    for name, (size, element) in shots.items():
+        context = browser.new_context(viewport=size, locale="en-GB")
+        page = context.new_page()
+        _open(page, live_server, (instruction, clinician))
+        cards = _cards(page)
+        if name == "review-page.png":
+            for i, rank in enumerate((2, 1, 1, 4)):
+                cards.nth(i).get_by_label(re.compile("^Rank of Response")).select_option(str(rank))
+                cards.nth(i).get_by_role(
+                    "button", name="Correct" if i != 3 else "Incorrect", exact=True
+                ).click()
+            _wait_saved(page)
+            page.locator("body").click(position={"x": 5, "y": 5})
+        expect(page.locator("[data-testid=latest-notes] article").first).to_be_visible()
+        path = folder / name
+        if name == "review-excerpt-phone.png":  # the panel scrolls: show the values and below
+            page.locator("[data-testid=latest-values]").scroll_into_view_if_needed()
+        if element:
+            page.locator(element).screenshot(path=str(path))
+        else:
+            page.screenshot(path=str(path))
+        Image.open(path).quantize(256).save(path, optimize=True)
+        context.close()
