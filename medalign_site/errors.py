@@ -151,7 +151,7 @@ def _no_access(request: HttpRequest, location: str) -> dict[str, str]:
     application = access.application
     if access.reason == "no approved application":
         latest = (
-            AccessApplication.objects.filter(user=request.user)
+            AccessApplication.objects.filter(user_id=int(request.user.pk or 0))
             .order_by("-decided_at", "-id")
             .values_list("status", flat=True)
             .first()

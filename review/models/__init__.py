@@ -19,6 +19,7 @@ from .records import (
     TaxonomyEntry,
 )
 from .reviews import Assignment, ErrorTag, ResponseJudgement, Review, response_label
+from .vocabulary import EventNameSynonym
 
 __all__ = [
     "AccessApplication",
@@ -28,6 +29,7 @@ __all__ = [
     "DUAVersion",
     "Dataset",
     "Encounter",
+    "EventNameSynonym",
     "ErrorTag",
     "Event",
     "Instruction",

@@ -21,7 +21,7 @@ from django.template.loader import get_template, render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
 from medalign_site.prepared import PreparedQuery
-from review.models import Event, Instruction, Patient, RecordExcerpt
+from review.models import Event, EventNameSynonym, Instruction, Patient, RecordExcerpt
 from review.search import highlight, rank_concepts, snippet
 from review.vocabulary import Concept, concepts, counts, sql_fragments, stemmed
 
@@ -348,12 +348,35 @@ def record_search_page(
 
 
 def _matching_names(patient: Patient, found: list[Concept]) -> list[str]:
-    """The record's event names in which every concept occurs."""
-    return [
-        name
-        for name in _distinct_values(patient, "name")
-        if name and all(counts(found, stemmed(name)))
-    ]
+    """The record's event names in which every concept occurs, in the name itself or in a
+    synonym the dataset's vocabulary gives it."""
+    names = [name for name in _distinct_values(patient, "name") if name]
+    synonyms = record_name_synonyms(patient, names)
+    return [name for name in names if all(counts(found, _name_tokens(name, synonyms)))]
+
+
+def _name_tokens(name: str, synonyms: dict[str, list[str]]) -> list[str]:
+    # The name and its synonyms as one document; "|" (never a stem) keeps a phrase from
+    # spanning two of them.
+    tokens = stemmed(name)
+    for synonym in synonyms.get(name, ()):
+        tokens += ["|", *stemmed(synonym)]
+    return tokens
+
+
+def record_name_synonyms(patient: Patient, names: list[str]) -> dict[str, list[str]]:
+    """The vocabulary synonyms (``EventNameSynonym``) of these event names of the record's
+    dataset; empty, after one indexed probe, for a dataset that brought none."""
+    dataset_rows = EventNameSynonym.objects.filter(dataset_id=patient.dataset_id)
+    if not names or not dataset_rows.exists():
+        return {}
+    found: dict[str, list[str]] = {}
+    for start in range(0, len(names), 500):
+        for name, synonym in dataset_rows.filter(name__in=names[start : start + 500]).values_list(
+            "name", "synonym"
+        ):
+            found.setdefault(name, []).append(synonym)
+    return found
 
 
 def _merge(pages: Iterable[list[Row]], limit: int) -> list[Row]:
@@ -575,7 +598,8 @@ def _findings(patient: Patient, found: list[Concept]) -> list[ExcerptFinding]:
         return []
     base = Event.objects.filter(patient=patient)
     names = [n for n in _distinct_values(patient, "name") if n]
-    documents = [stemmed(name) for name in names]
+    synonyms = record_name_synonyms(patient, names)
+    documents = [_name_tokens(name, synonyms) for name in names]
     scored: dict[str, float] = {}
     for s in rank_concepts(found, documents)[:EXCERPT_NAMES_SHOWN]:
         scored[names[s.index]] = s.score
