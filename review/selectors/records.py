@@ -552,13 +552,15 @@ def record_excerpt(instruction: Instruction, patient: Patient) -> Excerpt:
     latest_values = list(notes_qs.values(*fields)[: EXCERPT_NOTE_CANDIDATES + EXCERPT_LATEST_NOTES])
     candidates = latest_values[EXCERPT_LATEST_NOTES:]
     if found and patient.note_count > len(latest_values):
-        # Older than the recent window: the notes that mention a concept at all.
-        mentions = Q()
-        for concept in found:
-            mentions |= _concept_filter(concept, with_note_type=False)
+        # Older than the recent window: the latest notes that mention each concept at all (per
+        # concept, so a common word of the question cannot crowd out a rare one).
         seen = {v["id"] for v in latest_values}
-        older = notes_qs.filter(mentions).values(*fields)[:EXCERPT_OLD_NOTE_CANDIDATES]
-        candidates += [v for v in older if v["id"] not in seen]
+        each = max(20, EXCERPT_OLD_NOTE_CANDIDATES // len(found))
+        for concept in found:
+            mentions = notes_qs.filter(_concept_filter(concept, with_note_type=False))
+            for value in mentions.exclude(pk__in=seen).values(*fields)[:each]:
+                seen.add(value["id"])
+                candidates.append(value)
     ranked = rank_concepts(found, [stemmed(f"{v['note_type']} {v['head']}") for v in candidates])
     chosen = [(candidates[s.index], s.score) for s in ranked[:EXCERPT_NOTES_SHOWN]]
     latest = [(v, 0.0) for v in latest_values[:EXCERPT_LATEST_NOTES]]

@@ -84,6 +84,15 @@ def test_a_question_answered_by_an_old_note_finds_it_below_the_latest(client, wo
     assert "1 Feb 2016, 14:00" in older and "6.2 years before the last event" in older
 
 
+def test_a_common_word_of_the_question_does_not_crowd_out_the_old_answer(world, monkeypatch):
+    # Every progress note says "Plan"; only the 2016 note speaks of the arthroplasty.
+    monkeypatch.setattr(records, "EXCERPT_NOTE_CANDIDATES", 10)
+    monkeypatch.setattr(records, "EXCERPT_OLD_NOTE_CANDIDATES", 20)
+    instruction = _instruction(world, "What was the plan after the knee arthroplasty?")
+    excerpt = records.record_excerpt(instruction, world[1])
+    assert review_data.OLD_ANSWER_NOTE in [n.row.preview for n in excerpt.older_notes]
+
+
 def test_asking_for_medications_lists_the_latest_of_each(client, world):
     instruction = _instruction(world, "List the patient's current medications")
     excerpt = records.record_excerpt(instruction, world[1])
