@@ -162,7 +162,7 @@ def snippet(text: str, query: Sequence[Concept], *, width: int = 320) -> tuple[s
     text = text or ""
     if len(text) <= width:
         return text, False
-    found = spans(text[: max(width * 40, 20_000)], query)
+    found = spans(text, query, first=True)
     start = max(0, found[0][0] - width // 3) if found else 0
     end = min(len(text), start + width)
     start = max(0, end - width)

@@ -353,34 +353,44 @@ def counts(concept_list: Sequence[Concept], document: Sequence[str]) -> list[int
     return result
 
 
-def spans(text: str, concept_list: Sequence[Concept]) -> list[tuple[int, int]]:
+def spans(
+    text: str, concept_list: Sequence[Concept], *, first: bool = False
+) -> list[tuple[int, int]]:
     """Character spans of ``text`` where a concept occurs (a phrase from its first word to its
-    last), in order and without overlaps: what the highlighter marks."""
+    last), in order and without overlaps: what the highlighter marks. ``first``: stop at the
+    first (a snippet needs no more; a note is up to 20,000 characters)."""
     if not concept_list or not text:
         return []
-    tokens = [
-        (m.start(), m.end(), stem(m.group(0)))
-        for m in WORD.finditer(text)
-        if m.group(0).lower() not in STOPWORDS
-    ]
-    stems = [t[2] for t in tokens]
     firsts: dict[str, list[tuple[str, ...]]] = {}
     for concept in concept_list:
         for variant in concept.variants:
             firsts.setdefault(variant[0], []).append(variant)
+    longest_variant = max(len(v) for variants in firsts.values() for v in variants)
+    words_iter = (m for m in WORD.finditer(text) if m.group(0).lower() not in STOPWORDS)
+    tokens: list[tuple[int, int, str]] = []  # a window of the next tokens, stemmed lazily
     found: list[tuple[int, int]] = []
-    i = 0
-    while i < len(tokens):
+    exhausted = False
+    while True:
+        while not exhausted and len(tokens) < longest_variant:
+            m = next(words_iter, None)
+            if m is None:
+                exhausted = True
+            else:
+                tokens.append((m.start(), m.end(), stem(m.group(0))))
+        if not tokens:
+            return found
         longest = 0
-        for variant in firsts.get(stems[i], ()):
-            if len(variant) > longest and tuple(stems[i : i + len(variant)]) == variant:
-                longest = len(variant)
+        for variant in firsts.get(tokens[0][2], ()):
+            n = len(variant)
+            if n > longest and tuple(t[2] for t in tokens[:n]) == variant:
+                longest = n
         if longest:
-            found.append((tokens[i][0], tokens[i + longest - 1][1]))
-            i += longest
+            found.append((tokens[0][0], tokens[longest - 1][1]))
+            if first:
+                return found
+            del tokens[:longest]
         else:
-            i += 1
-    return found
+            del tokens[0]
 
 
 def sql_fragments(concept: Concept) -> list[list[str]]:

@@ -340,8 +340,8 @@ def record_search_page(
     merged = _merge([_keyset_page(qs, cursor, limit) for qs in sources], limit)
     page = _page(merged, limit)
     for row in page.rows:
-        text, _ = snippet(row.preview if row.is_note else row.name, found)
-        row.html = highlight(text, found)
+        if not row.is_note:  # notes: below, around the match in their text
+            row.html = highlight(row.name, found)
     if any(row.is_note for row in page.rows):
         _attach_note_snippets(page.rows, found)
     return found, page
