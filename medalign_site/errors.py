@@ -116,7 +116,7 @@ class JsonAuthMiddleware:
                     },
                     status=401,
                 )
-            return JsonResponse({"error": "forbidden", "message": NO_ACCESS_MESSAGE}, status=403)
+            return JsonResponse(_no_access(request, response["Location"]), status=403)
         if response.status_code == 404:
             return JsonResponse({"error": "not_found", "message": "Not found."}, status=404)
         if response.status_code == 405:
@@ -124,6 +124,68 @@ class JsonAuthMiddleware:
                 {"error": "method_not_allowed", "message": "Method not allowed."}, status=405
             )
         return response
+
+
+def _no_access(request: HttpRequest, location: str) -> dict[str, str]:
+    """Which requirement of access failed, said plainly, for a page that cannot go on: the
+    approval (revoked, expired, not yet given), the training certificate, the DUA or the second
+    factor's set-up. The page stops retrying and links to the access page."""
+    from review.access import APPLICATION_URL_NAME, MFA_SETUP_URL_NAME, user_access
+    from review.models import AccessApplication
+
+    body = {
+        "error": "forbidden",
+        "requirement": "",
+        "message": NO_ACCESS_MESSAGE,
+        "access_url": reverse(APPLICATION_URL_NAME),
+    }
+    keep = " Your changes are kept on this page until the server has them."
+    if location.startswith(reverse(MFA_SETUP_URL_NAME)):
+        body["requirement"] = "second factor"
+        body["message"] = (
+            "Your account has no second factor: set up an authenticator app on your access "
+            "page, then try again." + keep
+        )
+        return body
+    access = user_access(request.user)
+    application = access.application
+    if access.reason == "no approved application":
+        latest = (
+            AccessApplication.objects.filter(user_id=int(request.user.pk or 0))
+            .order_by("-decided_at", "-id")
+            .values_list("status", flat=True)
+            .first()
+        )
+        body["requirement"] = "approval"
+        body["message"] = (
+            (
+                "An admin revoked your access to the records."
+                if latest == AccessApplication.Status.REVOKED
+                else "Your access to the records is not approved."
+            )
+            + " Your access page says what to do."
+            + keep
+        )
+    elif access.reason == "approval expired" and application is not None:
+        body["requirement"] = "approval"
+        body["message"] = (
+            f"Your approval expired on {application.expires_on:%-d %b %Y}: ask an admin to "
+            "renew it." + keep
+        )
+    elif access.reason == "training certificate expired" and application is not None:
+        body["requirement"] = "training certificate"
+        body["message"] = (
+            "Your training certificate expired on "
+            f"{application.certificate_expires_on:%-d %b %Y}: upload a current one on your "
+            "access page." + keep
+        )
+    elif access.reason == "new DUA version not signed":
+        body["requirement"] = "DUA"
+        body["message"] = (
+            "A new version of the data use agreement needs your signature: sign it on your "
+            "access page, then try again." + keep
+        )
+    return body
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:

@@ -619,6 +619,25 @@ def make_answer(rng: random.Random, instruction: SynthInstruction, model: str) -
     return text, correct
 
 
+def release_ranks(
+    seed: int, instruction_id: str, answers: dict[str, tuple[str, bool]]
+) -> dict[str, int]:
+    """The release's own (synthetic) clinician ranking of one instruction's responses, as
+    MedAlign ships it in ``model_rank``: correct answers first, then by the model's skill with
+    noise, ties allowed (rank 1 is best; tied responses share the smallest rank). Its own random
+    stream, so adding it left every other part of the demo as it was."""
+    noise = random.Random(f"{seed}:release-rank:{instruction_id}")
+    score = {
+        model: 2 * correct + MODEL_SKILL[model] + noise.uniform(-0.3, 0.3)
+        for model, (_, correct) in answers.items()
+    }
+    # Scores within 0.05 of each other read as a tie, as a clinician would leave them.
+    rounded = {model: round(value / 0.1) for model, value in score.items()}
+    return {
+        model: 1 + sum(1 for v in rounded.values() if v > mine) for model, mine in rounded.items()
+    }
+
+
 def make_response(rng: random.Random, instruction: SynthInstruction, model: str) -> str:
     """A response's text (see :func:`make_answer`)."""
     return make_answer(rng, instruction, model)[0]
@@ -727,11 +746,14 @@ def write_release(out: Path, spec: DemoSpec = DemoSpec()) -> dict[str, int]:
                 "generation_length",
                 "context_length",
                 "truncation_policy",
+                "model_rank",
             ]
         )
         for ins in instructions:
+            answers = {model: make_answer(rng, ins, model) for model in MODELS}
+            ranks = release_ranks(spec.seed, ins.instruction_id, answers)
             for model in MODELS:
-                text, correct = make_answer(rng, ins, model)
+                text, correct = answers[model]
                 writer.writerow(
                     [
                         ins.instruction_id,
@@ -750,6 +772,7 @@ def write_release(out: Path, spec: DemoSpec = DemoSpec()) -> dict[str, int]:
                         len(text.split()),
                         MODEL_CONTEXT[model],
                         "left-truncate (most recent tokens)",
+                        ranks[model],
                     ]
                 )
                 n_responses += 1

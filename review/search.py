@@ -1,18 +1,27 @@
-"""A small BM25 ranker and a safe highlighter for the record excerpt and record search.
+"""Two BM25 rankers and a safe highlighter, for the record excerpt, record search and prompts.
 
 Deliberately tiny: the excerpt ranks at most a few hundred candidate documents (recent notes and
 distinct event names, chosen by the database), so an in-process BM25 is fast enough and needs no
 search server. Nothing here touches the database.
+
+- ``rank_concepts``: what the excerpt and search use. A query is a list of concepts
+  (review.vocabulary), each counted wherever any of its variants occurs (a stem, an
+  abbreviation, a synonym phrase).
+- ``bm25_rank`` over ``query_terms`` and ``tokenize``: plain terms (lower case, a plural "s"
+  dropped), kept exactly as they were for the generation runs' ``bm25`` truncation policy
+  (scoring.generation.prompts), whose prompts a changed tokenizer would silently change.
 """
 
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+
+from review.vocabulary import Concept, counts, spans
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -92,37 +101,69 @@ def bm25_rank(
     return scored
 
 
-def highlight(text: str, terms: Iterable[str]) -> SafeString:
-    """``text`` HTML-escaped, with words matching ``terms`` wrapped in ``<mark>``.
+def rank_concepts(
+    query: Sequence[Concept],
+    documents: Sequence[Sequence[str]],
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+) -> list[Scored]:
+    """Documents (as stemmed token lists) in which a concept of ``query`` occurs, best first.
+
+    Okapi BM25 with the "+1" idf of Lucene, so very common terms never score negative; a
+    concept's frequency in a document counts every variant. Ties are broken by document index,
+    which callers order most recent first.
+    """
+    if not query or not documents:
+        return []
+    n = len(documents)
+    avgdl = sum(len(d) for d in documents) / n or 1.0
+    frequencies = [counts(query, d) for d in documents]
+    df = [sum(1 for f in frequencies if f[j]) for j in range(len(query))]
+    idf = [math.log((n - d + 0.5) / (d + 0.5) + 1.0) for d in df]
+    scored = []
+    for i, freq in enumerate(frequencies):
+        dl = len(documents[i])
+        score = 0.0
+        for j, tf in enumerate(freq):
+            if tf:
+                score += idf[j] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+        if score > 0:
+            scored.append(Scored(i, score))
+    scored.sort(key=lambda s: (-s.score, s.index))
+    return scored
+
+
+def highlight(text: str, query: Sequence[Concept]) -> SafeString:
+    """``text`` HTML-escaped, with every occurrence of a concept wrapped in ``<mark>``.
 
     Every piece of the input goes through ``escape``; only the ``<mark>`` tags are ours, so
     record text can never inject markup.
     """
-    wanted = {normalize(t) for t in terms}
+    text = text or ""
     out: list[str] = []
     last = 0
-    text = text or ""
-    if wanted:
-        for match in _WORD.finditer(text):
-            if normalize(match.group(0)) in wanted:
-                out.append(escape(text[last : match.start()]))
-                out.append(f"<mark>{escape(match.group(0))}</mark>")
-                last = match.end()
+    merged: list[tuple[int, int]] = []
+    for start, end in spans(text, query):
+        if merged and not text[merged[-1][1] : start].strip():
+            merged[-1] = (merged[-1][0], end)  # "knee arthroplasty": one mark, not two
+        else:
+            merged.append((start, end))
+    for start, end in merged:
+        out.append(escape(text[last:start]))
+        out.append(f"<mark>{escape(text[start:end])}</mark>")
+        last = end
     out.append(escape(text[last:]))
     return mark_safe("".join(out))  # noqa: S308 - every fragment above is escaped
 
 
-def snippet(text: str, terms: Iterable[str], *, width: int = 320) -> tuple[str, bool]:
-    """A window of ``text`` around its first matching term; and whether it was cut."""
+def snippet(text: str, query: Sequence[Concept], *, width: int = 320) -> tuple[str, bool]:
+    """A window of ``text`` around its first match; and whether it was cut."""
     text = text or ""
     if len(text) <= width:
         return text, False
-    wanted = {normalize(t) for t in terms}
-    start = 0
-    for match in _WORD.finditer(text):
-        if normalize(match.group(0)) in wanted:
-            start = max(0, match.start() - width // 3)
-            break
+    found = spans(text, query, first=True)
+    start = max(0, found[0][0] - width // 3) if found else 0
     end = min(len(text), start + width)
     start = max(0, end - width)
     # Cut at word boundaries so a highlighted word is never split.

@@ -39,6 +39,7 @@ from django.db import connection
 from django.utils import timezone
 
 from review.models import Encounter, Patient
+from review.services.vocabulary import omop_concept_synonyms_import
 
 from .columnar import BATCH_ROWS, CohortWriter, local_times
 from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
@@ -455,6 +456,9 @@ class OmopLoader:
         if self.importer.problems.problems:
             return  # the import is refused: no need to finish the records
         self._finish_records()
+        omop_concept_synonyms_import(
+            dataset=self.importer.dataset, tables=self.tables, concepts=self.concept_table
+        )
         drop_scratch_tables(self.scratch)
 
     # --- reading ----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from .records import (
 )
 from .reviews import Assignment, ErrorTag, ResponseJudgement, Review, response_label
 from .studies import Study, StudyResponse
+from .vocabulary import EventNameSynonym
 
 __all__ = [
     "AccessApplication",
@@ -29,6 +30,7 @@ __all__ = [
     "DUAVersion",
     "Dataset",
     "Encounter",
+    "EventNameSynonym",
     "ErrorTag",
     "Event",
     "Instruction",

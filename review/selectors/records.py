@@ -21,8 +21,9 @@ from django.template.loader import get_template, render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
 from medalign_site.prepared import PreparedQuery
-from review.models import Event, Instruction, Patient, RecordExcerpt
-from review.search import bm25_rank, highlight, query_terms, snippet, tokenize
+from review.models import Event, EventNameSynonym, Instruction, Patient, RecordExcerpt
+from review.search import highlight, rank_concepts, snippet
+from review.vocabulary import Concept, concepts, counts, sql_fragments, stemmed
 
 PAGE_SIZE = 100
 SEARCH_PAGE_SIZE = 50
@@ -30,9 +31,15 @@ NOTE_PREVIEW_CHARS = 280
 # The excerpt ranks the most recent notes only: real records hold thousands of long notes and the
 # excerpt has to open in well under a second. The whole record stays one click away.
 EXCERPT_NOTE_CANDIDATES = 150
+# Beyond those, the most recent notes that mention a concept of the instruction at all (found
+# by the database): the answer can be in a note years old.
+EXCERPT_OLD_NOTE_CANDIDATES = 100
 EXCERPT_NOTE_CHARS = 20_000
+EXCERPT_LATEST_NOTES = 2
 EXCERPT_NOTES_SHOWN = 3
 EXCERPT_NAMES_SHOWN = 5
+EXCERPT_FINDINGS_MAX = 10
+EXCERPT_TYPE_SCAN = 200  # recent events of an asked-for type scanned for distinct names
 EXCERPT_OCCURRENCES = 3
 EXCERPT_RECENT_EVENTS = 12
 SEARCH_MAX_NAMES = 25
@@ -293,43 +300,83 @@ def record_event_get(patient: Patient, *, event_id: int) -> Event | None:
 
 
 # --- search within the record -------------------------------------------------------------------
+def _concept_filter(concept: Concept, *, with_note_type: bool = True) -> Q:
+    """Notes that may hold ``concept``: any variant whose every stem the text contains (a
+    case-insensitive LIKE; the highlighter then marks only true matches)."""
+    any_variant = Q()
+    for fragments in sql_fragments(concept):
+        in_text = Q()
+        in_type = Q()
+        for fragment in fragments:
+            in_text &= Q(text__icontains=fragment)
+            in_type &= Q(note_type__icontains=fragment)
+        any_variant |= in_text | in_type if with_note_type else in_text
+    return any_variant
+
+
 def record_search_page(
     patient: Patient, *, query: str, cursor: Cursor | None = None, limit: int = SEARCH_PAGE_SIZE
-) -> tuple[list[str], Page]:
-    """Events matching every term of ``query``, newest first; and the terms used.
+) -> tuple[list[Concept], Page]:
+    """Events matching every concept of ``query``, newest first; and the concepts searched for.
 
-    Matches notes (type and text) and event names. Notes are few next to coded events, so they
-    are filtered row by row through the (patient, event_type) index; coded events are found by
-    name: the distinct names are read with a loose index scan, matched here, and each matching
-    name's events walked through the (patient, name, timestamp, seq) index with a LIMIT. The
-    per-source pages are merged, so a page costs a bounded number of index walks, whatever the
-    record's size.
+    Each concept matches its abbreviations and synonyms too (review.vocabulary): "chest pain"
+    finds "chest discomfort", "HbA1c" the events named "Hemoglobin A1c". Matches notes (type and
+    text) and event names. Notes are few next to coded events, so they are filtered row by row
+    through the (patient, event_type) index; coded events are found by name: the distinct names
+    are read with a loose index scan, matched here, and each matching name's events walked
+    through the (patient, name, timestamp, seq) index with a LIMIT. The per-source pages are
+    merged, so a page costs a bounded number of index walks, whatever the record's size.
     """
-    terms = query_terms(query[:QUERY_MAX_CHARS])[:SEARCH_MAX_TERMS]
-    if not terms:
+    found = concepts(query[:QUERY_MAX_CHARS], limit=SEARCH_MAX_TERMS)
+    if not found:
         return [], Page([], "")
     base = Event.objects.filter(patient=patient)
     note_filter = Q()
-    for term in terms:
-        note_filter &= Q(text__icontains=term) | Q(note_type__icontains=term)
+    for concept in found:
+        note_filter &= _concept_filter(concept)
     sources = [base.filter(event_type=NOTE).filter(note_filter)]
-    names = [name for name in _distinct_values(patient, "name") if _name_matches(name, terms)][
-        :SEARCH_MAX_NAMES
-    ]
+    names = _matching_names(patient, found)[:SEARCH_MAX_NAMES]
     sources += [base.filter(name=name).exclude(event_type=NOTE) for name in names]
     merged = _merge([_keyset_page(qs, cursor, limit) for qs in sources], limit)
     page = _page(merged, limit)
     for row in page.rows:
-        text, _ = snippet(row.preview if row.is_note else row.name, terms)
-        row.html = highlight(text, terms)
+        if not row.is_note:  # notes: below, around the match in their text
+            row.html = highlight(row.name, found)
     if any(row.is_note for row in page.rows):
-        _attach_note_snippets(page.rows, terms)
-    return terms, page
+        _attach_note_snippets(page.rows, found)
+    return found, page
 
 
-def _name_matches(name: str, terms: list[str]) -> bool:
-    lowered = name.lower()
-    return all(term in lowered for term in terms)
+def _matching_names(patient: Patient, found: list[Concept]) -> list[str]:
+    """The record's event names in which every concept occurs, in the name itself or in a
+    synonym the dataset's vocabulary gives it."""
+    names = [name for name in _distinct_values(patient, "name") if name]
+    synonyms = record_name_synonyms(patient, names)
+    return [name for name in names if all(counts(found, _name_tokens(name, synonyms)))]
+
+
+def _name_tokens(name: str, synonyms: dict[str, list[str]]) -> list[str]:
+    # The name and its synonyms as one document; "|" (never a stem) keeps a phrase from
+    # spanning two of them.
+    tokens = stemmed(name)
+    for synonym in synonyms.get(name, ()):
+        tokens += ["|", *stemmed(synonym)]
+    return tokens
+
+
+def record_name_synonyms(patient: Patient, names: list[str]) -> dict[str, list[str]]:
+    """The vocabulary synonyms (``EventNameSynonym``) of these event names of the record's
+    dataset; empty, after one indexed probe, for a dataset that brought none."""
+    dataset_rows = EventNameSynonym.objects.filter(dataset_id=patient.dataset_id)
+    if not names or not dataset_rows.exists():
+        return {}
+    found: dict[str, list[str]] = {}
+    for start in range(0, len(names), 500):
+        for name, synonym in dataset_rows.filter(name__in=names[start : start + 500]).values_list(
+            "name", "synonym"
+        ):
+            found.setdefault(name, []).append(synonym)
+    return found
 
 
 def _merge(pages: Iterable[list[Row]], limit: int) -> list[Row]:
@@ -344,7 +391,7 @@ def _merge(pages: Iterable[list[Row]], limit: int) -> list[Row]:
     return sorted(rows, key=key)[: limit + 1]
 
 
-def _attach_note_snippets(rows: list[Row], terms: list[str]) -> None:
+def _attach_note_snippets(rows: list[Row], found: list[Concept]) -> None:
     # The preview column holds only the start of a note; show the window around the match.
     ids = [row.id for row in rows if row.is_note]
     texts = dict(
@@ -354,8 +401,8 @@ def _attach_note_snippets(rows: list[Row], terms: list[str]) -> None:
     )
     for row in rows:
         if row.is_note:
-            text, _ = snippet(texts.get(row.id, ""), terms)
-            row.html = highlight(text, terms)
+            text, _ = snippet(texts.get(row.id, ""), found)
+            row.html = highlight(text, found)
 
 
 # --- the excerpt ------------------------------------------------------------------------------
@@ -363,33 +410,52 @@ def _attach_note_snippets(rows: list[Row], terms: list[str]) -> None:
 class ExcerptNote:
     row: Row
     html: SafeString
-    score: float
+    score: float  # BM25 against the instruction; 0 when it does not match
 
 
 @dataclass
 class ExcerptFinding:
+    """An event the instruction asks about (by name or by type), with its latest values."""
+
     name: str
     html: SafeString
     score: float
     occurrences: list[Row] = field(default_factory=list)
 
+    @property
+    def latest(self) -> datetime | None:
+        return self.occurrences[0].timestamp if self.occurrences else None
+
 
 @dataclass
 class Excerpt:
-    terms: list[str]
-    notes: list[ExcerptNote]
+    """What a clinician needs for one instruction, in blocks, each newest first.
+
+    ``latest_notes``: the record's most recent notes, always. ``findings``: the latest values
+    of the events the instruction names (a measurement, a medication, or every recent
+    medication when it asks about medications). ``older_notes``: the notes that match the
+    instruction best among the rest, chosen by relevance. ``recent``: the latest coded events.
+    ``concepts`` are the instruction's words as written, with what each also matched.
+    """
+
+    concepts: list[dict[str, Any]]
+    latest_notes: list[ExcerptNote]
     findings: list[ExcerptFinding]
+    older_notes: list[ExcerptNote]
     recent: list[Row]
     event_count: int
     note_count: int
-    notes_matched: bool = True  # False: no note matched, the latest one is shown instead
+    first_event_at: datetime | None = None
+    last_event_at: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
+        def notes(items: list[ExcerptNote]) -> list[dict[str, Any]]:
+            return [{"row": n.row.to_json(), "html": str(n.html), "score": n.score} for n in items]
+
         return {
-            "terms": self.terms,
-            "notes": [
-                {"row": n.row.to_json(), "html": str(n.html), "score": n.score} for n in self.notes
-            ],
+            "concepts": self.concepts,
+            "latest_notes": notes(self.latest_notes),
+            "older_notes": notes(self.older_notes),
             "findings": [
                 {
                     "name": f.name,
@@ -402,22 +468,27 @@ class Excerpt:
             "recent": [r.to_json() for r in self.recent],
             "event_count": self.event_count,
             "note_count": self.note_count,
-            "notes_matched": self.notes_matched,
+            "first_event_at": _iso(self.first_event_at),
+            "last_event_at": _iso(self.last_event_at),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Excerpt":
         # The stored HTML was escaped and highlighted by record_excerpt() before it was stored.
-        return cls(
-            terms=list(data["terms"]),
-            notes=[
+        def notes(items: list[dict[str, Any]]) -> list[ExcerptNote]:
+            return [
                 ExcerptNote(
                     row=Row.from_json(n["row"]),
                     html=mark_safe(n["html"]),  # noqa: S308
                     score=n["score"],
                 )
-                for n in data["notes"]
-            ],
+                for n in items
+            ]
+
+        return cls(
+            concepts=list(data["concepts"]),
+            latest_notes=notes(data["latest_notes"]),
+            older_notes=notes(data["older_notes"]),
             findings=[
                 ExcerptFinding(
                     name=f["name"],
@@ -430,49 +501,118 @@ class Excerpt:
             recent=[Row.from_json(r) for r in data["recent"]],
             event_count=data["event_count"],
             note_count=data["note_count"],
-            notes_matched=data["notes_matched"],
+            first_event_at=_from_iso(data.get("first_event_at")),
+            last_event_at=_from_iso(data.get("last_event_at")),
         )
 
 
-def record_excerpt(instruction: Instruction, patient: Patient) -> Excerpt:
-    """The parts of the record most relevant to the instruction, and the most recent events.
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
 
-    Candidates come from the database, bounded: the most recent notes (text cut at
-    EXCERPT_NOTE_CHARS) and the record's distinct event names. They are ranked with BM25 against
-    the instruction; the best notes are shown around their first match and the best names with
-    their latest values. Query terms are highlighted with <mark>.
+
+def _from_iso(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+# Stems of words that ask for the recent events of a type ("List the current medications"),
+# with the type's names in the three import formats (XML and OMOP tables, MEDS).
+TYPE_WORDS = {
+    "medic": ("drug_exposure", "drug"),
+    "medicin": ("drug_exposure", "drug"),
+    "drug": ("drug_exposure", "drug"),
+    "prescript": ("drug_exposure", "drug"),
+    "diagnos": ("condition_occurrence", "condition"),
+    "problem": ("condition_occurrence", "condition"),
+    "condit": ("condition_occurrence", "condition"),
+    "procedur": ("procedure_occurrence", "procedure"),
+    "surgeri": ("procedure_occurrence", "procedure"),
+}
+
+
+def record_excerpt(instruction: Instruction, patient: Patient) -> Excerpt:
+    """The parts of the record a clinician needs for the instruction, in blocks.
+
+    Always: the most recent notes, and the latest values of the events the instruction names
+    (matched by name, abbreviation or synonym: review.vocabulary) or asks for by type. Below:
+    the older notes that match best (BM25 over the recent notes and the notes the database
+    finds mentioning a concept, so an old note that holds the answer is still found), and the
+    latest coded events. Every block is newest first; matches are highlighted with <mark>.
     """
-    terms = query_terms(instruction.question)
+    found = concepts(instruction.question)
     base = Event.objects.filter(patient=patient)
     recent = _rows(
         base.exclude(event_type=NOTE).order_by("-timestamp", "-seq"), EXCERPT_RECENT_EVENTS
     )
-    note_values = list(
+    notes_qs = (
         base.filter(event_type=NOTE)
-        .order_by("-timestamp", "-seq")
         .annotate(head=Substr("text", 1, EXCERPT_NOTE_CHARS))
-        .values("id", "note_type", "name", "head")[:EXCERPT_NOTE_CANDIDATES]
+        .order_by("-timestamp", "-seq")
     )
-    notes: list[ExcerptNote] = []
-    ranked = bm25_rank(terms, [tokenize(f"{v['note_type']} {v['head']}") for v in note_values])
-    chosen = [note_values[s.index] for s in ranked[:EXCERPT_NOTES_SHOWN]]
-    if not chosen and note_values:
-        chosen = note_values[:1]  # nothing matched: the latest note is the next best thing
-        ranked = []
-    rows_by_id = {row.id: row for row in _rows(base.filter(pk__in=[v["id"] for v in chosen]), 10)}
-    for i, value in enumerate(chosen):
-        text, _ = snippet(value["head"], terms, width=600)
-        notes.append(
-            ExcerptNote(
-                row=rows_by_id[value["id"]],
-                html=highlight(text, terms),
-                score=ranked[i].score if ranked else 0.0,
-            )
-        )
+    fields = ("id", "note_type", "name", "head")
+    latest_values = list(notes_qs.values(*fields)[: EXCERPT_NOTE_CANDIDATES + EXCERPT_LATEST_NOTES])
+    candidates = latest_values[EXCERPT_LATEST_NOTES:]
+    if found and patient.note_count > len(latest_values):
+        # Older than the recent window: the latest notes that mention each concept at all (per
+        # concept, so a common word of the question cannot crowd out a rare one).
+        seen = {v["id"] for v in latest_values}
+        each = max(20, EXCERPT_OLD_NOTE_CANDIDATES // len(found))
+        for concept in found:
+            mentions = notes_qs.filter(_concept_filter(concept, with_note_type=False))
+            for value in mentions.exclude(pk__in=seen).values(*fields)[:each]:
+                seen.add(value["id"])
+                candidates.append(value)
+    ranked = rank_concepts(found, [stemmed(f"{v['note_type']} {v['head']}") for v in candidates])
+    chosen = [(candidates[s.index], s.score) for s in ranked[:EXCERPT_NOTES_SHOWN]]
+    latest = [(v, 0.0) for v in latest_values[:EXCERPT_LATEST_NOTES]]
+    rows_by_id = {
+        row.id: row for row in _rows(base.filter(pk__in=[v["id"] for v, _ in latest + chosen]), 20)
+    }
+
+    def note(value: dict[str, Any], score: float) -> ExcerptNote:
+        text, _ = snippet(value["head"], found, width=600)
+        return ExcerptNote(row=rows_by_id[value["id"]], html=highlight(text, found), score=score)
+
+    older_notes = sorted((note(v, s) for v, s in chosen), key=_newest_first)
+    return Excerpt(
+        concepts=[c.to_json() for c in found],
+        latest_notes=[note(v, s) for v, s in latest],
+        findings=_findings(patient, found),
+        older_notes=older_notes,
+        recent=recent,
+        event_count=patient.event_count,
+        note_count=patient.note_count,
+        first_event_at=patient.first_event_at,
+        last_event_at=patient.last_event_at,
+    )
+
+
+def _newest_first(item: ExcerptNote) -> tuple[int, float, int]:
+    row = item.row
+    if row.timestamp is None:
+        return (1, 0.0, -row.seq)
+    return (0, -row.timestamp.timestamp(), -row.seq)
+
+
+def _findings(patient: Patient, found: list[Concept]) -> list[ExcerptFinding]:
+    """The latest values of the events the instruction names, newest first; and, when it asks
+    for a type ("medications"), of the most recent events of that type."""
+    if not found:
+        return []
+    base = Event.objects.filter(patient=patient)
     names = [n for n in _distinct_values(patient, "name") if n]
+    synonyms = record_name_synonyms(patient, names)
+    documents = [_name_tokens(name, synonyms) for name in names]
+    scored: dict[str, float] = {}
+    for s in rank_concepts(found, documents)[:EXCERPT_NAMES_SHOWN]:
+        scored[names[s.index]] = s.score
+    types = {TYPE_WORDS[s] for c in found for v in c.variants for s in v if s in TYPE_WORDS}
+    for event_types in sorted(types):
+        latest = base.filter(event_type__in=event_types).order_by("-timestamp", "-seq")
+        for name in latest.values_list("name", flat=True)[:EXCERPT_TYPE_SCAN]:
+            if name and name not in scored and len(scored) < EXCERPT_FINDINGS_MAX:
+                scored[name] = 0.0
     findings = []
-    for scored in bm25_rank(terms, [tokenize(n) for n in names])[:EXCERPT_NAMES_SHOWN]:
-        name = names[scored.index]
+    for name, score in scored.items():
         occurrences = _rows(
             base.filter(name=name).exclude(event_type=NOTE).order_by("-timestamp", "-seq"),
             EXCERPT_OCCURRENCES,
@@ -480,26 +620,15 @@ def record_excerpt(instruction: Instruction, patient: Patient) -> Excerpt:
         if occurrences:
             findings.append(
                 ExcerptFinding(
-                    name=name,
-                    html=highlight(name, terms),
-                    score=scored.score,
-                    occurrences=occurrences,
+                    name=name, html=highlight(name, found), score=score, occurrences=occurrences
                 )
             )
-    return Excerpt(
-        terms=terms,
-        notes=notes,
-        findings=findings,
-        recent=recent,
-        event_count=patient.event_count,
-        note_count=patient.note_count,
-        notes_matched=bool(ranked),
-    )
+    return sorted(findings, key=lambda f: _newest_first(ExcerptNote(f.occurrences[0], f.html, 0)))
 
 
 # Bump when record_excerpt() or the Excerpt it returns changes: every stored excerpt then no
 # longer matches its fingerprint and is recomputed on its next view.
-EXCERPT_VERSION = 1
+EXCERPT_VERSION = 2
 
 
 def record_excerpt_fingerprint(instruction: Instruction, patient: Patient) -> str:
@@ -546,16 +675,19 @@ def record_excerpt_cached(instruction: Instruction, patient: Patient) -> Excerpt
 
 
 EXCERPT_TEMPLATE = "review/clinician/_excerpt.html"
+EXCERPT_NOTE_TEMPLATE = "review/clinician/_excerpt_note.html"
 
 
 @functools.cache
 def _excerpt_html_version() -> str:
-    """What the stored HTML was rendered with: the excerpt template's source and the time zone
+    """What the stored HTML was rendered with: the excerpt templates' sources and the time zone
     its dates are shown in. A deployment changing either renders every excerpt again on its
     next view (the ranking itself is kept)."""
-    template = get_template(EXCERPT_TEMPLATE)
-    source = template.template.source  # type: ignore[attr-defined]
-    return hashlib.sha256(f"{settings.TIME_ZONE}\x1f{source}".encode()).hexdigest()
+    sources = [
+        get_template(name).template.source  # type: ignore[attr-defined]
+        for name in (EXCERPT_TEMPLATE, EXCERPT_NOTE_TEMPLATE)
+    ]
+    return hashlib.sha256("\x1f".join([settings.TIME_ZONE, *sources]).encode()).hexdigest()
 
 
 def record_excerpt_render(instruction: Instruction, excerpt: Excerpt) -> str:

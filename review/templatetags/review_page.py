@@ -23,6 +23,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from review.models import ErrorTag, Review
 from review.selectors.reviews import ResponseView, ReviewPage
+from review.services.reviews import MAX_COMMENT_CHARS
 
 register = template.Library()
 
@@ -43,6 +44,12 @@ def _tag_inputs(tags: tuple[tuple[str, str, str], ...]) -> tuple[tuple[str, str,
         described = f' aria-describedby="tagdef-{escape(slug)}"' if description else ""
         parts.append((slug, before, f"{described}> {escape(label)}</label>"))
     return tuple(parts)
+
+
+def _count(text: str, limit: int) -> str:
+    """ "120 / 5,000 characters": what review.js keeps up to date as the clinician types. No
+    maxlength on the box: a browser silently cuts a paste at it; the page refuses instead."""
+    return f"{len(text):,} / {limit:,} characters"
 
 
 def _card(r: ResponseView, n: int, tags: tuple[tuple[str, str, str], ...]) -> str:
@@ -93,8 +100,11 @@ def _card(r: ResponseView, n: int, tags: tuple[tuple[str, str, str], ...]) -> st
         f"\n          <summary>Comment</summary>"
         f'\n          <label for="comment-{handle}" class="visually-hidden">'
         f"Comment on Response {label}</label>"
-        f'\n          <textarea id="comment-{handle}" data-field="comment" maxlength="5000" '
-        f'rows="2">{escape(r.comment)}</textarea>'
+        f'\n          <textarea id="comment-{handle}" data-field="comment" '
+        f'data-max="{MAX_COMMENT_CHARS}" rows="4" aria-describedby="count-{handle}">'
+        f"{escape(r.comment)}</textarea>"
+        f'\n          <p class="char-count small" id="count-{handle}">'
+        f"{_count(r.comment, MAX_COMMENT_CHARS)}</p>"
         f"\n        </details>"
         f"\n      </div>"
         f"\n    </article>"

@@ -141,6 +141,12 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
             "submit": url_for("review_submit", review.pk),
             "next": url_for("clinician_next") + f"?after={assignment.pk}",
             "login": url_for("account_login") + "?next=" + url_for("session_resumed"),
+            "access": url_for("application_status"),
+        },
+        # The page refuses text over these with a message, and never cuts it.
+        "limits": {
+            "comment": review_services.MAX_COMMENT_CHARS,
+            "cannot_assess_note": review_services.MAX_NOTE_CHARS,
         },
     }
     response = render(
@@ -228,7 +234,7 @@ def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
         {"excerpt": excerpt, "instruction": instruction},
         request=request,
     )
-    return JsonResponse({"html": html, "terms": excerpt.terms})
+    return JsonResponse({"html": html, "concepts": excerpt.concepts})
 
 
 @require_GET
@@ -247,7 +253,7 @@ def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
     data: dict[str, Any] = {
         "html": render_to_string(
             "review/clinician/_events.html",
-            {"rows": page.rows, "instruction": instruction},
+            {"rows": page.rows, "instruction": instruction, "last": patient.last_event_at},
             request=request,
         ),
         "next": page.next_cursor,
@@ -287,7 +293,7 @@ def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
         cursor = Cursor.decode(str(body.get("cursor") or ""))
     except ValueError:
         return _bad_request("the cursor is not valid")
-    terms, page = record_selectors.record_search_page(patient, query=query, cursor=cursor)
+    found, page = record_selectors.record_search_page(patient, query=query, cursor=cursor)
     if cursor is None:
         # One audit row per search, not per page. The query itself may quote patient text,
         # so only its length is kept.
@@ -301,11 +307,22 @@ def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
         )
     html = render_to_string(
         "review/clinician/_events.html",
-        {"rows": page.rows, "instruction": instruction, "search": True},
+        {
+            "rows": page.rows,
+            "instruction": instruction,
+            "search": True,
+            "last": patient.last_event_at,
+        },
         request=request,
     )
+    # What was searched for, as the user wrote it and what it also matched: never a stem.
     return JsonResponse(
-        {"html": html, "next": page.next_cursor, "count": page.count, "terms": terms}
+        {
+            "html": html,
+            "next": page.next_cursor,
+            "count": page.count,
+            "concepts": [c.to_json() for c in found],
+        }
     )
 
 

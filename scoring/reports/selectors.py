@@ -110,6 +110,56 @@ def model_variants(*, dataset: Dataset) -> dict[str, tuple[str, int | None]]:
     return out
 
 
+def aligned_scores(
+    *,
+    dataset: Dataset,
+    config_ids: list[int] | None,
+    response_ids: list[int],
+    exclude_truncated: bool,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[dict[str, Any]]]:
+    """Each metric's scores aligned with the rows (``response_ids``, one per row; nan where a
+    response has no score), which rows' scores judged a cut text, and the metrics' rows
+    (key, config id, backend, label, identity, provenance); the jury's judges each a column."""
+    configs = report_configs(dataset=dataset, config_ids=config_ids)
+    keys = _metric_keys(configs)
+    n = len(response_ids)
+    row_of_response: dict[int, list[int]] = {}
+    for i, rid in enumerate(response_ids):
+        row_of_response.setdefault(rid, []).append(i)
+    scores = {keys[c.pk]: np.full(n, np.nan) for c in configs}
+    truncated = {keys[c.pk]: np.zeros(n, dtype=bool) for c in configs}
+    if configs and n:
+        for config_id, response_id, value, cut in MetricScore.objects.filter(
+            config_id__in=keys, response_id__in=set(response_ids)
+        ).values_list("config_id", "response_id", "value", "truncated"):
+            rows_of = row_of_response[response_id]
+            truncated[keys[config_id]][rows_of] = cut
+            if not (cut and exclude_truncated):
+                scores[keys[config_id]][rows_of] = value
+    # The LLM jury's judges, each a column of its own (scoring.jury_scores).
+    judge_metrics = jury_expand(
+        configs=configs,
+        keys=keys,
+        scores=scores,
+        truncated=truncated,
+        row_of_response=row_of_response,
+        n_rows=n,
+    )
+    metrics = [
+        {
+            "key": keys[c.pk],
+            "config_id": c.pk,
+            "backend": c.backend,
+            "label": c.label,
+            "identity": c.identity,
+            "provenance": c.provenance,
+            "identity_hash": c.identity_hash,
+        }
+        for c in configs
+    ] + judge_metrics
+    return scores, truncated, metrics
+
+
 def report_inputs(
     *,
     dataset: Dataset,
@@ -198,33 +248,13 @@ def report_inputs(
         .values_list("responsejudgement_id", "errortag__slug")
     ):
         tags.setdefault(judgement_id, []).append(slug)
-    configs = report_configs(dataset=dataset, config_ids=config_ids)
-    keys = _metric_keys(configs)
-
-    n = len(rows)
     columns = list(zip(*rows, strict=True)) if rows else [()] * 15
     response_ids = np.asarray(columns[8], dtype=np.int64)
-    row_of_response: dict[int, list[int]] = {}
-    for i, rid in enumerate(columns[8]):
-        row_of_response.setdefault(rid, []).append(i)
-    scores = {keys[c.pk]: np.full(n, np.nan) for c in configs}
-    truncated = {keys[c.pk]: np.zeros(n, dtype=bool) for c in configs}
-    if configs and n:
-        for config_id, response_id, value, cut in MetricScore.objects.filter(
-            config_id__in=keys, response_id__in=set(columns[8])
-        ).values_list("config_id", "response_id", "value", "truncated"):
-            rows_of = row_of_response[response_id]
-            truncated[keys[config_id]][rows_of] = cut
-            if not (cut and exclude_truncated):
-                scores[keys[config_id]][rows_of] = value
-    # The LLM jury's judges, each a column of its own (scoring.jury_scores).
-    judge_metrics = jury_expand(
-        configs=configs,
-        keys=keys,
-        scores=scores,
-        truncated=truncated,
-        row_of_response=row_of_response,
-        n_rows=n,
+    scores, truncated, metrics = aligned_scores(
+        dataset=dataset,
+        config_ids=config_ids,
+        response_ids=list(columns[8]),
+        exclude_truncated=exclude_truncated,
     )
 
     table = JudgementTable(
@@ -246,19 +276,7 @@ def report_inputs(
     return ReportInputs(
         table=table,
         scores=scores,
-        metrics=[
-            {
-                "key": keys[c.pk],
-                "config_id": c.pk,
-                "backend": c.backend,
-                "label": c.label,
-                "identity": c.identity,
-                "provenance": c.provenance,
-                "identity_hash": c.identity_hash,
-            }
-            for c in configs
-        ]
-        + judge_metrics,
+        metrics=metrics,
         review_ids=review_ids,
         simulated_review_ids=simulated,
         n_cannot_assess=n_cannot_assess,

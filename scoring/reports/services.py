@@ -39,6 +39,13 @@ logger = logging.getLogger(__name__)
 REPORT_MAX_RESAMPLES = 100_000
 REPORT_TABLES = ("correlation", "leaderboard", "responses", "metrics")
 CLUSTER_CHOICES = ("auto", "patient", "instruction")
+# Where the judgements come from: clinicians reviewing in this app, or the judgements shipped
+# with the release (``binary_correct``/``model_rank``; scoring.reports.release_judgements).
+SOURCES = ("app", "release")
+SOURCE_LABELS = {
+    "app": "reviews made in this app",
+    "release": "the release's own clinician judgements (binary_correct, model_rank)",
+}
 
 
 class ReportError(Exception):
@@ -58,7 +65,10 @@ def _report_parameters(
     cluster: str = "auto",
     min_clusters: int = st.MIN_CLUSTERS,
     n_permutations: int = st.DEFAULT_PERMUTATIONS,
+    source: str = "app",
 ) -> dict[str, Any]:
+    if source not in SOURCES:
+        raise ReportError(f"the judgements come from {' or '.join(SOURCES)}")
     if not 1 <= int(n_resamples) <= REPORT_MAX_RESAMPLES:
         raise ReportError(f"resamples must be between 1 and {REPORT_MAX_RESAMPLES:,}")
     if cluster not in CLUSTER_CHOICES:
@@ -89,6 +99,8 @@ def _report_parameters(
         "cluster": cluster,
         "min_clusters": int(min_clusters),
         "n_permutations": int(n_permutations),
+        # Whose judgements: reviews made in the app, or the release's own (never mixed).
+        "source": source,
     }
 
 
@@ -111,6 +123,7 @@ def report_create(
     cluster: str = "auto",
     min_clusters: int = st.MIN_CLUSTERS,
     n_permutations: int = st.DEFAULT_PERMUTATIONS,
+    source: str = "app",
 ) -> CorrelationReport:
     """A pending report; its computation is queued once the row is committed.
 
@@ -137,6 +150,7 @@ def report_create(
         cluster=cluster,
         min_clusters=min_clusters,
         n_permutations=n_permutations,
+        source=source,
     )
     report = CorrelationReport.objects.create(
         dataset=dataset,
@@ -188,6 +202,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
     """
     from scoring.reports.analysis import compute_results, response_rows
     from scoring.reports.analysis import metric_provenance as analysis_provenance
+    from scoring.reports.release_judgements import release_inputs
     from scoring.reports.selectors import report_inputs, response_style
 
     with transaction.atomic():
@@ -204,13 +219,27 @@ def report_compute(*, report_id: int) -> CorrelationReport:
     try:
         params = report.parameters
         study = _report_study(report)
-        inputs = report_inputs(
-            dataset=report.dataset,
-            study=study,
-            config_ids=params.get("config_ids"),
-            exclude_truncated=bool(params.get("exclude_truncated", False)),
-            include_unblindable=bool(params.get("include_unblindable", False)),
-        )
+        source = str(params.get("source", "app"))
+        if source == "release":
+            inputs = release_inputs(
+                dataset=report.dataset,
+                study=study,
+                config_ids=params.get("config_ids"),
+                exclude_truncated=bool(params.get("exclude_truncated", False)),
+            )
+            if len(inputs.table) == 0:
+                raise ReportError(
+                    f"the release carries no clinician judgements of {study.name}'s responses "
+                    "(binary_correct / model_rank columns)"
+                )
+        else:
+            inputs = report_inputs(
+                dataset=report.dataset,
+                study=study,
+                config_ids=params.get("config_ids"),
+                exclude_truncated=bool(params.get("exclude_truncated", False)),
+                include_unblindable=bool(params.get("include_unblindable", False)),
+            )
         if len(inputs.table) == 0:
             raise ReportError(
                 f"no submitted reviews to analyse in {study.name} of this dataset yet (reviews "
@@ -260,6 +289,10 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             cluster_unit=unit,
         )
         results["learned_metric"] = learned_fit["info"] if learned_fit else None
+        results["source"] = {"name": source, "label": SOURCE_LABELS[source]}
+        results["release_comparison"] = (
+            _release_comparison(report, study, table, params) if source == "app" else None
+        )
         results["metric_provenance"] = metric_provenance
         results["responses"] = response_rows(
             inputs.table,
@@ -346,6 +379,50 @@ def report_compute(*, report_id: int) -> CorrelationReport:
         if learned_fit is not None:
             _learned_metric_store(report=report, fit=learned_fit)
     return report
+
+
+def _release_comparison(
+    report: CorrelationReport, study: Study, app: Any, params: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The two sources side by side, when the release judged the responses reviewed here:
+    each model's share correct and mean rank by either source, and how the app's reviewers
+    agree with the release's (never pooled into one estimate)."""
+    from scoring.reports.analysis import clean
+    from scoring.reports.release_judgements import release_inputs
+
+    release = release_inputs(dataset=report.dataset, study=study)
+    if len(release.table) == 0:
+        return None
+    keys, _ = st.choose_clusters(
+        numpy.asarray(release.instruction_code),
+        numpy.asarray(release.patient),
+        str(params.get("cluster", "auto")),
+    )
+    boot = {
+        "n_resamples": int(params["n_resamples"]),
+        "seed": int(params["seed"]),
+        "confidence": float(params["confidence"]),
+        "min_clusters": int(params.get("min_clusters", st.MIN_CLUSTERS)),
+    }
+    app_rows = {r["model"]: r for r in st.leaderboard(app, **boot)}
+    release_rows = {
+        r["model"]: r for r in st.leaderboard(release.table.with_clusters(keys), **boot)
+    }
+    models = sorted(set(app_rows) | set(release_rows))
+    fields = ("share_correct", "correct_ci_low", "correct_ci_high", "mean_rank", "n")
+    return clean(
+        {
+            "models": [
+                {
+                    "model": m,
+                    **{f"app_{f}": app_rows.get(m, {}).get(f) for f in fields},
+                    **{f"release_{f}": release_rows.get(m, {}).get(f) for f in fields},
+                }
+                for m in models
+            ],
+            "agreement": st.source_agreement(app, release.table, **boot),
+        }
+    )
 
 
 def _report_study(report: CorrelationReport) -> Study:

@@ -1,7 +1,8 @@
 """axe-core (WCAG 2.1 A and AA) on the review page in each state that matters: as opened
 (reopened by an admin, so its notice shows), ranked with a tie and marked, errors shown on
-submit, the full record and a search, the keyboard help, the compare dialog, signed out, and
-submitted (read-only). Each state is scanned at desktop and phone width."""
+submit, a comment over the limit, the full record, one type of it and a search, the keyboard
+help, the compare dialog, access lapsed, signed out, and submitted (read-only, "Submitted"
+beside the button). Each state is scanned at desktop and phone width."""
 
 import pytest
 from django.urls import reverse
@@ -48,6 +49,12 @@ def test_review_page_states_have_no_axe_violations(live_server, tab):  # noqa: F
     cards.nth(2).locator(".comment-box summary").click()
     page.wait_for_selector("#save-status[data-state=saved]")
     assert_no_axe_violations(page, "review page, ranked with a tie and marked")
+    comment = cards.nth(2).locator("textarea")
+    comment.fill("x" * 5_001)
+    page.wait_for_selector("#save-status[data-state=error]")
+    assert_no_axe_violations(page, "review page, a comment over the limit")
+    comment.fill("Within the limit.")
+    page.wait_for_selector("#save-status[data-state=saved]")
 
     page.get_by_role("tab", name="Full record").click()
     page.wait_for_selector("#record-list .tl-event")
@@ -56,6 +63,9 @@ def test_review_page_states_have_no_axe_violations(live_server, tab):  # noqa: F
     page.press("#record-q", "Enter")
     page.wait_for_selector("#record-list mark")
     assert_no_axe_violations(page, "review page, record search")
+    page.select_option("#record-type", "note")
+    page.wait_for_selector("#record-summary:has-text('of type note')")
+    assert_no_axe_violations(page, "review page, timeline of one type")
 
     cards.nth(0).focus()
     page.keyboard.press("?")
@@ -73,6 +83,25 @@ def test_review_page_states_have_no_axe_violations(live_server, tab):  # noqa: F
     page.reload()
     page.wait_for_selector("body[data-review-ready]")
     assert_no_axe_violations(page, "review page, submitted (read-only)")
+
+    # Access lapsed (here: the approval revoked): the notice names it and stops.
+    page.goto(base + reverse("clinician_review", args=[instructions[2].pk]))
+    page.wait_for_selector("body[data-review-ready]")
+    page.route(
+        "**/draft/",
+        lambda route: route.fulfill(
+            status=403,
+            content_type="application/json",
+            body='{"error": "forbidden", "requirement": "approval", "access_url": "/access/", '
+            '"message": "An admin revoked your access to the records."}',
+        ),
+    )
+    page.locator("[data-testid=response]").nth(1).get_by_role(
+        "button", name="Correct", exact=True
+    ).click()
+    page.wait_for_selector("#save-status[data-state=blocked]")
+    assert_no_axe_violations(page, "review page, access lapsed")
+    page.unroute("**/draft/")
 
     # Signed out in another tab: the sign-in dialog and the notice.
     page.goto(base + reverse("clinician_review", args=[instructions[2].pk]))

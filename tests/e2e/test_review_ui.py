@@ -358,14 +358,23 @@ def test_a_review_submitted_in_another_tab_explains_what_happened_to_edits(
     tab_a, tab_b = context.new_page(), context.new_page()
     _open(tab_a, live_server, instruction)
     _open(tab_b, live_server, instruction)
+    # Tab A's comment is on its way (held in the network) when tab B submits. (Without an edit
+    # in flight, tab A hears about the submit from tab B at once and turns read-only.)
+    held = []
+    tab_a.route("**/draft/", lambda route: held.append(route))
+    _comment(_cards(tab_a).nth(0), "too late")
+    tab_a.wait_for_function(
+        "() => document.querySelector('#save-status').dataset.state === 'saving'"
+    )
     for i, card in enumerate(_cards(tab_b).all()):
         card.focus()
         tab_b.keyboard.press(str(i + 1))
         tab_b.keyboard.press("c")
     tab_b.locator("#submit-review").click()
     tab_b.wait_for_selector("#save-status[data-state=submitted]")
-    card = _cards(tab_a).nth(0)
-    _comment(card, "too late")
+    for route in held:
+        route.continue_()
+    tab_a.unroute("**/draft/")
     expect(tab_a.locator("[data-testid=notice]")).to_contain_text("were not applied")
     expect(tab_a.locator("[data-testid=notice]")).to_contain_text("Response A comment")
     assert tab_a.locator("#submit-review").is_disabled()

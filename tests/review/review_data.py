@@ -137,3 +137,105 @@ def assign(instruction: Instruction, clinician) -> Assignment:
     from tests.factories import assign as assign_in_study
 
     return assign_in_study(instruction, clinician)
+
+
+CLINICAL_START = datetime(2016, 1, 4, 9, 0, tzinfo=UTC)
+CLINICAL_LAST = datetime(2022, 5, 2, 10, 30, tzinfo=UTC)
+LATEST_NOTE = "SYNTHETIC. Telephone note. Called about a refill of metformin; no new symptoms."
+OLD_ANSWER_NOTE = (
+    "SYNTHETIC. Orthopedic surgery note. Right total knee arthroplasty performed today "
+    "without complication."
+)
+
+
+def make_clinical_record(dataset: Dataset, person_id: str) -> Patient:
+    """A record from Jan 2016 to May 2022 as a clinician would read it.
+
+    - 40 progress notes, every eight weeks from 2016; one in three says "chest discomfort";
+      the latest note (1 May 2022) is a telephone note about metformin; the oldest (Feb 2016)
+      is the only one about the knee arthroplasty.
+    - 39 "Hemoglobin A1c" results (LOINC/4548-4), the latest 7.9 % on 20 Apr 2022.
+    - metformin and lisinopril (drug exposures), the latest on 28 Apr 2022; a diabetes
+      diagnosis; heart rates, the last event of the record on 2 May 2022.
+    """
+    patient = Patient.objects.create(dataset=dataset, person_id=person_id, gender="FEMALE")
+    events: list[Event] = []
+
+    def add(ts: datetime, event_type: str, **fields: str) -> None:
+        events.append(
+            Event(patient=patient, seq=len(events), timestamp=ts, event_type=event_type, **fields)
+        )
+
+    add(
+        datetime(2016, 2, 1, 14, 0, tzinfo=UTC),
+        "note",
+        name="surgery note",
+        note_type="surgery note",
+        text=OLD_ANSWER_NOTE,
+    )
+    add(
+        CLINICAL_START,
+        "condition_occurrence",
+        code="ICD10CM/E11.9",
+        name="Type 2 diabetes mellitus without complications",
+    )
+    for i in range(40):
+        ts = datetime(2016, 3, 1, 9, 0, tzinfo=UTC) + timedelta(weeks=8 * i)
+        complaint = "chest discomfort on exertion" if i % 3 == 0 else "follow-up, feels well"
+        add(
+            ts,
+            "note",
+            name="progress note",
+            note_type="progress note",
+            text=f"SYNTHETIC. Progress note. Chief complaint: {complaint}. Plan: continue.",
+        )
+    for i in range(38):
+        ts = datetime(2016, 3, 2, 8, 0, tzinfo=UTC) + timedelta(days=59 * i)
+        add(
+            ts,
+            "measurement",
+            code="LOINC/4548-4",
+            name="Hemoglobin A1c",
+            value=f"{6.5 + (i % 10) / 10:.1f}",
+            unit="%",
+        )
+    add(
+        datetime(2022, 4, 20, 8, 0, tzinfo=UTC),
+        "measurement",
+        code="LOINC/4548-4",
+        name="Hemoglobin A1c",
+        value="7.9",
+        unit="%",
+    )
+    for i, drug in enumerate(["metformin 500 mg oral tablet", "lisinopril 10 mg oral tablet"]):
+        for month in range(0, 72, 6):
+            add(
+                CLINICAL_START + timedelta(days=30 * month + i),
+                "drug_exposure",
+                code=f"RxNorm/{860975 + i}",
+                name=drug,
+            )
+        add(datetime(2022, 4, 28, 9, i, tzinfo=UTC), "drug_exposure", name=drug)
+    add(
+        datetime(2022, 5, 1, 16, 0, tzinfo=UTC),
+        "note",
+        name="telephone note",
+        note_type="telephone note",
+        text=LATEST_NOTE,
+    )
+    for day in range(5):
+        add(
+            CLINICAL_LAST - timedelta(days=day),
+            "measurement",
+            code="LOINC/8867-4",
+            name="Heart rate",
+            value=str(70 + day),
+            unit="/min",
+        )
+    Event.objects.bulk_create(events)
+    patient.event_count = len(events)
+    patient.note_count = sum(1 for e in events if e.event_type == "note")
+    patient.first_event_at = CLINICAL_START
+    patient.last_event_at = CLINICAL_LAST
+    patient.save()
+    return patient

@@ -81,6 +81,12 @@ def signed_in(outcome: str = "200", **kw: Any) -> Rule:
     return R(anon=LOGIN, **kw)
 
 
+def _study(w: Any) -> Any:
+    from tests.factories import study_for
+
+    return study_for(w.dataset)
+
+
 def admin_only(outcome: str = "200", **kw: Any) -> Rule:
     return R(anon=LOGIN, unapproved=APP, approved="404", admin=outcome, **kw)
 
@@ -223,6 +229,12 @@ RULES: dict[str, Rule] = {
     "progress_index": admin_only(),
     "progress_dataset": admin_only(kwargs=lambda w: {"dataset_id": w.dataset.pk}),
     "admin_review_reopen": admin_only("405", kwargs=lambda w: {"review_id": _review(w).pk}),
+    # --- admins' studies and response sets (review.views.studies); changes are POST only ----
+    "admin_studies": admin_only(kwargs=lambda w: {"dataset_id": w.dataset.pk}),
+    "admin_study_new_round": admin_only("405", kwargs=lambda w: {"dataset_id": w.dataset.pk}),
+    "admin_model_retire": admin_only("405", kwargs=lambda w: {"dataset_id": w.dataset.pk}),
+    "admin_study_add_model": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
+    "admin_study_remove_model": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
     # --- scoring runs: researchers and admins ------------------------------------------------
     "scoring_runs": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
     "scoring_run_detail": R(

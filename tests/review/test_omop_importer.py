@@ -564,3 +564,34 @@ def test_a_table_that_cannot_be_memory_mapped_is_read_as_a_plain_file(
     monkeypatch.setattr(omop_module.mmap, "mmap", refuse)
     summary = import_release(write_omop(tmp_path), dataset_name="o")
     assert summary.counts["events"] == 5
+
+
+def test_the_vocabulary_synonyms_of_the_codes_used_are_stored_and_searched(
+    tmp_path: Path,
+) -> None:
+    from review.models import EventNameSynonym
+    from review.selectors.records import record_search_page
+
+    synonyms = (
+        ["concept_id", "concept_synonym_name", "language_concept_id"],
+        [
+            [3027018, "Pulse rate", 4180186],
+            [3027018, "Heart rate", 4180186],  # the name itself: no synonym
+            [3027018, "Fréquence cardiaque", 4180190],  # not English
+            [9999999, "Unused concept synonym", 4180186],  # no event uses it
+            [201826, "T2DM", ""],
+        ],
+    )
+    import_release(write_omop(tmp_path, concept_synonym=synonyms), dataset_name="o")
+    stored = sorted(EventNameSynonym.objects.values_list("name", "synonym"))
+    assert stored == [("Heart rate", "Pulse rate"), ("Type 2 diabetes mellitus", "T2DM")]
+    eleven = Patient.objects.get(person_id="11")
+    _, page = record_search_page(eleven, query="pulse")
+    assert [row.name for row in page.rows] == ["Heart rate"]
+
+
+def test_without_a_concept_synonym_table_nothing_is_stored(tmp_path: Path) -> None:
+    from review.models import EventNameSynonym
+
+    import_release(write_omop(tmp_path), dataset_name="o")
+    assert not EventNameSynonym.objects.exists()

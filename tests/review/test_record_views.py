@@ -12,8 +12,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from review.models import Event, ModelResponse, Role
-from review.search import bm25_rank, highlight, query_terms, tokenize
+from review.search import highlight, rank_concepts
 from review.selectors.records import Cursor, record_timeline_page
+from review.vocabulary import concepts, stemmed
 from tests import factories
 from tests.review import review_data
 
@@ -103,7 +104,7 @@ def test_no_model_name_reaches_the_browser_on_any_endpoint(client, clinician, da
     payloads.append(get(_review_url(instruction)).content)  # the read-only page
 
     names = set(ModelResponse.objects.values_list("model_name", flat=True))
-    assert names == set(review_data.MODEL_NAMES)  # the responses do carry model names
+    assert names == set(review_data.MODEL_NAMES[:4])  # the responses do carry model names
     for content in payloads:
         text = content.decode()
         for name in review_data.MODEL_NAMES:
@@ -217,7 +218,7 @@ def test_the_excerpt_shows_the_best_matching_note_and_events_highlighted(
     review_data.assign(instruction, clinician)
     client.force_login(clinician)
     html = client.get(reverse("record_excerpt", args=[instruction.pk])).json()["html"]
-    assert "<mark>pericardial</mark> <mark>effusion</mark>" in html
+    assert "<mark>pericardial effusion</mark>" in html
     assert "Most recent events" in html
 
 
@@ -301,7 +302,7 @@ def test_search_finds_a_note_and_pages_through_matches(client, clinician, datase
     url = reverse("record_search", args=[instruction.pk])
     found = search(client, url, {"q": "Pericardial EFFUSION"}).json()
     assert found["count"] == 1
-    assert "<mark>pericardial</mark> <mark>effusion</mark>" in found["html"]
+    assert "<mark>pericardial effusion</mark>" in found["html"]
     labs = search(client, url, {"q": "creatinine"}).json()  # 95 lab rows + 20 notes mention it
     assert labs["count"] == 50 and labs["next"]
     rest = search(client, url, {"q": "creatinine", "cursor": labs["next"]}).json()
@@ -329,21 +330,23 @@ def test_a_whole_note_opens_on_demand(client, clinician, dataset):
 # --- BM25 and highlighting ----------------------------------------------------------------------
 def test_bm25_prefers_documents_with_rarer_matching_terms():
     docs = [
-        tokenize("creatinine normal"),
-        tokenize("chest pain and troponin"),
-        tokenize("creatinine rising, acute kidney injury"),
-        tokenize("follow up visit"),
+        stemmed("creatinine normal"),
+        stemmed("chest pain and troponin"),
+        stemmed("creatinine rising, acute kidney injury"),
+        stemmed("follow up visit"),
     ]
-    ranked = bm25_rank(query_terms("Is the kidney injury acute? Check creatinine."), docs)
+    ranked = rank_concepts(concepts("Is the kidney injury acute? Check creatinine."), docs)
     assert [s.index for s in ranked] == [2, 0]
 
 
-def test_query_terms_drop_stopwords_and_plurals():
-    assert query_terms("What are the patient's current medications?") == ["medication"]
+def test_query_concepts_drop_stopwords_and_keep_the_words_as_written():
+    assert [c.text for c in concepts("What are the patient's current medications?")] == [
+        "medications"
+    ]
 
 
 def test_highlight_escapes_everything_but_its_marks():
-    html = highlight("<b>Creatinine</b> & creatinines", ["creatinine"])
+    html = highlight("<b>Creatinine</b> & creatinines", concepts("creatinine"))
     assert str(html) == "&lt;b&gt;<mark>Creatinine</mark>&lt;/b&gt; &amp; <mark>creatinines</mark>"
 
 

@@ -112,6 +112,27 @@
     noticeBar.hidden = !text;
   }
 
+  // Text over its limit (a comment, the cannot-assess details) is kept here and in this tab's
+  // storage but not sent: the server refuses it, and cutting it would lose the clinician's words.
+  var LIMITS = data.limits || {};
+  function overBy(e) {
+    var max = LIMITS[e.field];
+    return max && typeof e.value === "string" && e.value.length > max ? e.value.length - max : 0;
+  }
+  function sendable(e) { return !overBy(e); }
+  function held() { return pending.filter(function (e) { return !sendable(e); }); }
+  function describeField(e) {
+    return e.handle ? "the comment on Response " + labels[e.handle] : "the cannot-assess details";
+  }
+  function heldText() {
+    return held().map(function (e) {
+      return describeField(e) + " is " + overBy(e).toLocaleString("en") + " characters over the limit of " + LIMITS[e.field].toLocaleString("en");
+    }).join("; ");
+  }
+  function showHeld() {
+    setStatus("error", "Not saved: " + heldText() + ". Shorten it to save.");
+  }
+
   function edit(handle, field, value) {
     if (!editable) return;
     var key = keyOf(handle, field);
@@ -168,16 +189,19 @@
   var lastAck = null;
 
   function schedule(ms) {
-    if (stopped) return;
+    if (stopped || blocked) return;
     window.clearTimeout(timer);
     timer = window.setTimeout(flush, ms);
-    if (pending.length && !signedOut) setStatus("pending", "Saving soon: " + changes(pending.length) + " not saved yet.");
+    var n = pending.filter(sendable).length;
+    if (signedOut) return;
+    if (n) setStatus("pending", "Saving soon: " + changes(n) + " not saved yet.");
+    else if (held().length) showHeld();
   }
 
   function batch() {
     seq += 1;
     persist();
-    return { edits: pending.slice(), tab: tab, seq: seq, active_seconds: Math.min(activeSeconds, 86400) };
+    return { edits: pending.filter(sendable), tab: tab, seq: seq, active_seconds: Math.min(activeSeconds, 86400) };
   }
 
   function acknowledge(sent, body) {
@@ -185,7 +209,12 @@
     pending = pending.filter(function (e) { return sent.edits.indexOf(e) < 0; });
     activeSeconds = Math.max(0, activeSeconds - sent.active_seconds);
     persist();
-    if (body && body.draft) mergeServer(body.draft);
+    if (body && body.draft) {
+      mergeServer(body.draft);
+      // Other tabs of this review take the new values at once (they hear about sessions the
+      // same way); each keeps whatever it has not sent yet.
+      if (reviewChannel && sent.edits.length) reviewChannel.postMessage({ tab: tab, draft: body.draft });
+    }
     retryMs = 0;
     lastAck = new Date();
   }
@@ -209,17 +238,23 @@
     if (Object.keys(touched).length) renderSummary();
   }
 
+  function two(n) { return (n < 10 ? "0" : "") + n; }
   function savedText() {
-    return "All changes saved" + (lastAck ? " at " + lastAck.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : "") + ".";
+    // 24-hour, as every other time on the site, whatever the browser's locale.
+    return "All changes saved" + (lastAck ? " at " + two(lastAck.getHours()) + ":" + two(lastAck.getMinutes()) : "") + ".";
   }
 
   function flush() {
     timer = null;
-    if (inFlight || stopped || submitting || !editable) return inFlight;
-    if (!pending.length && activeSeconds < 1 && !syncDue) return null;
+    if (inFlight || stopped || submitting || !editable || blocked) return inFlight;
+    var ready = pending.filter(sendable).length;
+    if (!ready && activeSeconds < 1 && !syncDue) {
+      if (held().length) showHeld();
+      return null;
+    }
     syncDue = false;
     var sent = batch();
-    if (pending.length) setStatus("saving", "Saving…");
+    if (ready) setStatus("saving", "Saving…");
     inFlight = request("POST", data.urls.save, sent)
       .then(function (res) { handleSave(res, sent); })
       .catch(function () { trouble("You are offline or the server cannot be reached."); })
@@ -231,7 +266,8 @@
     if (res.status === 200) {
       if (signedOut) signedIn();
       acknowledge(sent, res.body);
-      if (pending.length) schedule(SAVE_DEBOUNCE_MS);
+      if (pending.some(sendable)) schedule(SAVE_DEBOUNCE_MS);
+      else if (pending.length) showHeld();
       else {
         setStatus("saved", savedText());
         notice("");
@@ -243,7 +279,7 @@
       // The token changed (signed in again elsewhere): the next try reads the new cookie.
       return trouble(res.body.message || "Sending your changes again.", 500);
     }
-    if (res.status === 403) return trouble(res.body.message || "Your access needs attention.");
+    if (res.status === 403) return accessLost(res.body);
     if (res.status === 409 && res.body.error === "read_only") return submittedElsewhere(res.body);
     if (res.status === 400) return refused(res.body, sent);
     trouble(res.body.message || "The server had a problem saving (" + res.status + ").");
@@ -293,6 +329,23 @@
     timer = window.setTimeout(submitting ? submitNow : flush, 15000);
   }
 
+  // Access lapsed (revoked, expired, a new DUA, no second factor): retrying cannot help until
+  // the clinician acts, so the page stops, says which requirement failed and keeps the edits.
+  var blocked = false;
+  function accessLost(body) {
+    blocked = true;
+    window.clearTimeout(timer);
+    timer = null;
+    var message = (body && body.message) || "Your access to the records needs attention.";
+    var n = pending.length;
+    setStatus("blocked", "Not saved: " + (body && body.requirement ? body.requirement + " needed" : "access needed") + (n ? ", " + changes(n) + " kept on this page." : "."));
+    notice(message, [
+      { label: "Open your access page", primary: true, run: function () { window.open((body && body.access_url) || data.urls.access, "_blank", "noopener"); } },
+      { label: "Try again", run: function () { blocked = false; notice(""); resume(); } },
+    ]);
+    noticeBar.dataset.requirement = (body && body.requirement) || "";
+  }
+
   var loginUrl = data.urls.login;
   function openSignin(event) {
     if (event) event.preventDefault();
@@ -308,6 +361,7 @@
 
   function resume() {
     if (stopped) return;
+    blocked = false;
     if (signedOut) signedIn();
     window.clearTimeout(timer);
     syncDue = true;
@@ -315,8 +369,16 @@
     else flush();
   }
 
+  var reviewChannel = null;
   if ("BroadcastChannel" in window) {
     new BroadcastChannel("medalign-session").addEventListener("message", resume);
+    reviewChannel = new BroadcastChannel("medalign-review:" + data.user + ":" + data.review);
+    reviewChannel.addEventListener("message", function (event) {
+      var message = event.data || {};
+      if (message.tab === tab || stopped) return;
+      if (message.draft) mergeServer(message.draft);
+      if (message.submitted) { syncDue = true; flush(); } // the server says what was not applied
+    });
   }
   window.addEventListener("message", function (event) {
     if (event.origin === window.location.origin && event.data === "medalign-signed-in") resume();
@@ -399,6 +461,7 @@
     if (v.comment) card.querySelector(".comment-box").open = true;
     var area = card.querySelector("textarea[data-field=comment]");
     if (document.activeElement !== area) area.value = v.comment;
+    showCount(area);
     card.dataset.rank = v.rank || "";
     card.dataset.correct = v.is_correct === null ? "" : String(v.is_correct);
   }
@@ -408,6 +471,30 @@
     document.getElementById("cannot-assess").value = v.cannot_assess || "";
     var note = document.getElementById("cannot-assess-note");
     if (document.activeElement !== note) note.value = v.cannot_assess_note || "";
+    showCount(note);
+  }
+
+  /* text boxes: grow with their text, count characters, refuse (never cut) past the limit */
+  var growByItself = window.CSS && CSS.supports && CSS.supports("field-sizing", "content");
+  function showCount(area) {
+    var max = Number(area.dataset.max) || 0;
+    var counter = max && document.getElementById(area.getAttribute("aria-describedby"));
+    if (!growByItself) {
+      area.style.height = "auto";
+      area.style.height = area.scrollHeight + 2 + "px";
+    }
+    if (!counter) return;
+    var n = area.value.length;
+    var over = n > max;
+    counter.textContent = n.toLocaleString("en") + " / " + max.toLocaleString("en") + " characters" +
+      (over ? ": " + (n - max).toLocaleString("en") + " over the limit. Shorten it to save; nothing has been cut." : "");
+    counter.classList.toggle("over", over);
+    if (over) area.setAttribute("aria-invalid", "true");
+    else area.removeAttribute("aria-invalid");
+    if (over !== (area.dataset.over === "true")) {
+      area.dataset.over = String(over);
+      announce(over ? "Over the limit of " + max.toLocaleString("en") + " characters: not saved until shortened." : "Within the limit again.");
+    }
   }
 
   function groups() {
@@ -522,6 +609,7 @@
     var el = event.target;
     if (el.tagName !== "TEXTAREA" || !el.dataset.field) return;
     var card = el.closest(".response");
+    showCount(el);
     edit(card ? card.dataset.handle : "", el.dataset.field, el.value);
   });
   form.addEventListener("click", function (event) {
@@ -636,14 +724,21 @@
     var r = values[""];
     if (r.cannot_assess) {
       if (r.cannot_assess === "other" && !(r.cannot_assess_note || "").trim()) out.push("Say why the responses cannot be assessed.");
-      return out;
+      return out.concat(tooLong());
     }
     var unranked = handles.filter(function (h) { return !values[h].rank; });
     if (unranked.length) out.push("Rank every response: " + unranked.map(function (h) { return "Response " + labels[h]; }).join(", ") + " not ranked yet.");
     handles.forEach(function (h) {
       if (values[h].is_correct === null) out.push("Mark Response " + labels[h] + " correct or incorrect.");
     });
-    return out;
+    return out.concat(tooLong());
+  }
+
+  function tooLong() {
+    return held().map(function (e) {
+      var text = describeField(e);
+      return text.charAt(0).toUpperCase() + text.slice(1) + " is " + overBy(e).toLocaleString("en") + " characters over the limit of " + LIMITS[e.field].toLocaleString("en") + ": shorten it.";
+    });
   }
 
   function showErrors(list, heading) {
@@ -684,11 +779,16 @@
           setStatus("submitted", "Submitted. Thank you. The review is now read-only.");
           notice("");
           showErrors([]);
+          // Said where the clinician is (beside Submit), not only in the header far above.
+          var done = document.getElementById("submit-done");
+          done.textContent = "Submitted. Thank you. The review is now read-only; the next review is one click away.";
+          done.hidden = false;
           var next = document.getElementById("next-review");
           next.classList.remove("quiet");
           next.classList.add("primary");
           next.focus();
-          announce("Review submitted.");
+          done.scrollIntoView({ block: "nearest" });
+          if (reviewChannel) reviewChannel.postMessage({ tab: tab, submitted: true });
         } else if (res.status === 401) {
           sessionEnded(res.body);
         } else if (res.status === 409 && res.body.error === "read_only") {
@@ -701,6 +801,10 @@
           showErrors([res.body.message || "The server refused the review."]);
         } else if (res.status === 403 && res.body.error === "csrf") {
           trouble(res.body.message || "Sending again.", 500);
+        } else if (res.status === 403) {
+          submitting = false;
+          submitBtn.disabled = false;
+          accessLost(res.body);
         } else {
           trouble(res.body.message || "The server had a problem (" + res.status + ").");
         }
@@ -732,13 +836,20 @@
   var searchForm = document.getElementById("record-search");
   var searchInput = document.getElementById("record-q");
   var searchClear = document.getElementById("record-search-clear");
-  var record = { mode: "timeline", next: "", loaded: false, loading: false, count: 0, query: "" };
+  // Every load is for one view (timeline with its type and date, or a search), described when
+  // it is asked for. A newer request supersedes it: its answer is dropped, never painted, so
+  // the list and the sentence above it always describe the same view.
+  var record = { mode: "timeline", next: "", loaded: false, loading: false, count: 0, query: "", generation: 0, view: null };
 
   function getRecord(url, payload) {
     return request(payload === undefined ? "GET" : "POST", url, payload).then(function (res) {
       if (res.status === 401) {
         sessionEnded(res.body);
         throw new Error("signed out");
+      }
+      if (res.status === 403 && res.body.error === "forbidden") {
+        accessLost(res.body);
+        throw new Error(res.body.message || "no access");
       }
       if (res.status !== 200 || typeof res.body.html !== "string") throw new Error("HTTP " + res.status);
       return res.body;
@@ -762,41 +873,62 @@
     list.append(content);
   }
 
+  function typeLabel(type) { return type.replace(/_/g, " "); }
+
+  function describe(view, count, more, concepts) {
+    if (view.mode === "search") {
+      var also = [];
+      (concepts || []).forEach(function (c) { also = also.concat(c.also || []); });
+      return count + (more ? "+" : "") + " match" + (count === 1 ? "" : "es") + " for “" + view.query + "” in every event type, newest first." +
+        (also.length ? " Also searched for: " + also.slice(0, 8).join(", ") + (also.length > 8 ? ", …" : "") + "." : "");
+    }
+    return "Showing " + (more ? "the " + count + " most recent" : (count === 1 ? "the only" : "all " + count)) + " " +
+      (view.type ? "events of type " + typeLabel(view.type) : "events") + (view.day ? " up to " + view.day : "") + ", newest first.";
+  }
+
   function loadRecord(reset) {
-    if (record.loading) return;
+    if (!reset && record.loading) return; // "Load older events" pages one at a time
+    var generation = ++record.generation;
+    if (reset) {
+      record.view = { mode: record.mode, query: record.query, type: typeSelect.value, day: dayInput.value };
+      record.next = "";
+      summary.textContent = record.view.mode === "search"
+        ? "Searching for “" + record.view.query + "”…"
+        : "Loading " + (record.view.type ? "events of type " + typeLabel(record.view.type) : "the events") + (record.view.day ? " up to " + record.view.day : "") + "…";
+    }
+    var view = record.view;
     record.loading = true;
     more.disabled = true;
     list.setAttribute("aria-busy", "true");
-    var cursor = !reset && record.next ? record.next : "";
+    var cursor = reset ? "" : record.next;
     var call;
-    if (record.mode === "search") {
-      call = getRecord(urls.search, { q: record.query, cursor: cursor });
+    if (view.mode === "search") {
+      call = getRecord(urls.search, { q: view.query, cursor: cursor });
     } else {
       var params = new URLSearchParams();
-      if (typeSelect.value) params.set("type", typeSelect.value);
-      if (reset && dayInput.value) params.set("day", dayInput.value);
+      if (view.type) params.set("type", view.type);
+      if (reset && view.day) params.set("day", view.day);
       if (cursor) params.set("cursor", cursor);
       call = getRecord(urls.events + "?" + params.toString());
     }
     call
       .then(function (page) {
+        if (generation !== record.generation) return; // superseded: never painted
         appendRows(page.html, reset);
         record.count = (reset ? 0 : record.count) + (Number(page.count) || 0);
         record.next = page.next || "";
         more.hidden = !page.next;
         if (page.types) fillTypes(page.types);
-        if (record.mode === "search") {
-          summary.textContent = record.count + (page.next ? "+" : "") + " match" + (record.count === 1 ? "" : "es") + " for “" + record.query + "”, newest first.";
-        } else {
-          summary.textContent = "Showing the " + record.count + " " + (page.next ? "most recent " : "") + "events" +
-            (typeSelect.value ? " of type " + typeSelect.value : "") + (dayInput.value ? " up to " + dayInput.value : "") + ", newest first.";
-        }
+        if (page.concepts) view.concepts = page.concepts;
+        summary.textContent = describe(view, record.count, Boolean(page.next), view.concepts);
       })
-      .catch(function () {
-        summary.textContent = signedOut ? "Sign in again to load the record." : "Could not load the record. Check your connection and try again.";
+      .catch(function (error) {
+        if (generation !== record.generation) return;
+        summary.textContent = signedOut ? "Sign in again to load the record." : blocked ? error.message : "Could not load the record. Check your connection and try again.";
         more.hidden = false;
       })
       .finally(function () {
+        if (generation !== record.generation) return;
         record.loading = false;
         more.disabled = false;
         list.removeAttribute("aria-busy");
@@ -838,9 +970,16 @@
         }
       });
     });
-    more.addEventListener("click", function () { loadRecord(false); });
-    typeSelect.addEventListener("change", function () { record.mode = "timeline"; loadRecord(true); });
-    dayInput.addEventListener("change", function () { record.mode = "timeline"; loadRecord(true); });
+    more.addEventListener("click", function () { if (record.next) loadRecord(false); else loadRecord(true); });
+    // The type and the date filter the timeline: changing either leaves a search.
+    function showTimeline() {
+      record.mode = "timeline";
+      record.loaded = true;
+      searchClear.hidden = true;
+      loadRecord(true);
+    }
+    typeSelect.addEventListener("change", function () { searchInput.value = ""; showTimeline(); });
+    dayInput.addEventListener("change", function () { searchInput.value = ""; showTimeline(); });
     searchForm.addEventListener("submit", function (event) {
       event.preventDefault();
       var q = searchInput.value.trim();
@@ -852,10 +991,8 @@
       loadRecord(true);
     });
     searchClear.addEventListener("click", function () {
-      record.mode = "timeline";
       searchInput.value = "";
-      searchClear.hidden = true;
-      loadRecord(true);
+      showTimeline();
       searchInput.focus();
     });
   }

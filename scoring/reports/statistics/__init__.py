@@ -14,7 +14,12 @@ notebooks and tests alike. One module per question:
 - ``synthetic``: synthetic judgements for benchmarks.
 """
 
-from .agreement import human_ceiling, krippendorff_alpha_ordinal, leave_one_clinician_out
+from .agreement import (
+    human_ceiling,
+    krippendorff_alpha_ordinal,
+    leave_one_clinician_out,
+    source_agreement,
+)
 from .breakdown import breakdown
 from .correlation import (
     metric_correlation,
@@ -88,6 +93,7 @@ __all__ = [
     "per_review_tau",
     "position_bias",
     "style_controlled_bradley_terry",
+    "source_agreement",
     "system_level_tau",
     "tie_calibrated_accuracy",
     "wilson_interval",

@@ -290,3 +290,53 @@ def leave_one_clinician_out(
             row.update(percentile=math.nan, at_least_median=None, share_beating=math.nan)
         out["metrics"][name] = row
     return out
+
+
+def source_agreement(
+    app: JudgementTable,
+    release: JudgementTable,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
+) -> dict[str, Any]:
+    """How the clinicians who reviewed in the app agree with the release's own judgements of
+    the same responses: per app review and the release's review of the same instruction, tau-b
+    of their ranks over the responses both ranked (as :func:`human_ceiling` pairs clinicians),
+    and the share of responses both judged correct or both incorrect, with Cohen's kappa.
+    Clusters are the app table's."""
+    release_rank = {int(r): float(v) for r, v in zip(release.response, release.rank, strict=True)}
+    release_correct = {
+        int(r): float(v) for r, v in zip(release.response, release.correct, strict=True)
+    }
+    rank_b = np.array([release_rank.get(int(r), np.nan) for r in app.response])
+    correct_b = np.array([release_correct.get(int(r), np.nan) for r in app.response])
+    review_ids, rows = _group_rows(np.asarray(app.review))
+    rank_a = _as_float(app.rank)
+    x, y = _take(rank_a, rows), _take(rank_b, rows)
+    tau, _, _ = _tau_b_padded(x, y)
+    keep = ~np.isnan(tau)
+    clusters = np.asarray(app.clusters)[rows[:, 0]][keep] if rows.size else np.zeros(0)
+    n_clusters = n_clusters_of(clusters)
+    lo, hi = cluster_bootstrap_ci(tau[keep], clusters, n_resamples, seed, confidence, min_clusters)
+    correct_a = _as_float(app.correct)
+    both = ~np.isnan(correct_a) & ~np.isnan(correct_b)
+    agree = float(np.mean(correct_a[both] == correct_b[both])) if both.any() else math.nan
+    kappa = math.nan
+    if both.any():
+        pa, pb = correct_a[both].mean(), correct_b[both].mean()
+        expected = pa * pb + (1 - pa) * (1 - pb)
+        kappa = (agree - expected) / (1 - expected) if expected < 1 else math.nan
+    return {
+        "mean_tau": float(tau[keep].mean()) if keep.any() else math.nan,
+        "ci_low": lo,
+        "ci_high": hi,
+        "n_reviews": int(keep.sum()),
+        "n_skipped": int((~keep).sum()),
+        "n_clusters": n_clusters,
+        "interval_note": interval_note(n_clusters, min_clusters) if keep.any() else "",
+        "correct_agreement": agree,
+        "correct_kappa": float(kappa),
+        "n_correct_pairs": int(both.sum()),
+        "variant": "tau-b, per app review against the release's review, averaged",
+    }

@@ -339,6 +339,7 @@ def position_bias(
     _check_bootstrap_args(n_resamples, confidence)
     rank = _as_float(table.rank)
     position = _as_float(table.position)
+    position[position < 0] = np.nan  # not shown in a known order (the release's judgements)
     ok = ~np.isnan(rank) & ~np.isnan(position)
     positions, inverse = np.unique(position[ok], return_inverse=True)
     inverse = inverse.ravel()
