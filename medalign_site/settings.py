@@ -273,7 +273,7 @@ if _cache_redis:
 else:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "BACKEND": "medalign_site.cache.SignedDatabaseCache",
             "LOCATION": "medalign_cache",
             "OPTIONS": {"MAX_ENTRIES": 100_000},
         }

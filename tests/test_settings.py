@@ -58,7 +58,7 @@ def test_with_only_debug_set_it_runs_on_sqlite_the_filesystem_broker_and_the_db_
         "django.db.backends.sqlite3",
         "filesystem://",
         "30",
-        "django.core.cache.backends.db.DatabaseCache",
+        "medalign_site.cache.SignedDatabaseCache",
     ]
     assert (tmp_path / "celery-broker" / "queue").is_dir()
 
