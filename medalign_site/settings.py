@@ -224,6 +224,11 @@ MFA_TOTP_ISSUER = "MedAlign Review"
 # TOTP secrets and recovery-code seeds are encrypted at rest (review.adapters.MFAAdapter) with
 # Fernet keys from the environment: comma-separated, the first encrypts, all decrypt (rotation).
 MFA_ADAPTER = "review.adapters.MFAAdapter"
+# The TOTP steps say how long a lockout lasts, and audit it (review.second_factor).
+MFA_FORMS = {
+    "authenticate": "review.second_factor.AuthenticateForm",
+    "reauthenticate": "review.second_factor.ReauthenticateForm",
+}
 MFA_ENCRYPTION_KEYS = env_list("MFA_ENCRYPTION_KEY", [])
 if not MFA_ENCRYPTION_KEYS:
     if not DEBUG:

@@ -148,6 +148,9 @@ def make_approved(
         notify=False,
         by_operator=reviewer is None,  # test fixtures: as the demo accounts are made
     )
+    # Approval ends the account's sessions with a new session epoch (issue 24): the caller's
+    # instance signs in next, so it carries the new one.
+    user.refresh_from_db(fields=["session_epoch"])
     if expires_on is not None and expires_on != future:
         # The service refuses past dates, as it should; tests need expired approvals too.
         AccessApplication.objects.filter(pk=application.pk).update(expires_on=expires_on)

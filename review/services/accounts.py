@@ -6,11 +6,13 @@ the same transaction and emails the applicant once the transaction commits (no p
 ever put in these emails: they carry a status, a reason written by an admin and a link).
 """
 
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 
 from django.conf import settings
+from django.contrib.auth import update_session_auth_hash
 from django.core.files import File
 from django.core.mail import send_mail
 from django.db import transaction
@@ -221,6 +223,9 @@ def application_approve(
         by_operator=by_operator,
     )
     _role_changed(application, reviewer, before=[], request=request)
+    # A session signed in while the account was an applicant (password only, perhaps before any
+    # second factor existed) must not carry on into approved access: the user signs in again.
+    user_sessions_end(user=application.user, reason="access approved", request=request)
     return application
 
 
@@ -306,6 +311,44 @@ def application_set_roles(
     _sync_staff(application.user)
     _role_changed(application, reviewer, before=before, request=request)
     return application
+
+
+# --- sessions ------------------------------------------------------------------------------------
+@transaction.atomic
+def user_sessions_end(
+    *,
+    user: User,
+    reason: str,
+    keep: HttpRequest | None = None,
+    request: HttpRequest | None = None,
+) -> None:
+    """End every session of ``user`` at its next request, except ``keep``'s (the session that
+    made the change, when it is the user's own), and audit it.
+
+    A new session epoch changes the check value every session carries
+    (``User.get_session_auth_hash``): Django signs a session out whose value no longer matches,
+    wherever it is stored. Saving the user clears the cached user row (review.receivers).
+    """
+    fresh = User.objects.select_for_update().get(pk=user.pk)
+    fresh.session_epoch = secrets.token_hex(16)
+    fresh.save(update_fields=["session_epoch"])
+    # The caller's instance too (it may sign in next, as tests and the demo do).
+    user.session_epoch = fresh.session_epoch
+    user.__dict__.pop("_session_auth_hash", None)
+    kept = (
+        keep is not None
+        and getattr(keep, "user", None) is not None
+        and keep.user.is_authenticated
+        and keep.user.pk == user.pk
+    )
+    if kept:
+        update_session_auth_hash(keep, fresh)  # type: ignore[arg-type]
+    audit_record(
+        action=AuditEvent.Action.SESSIONS_ENDED,
+        actor=fresh,
+        request=request or keep,
+        details={"reason": reason, "this_session_kept": kept},
+    )
 
 
 # --- DUA -----------------------------------------------------------------------------------------
