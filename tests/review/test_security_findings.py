@@ -30,3 +30,19 @@ def test_wrong_passwords_from_one_address_do_not_lock_the_account_elsewhere(worl
     )
     assert response.status_code == 302  # ... but the clinician signs in from theirs
     assert response["Location"].startswith(reverse("mfa_authenticate"))
+
+
+# --- 4. a NUL byte in a parameter is a 400, never a 500 (PostgreSQL refuses NUL in text) ---------
+def test_a_nul_byte_in_a_record_parameter_is_refused_not_a_server_error(world, client):
+    import json
+
+    client.force_login(world.clinician)
+    events = reverse("record_events", args=[world.instruction.pk])
+    assert client.get(events, {"type": "note\x00"}).status_code == 400
+    search = client.post(
+        reverse("record_search", args=[world.instruction.pk]),
+        json.dumps({"q": "chest\x00pain"}),
+        content_type="application/json",
+    )
+    assert search.status_code == 400
+    assert client.get(reverse("clinician_queue"), {"category": "x\x00"}).status_code == 200
