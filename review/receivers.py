@@ -7,6 +7,7 @@ by the services that make them (in the same transaction), not here. Cache cleari
 a stale "approved" must never outlive a revocation.
 """
 
+import time
 from typing import Any
 
 from allauth.account.internal.flows.login import record_authentication
@@ -23,6 +24,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import HttpRequest
 
+from medalign_site.middleware import SIGNED_IN_AT_KEY
 from review.access import clear_all_cached_access, clear_cached_access
 from review.models import AccessApplication, AuditEvent, DUASignature, DUAVersion, ErrorTag, User
 from review.selectors.reviews import error_tags_forget
@@ -32,6 +34,9 @@ from review.services.audit import audit_record
 @receiver(user_logged_in, dispatch_uid="review.audit_login")
 def on_login(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
     audit_record(action=AuditEvent.Action.LOGIN, actor=user, request=request)
+    if request is not None and hasattr(request, "session"):
+        # The session's absolute lifetime counts from here (medalign_site.middleware).
+        request.session[SIGNED_IN_AT_KEY] = int(time.time())
 
 
 @receiver(user_login_failed, dispatch_uid="review.audit_login_failed")

@@ -46,3 +46,45 @@ def test_a_nul_byte_in_a_record_parameter_is_refused_not_a_server_error(world, c
     )
     assert search.status_code == 400
     assert client.get(reverse("clinician_queue"), {"category": "x\x00"}).status_code == 200
+
+
+# --- 4. a session has an absolute lifetime from its sign-in -------------------------------------
+def test_a_busy_session_still_ends_twelve_hours_after_its_sign_in(world, client, settings):
+    import time
+
+    client.force_login(world.clinician)
+    assert client.get(reverse("clinician_queue")).status_code == 200
+    # Requests every few minutes kept moving expire_date: the session never ended. The sign-in
+    # time is kept in the session and caps it, whatever the activity since.
+    session = client.session
+    session["_signed_in_at"] = int(time.time()) - settings.SESSION_COOKIE_AGE - 1
+    session["_last_seen"] = int(time.time()) - 60
+    session.save()
+    response = client.get(reverse("clinician_queue"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("account_login"))
+
+
+def test_a_session_within_its_lifetime_carries_on(world, client, settings):
+    import time
+
+    client.force_login(world.clinician)
+    session = client.session
+    assert session["_signed_in_at"] <= time.time()
+    session["_signed_in_at"] = int(time.time()) - settings.SESSION_COOKIE_AGE + 120
+    session.save()
+    assert client.get(reverse("clinician_queue")).status_code == 200
+
+
+# --- 4. the Django admin's review pages (comments about a record) are audited ------------------
+def test_reading_a_review_in_the_django_admin_is_audited(world, client):
+    from review.services.reviews import review_get_or_start
+
+    review = review_get_or_start(assignment=world.assignment)
+    client.force_login(world.admin)
+    assert client.get(reverse("admin:review_review_changelist")).status_code == 200
+    assert client.get(reverse("admin:review_review_change", args=[review.pk])).status_code == 200
+    views = AuditEvent.objects.filter(action=Action.ADMIN_VIEWED, actor=world.admin)
+    assert {e.details["page"] for e in views} == {"list", "object"}
+    opened = views.get(details__page="object")
+    assert opened.object_type == "Review" and opened.person_id == world.patient.person_id
