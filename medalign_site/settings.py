@@ -284,6 +284,9 @@ else:
         }
     }
 ACCESS_CACHE_SECONDS = env_int("ACCESS_CACHE_SECONDS", 60, minimum=0)
+# Researchers' API tokens expire this many days after they are made (and end at once with a
+# revocation, a role change, a new approval or a password change: scoring.receivers).
+API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 90, minimum=1)
 
 # --- Sessions and security --------------------------------------------------------------------
 # Sessions are read from the shared cache and written through to the database (they survive a

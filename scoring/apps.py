@@ -18,6 +18,7 @@ class ScoringConfig(AppConfig):
         # process (web, worker, beat's sweep) then knows them all.
         # The generation backends are plain Python and allow no endpoint by default; the app's
         # allowlist is the admin's GenerationEndpoint rows.
+        from scoring import receivers  # noqa: F401 - API tokens end with access changes
         from scoring.generation import backends
         from scoring.generation import runs as generation_runs  # noqa: F401
         from scoring.runs import scoring  # noqa: F401

@@ -152,6 +152,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # API_TOKEN_DAYS after creation; a token without one (none since the migration) is refused.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_reason = models.CharField(max_length=100, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -32,6 +32,7 @@ from review.models import (
 )
 from review.selectors.accounts import application_open_for_user, email_domain_is_rejected
 from review.services.audit import audit_record, client_ip
+from review.signals import access_changed
 from review.site import absolute
 
 Status = AccessApplication.Status
@@ -546,6 +547,8 @@ def _role_changed(
     after: list[str] | None = None,
     request: HttpRequest | None,
 ) -> None:
+    # Whatever was granted under the previous access (API tokens) ends with it.
+    access_changed.send(sender=AccessApplication, user=application.user, reason="access changed")
     audit_record(
         action=AuditEvent.Action.ROLE_CHANGED,
         actor=reviewer,

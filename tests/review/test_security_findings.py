@@ -88,3 +88,73 @@ def test_reading_a_review_in_the_django_admin_is_audited(world, client):
     assert {e.details["page"] for e in views} == {"list", "object"}
     opened = views.get(details__page="object")
     assert opened.object_type == "Review" and opened.person_id == world.patient.person_id
+
+
+# --- 4. API tokens expire, and end with the access, role or password they were made under -------
+def _api_status(key: str) -> int:
+    return (
+        Client().get(reverse("scoring_api_reports"), HTTP_AUTHORIZATION=f"Bearer {key}").status_code
+    )
+
+
+def test_an_api_token_expires(world, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scoring.models import ApiToken
+    from scoring.reports import services as report_services
+
+    token, key = report_services.api_token_create(user=world.researcher, name="script")
+    assert token.expires_at is not None
+    assert token.expires_at - timezone.now() > timedelta(days=settings.API_TOKEN_DAYS - 1)
+    assert _api_status(key) == 200
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert _api_status(key) == 401
+
+
+def test_a_revoked_researchers_token_stays_dead_when_they_are_approved_again(world):
+    from review.services import accounts as services
+    from scoring.reports import services as report_services
+
+    _, key = report_services.api_token_create(user=world.researcher, name="script")
+    application = world.researcher.applications.get(status="approved")
+    services.application_revoke(application=application, reviewer=world.admin, reason="Left.")
+    again = factories.make_application(world.researcher)
+    factories.open_certificate(world.admin, again)
+    services.application_approve(
+        application=again,
+        reviewer=world.admin,
+        roles=["researcher"],
+        expires_on=again.certificate_expires_on,
+    )
+    assert _api_status(key) == 401  # it used to answer 200 again
+
+
+def test_a_role_change_ends_the_accounts_api_tokens(world):
+    from review.services import accounts as services
+    from scoring.reports import services as report_services
+
+    _, key = report_services.api_token_create(user=world.researcher, name="script")
+    application = world.researcher.applications.get(status="approved")
+    services.application_set_roles(
+        application=application,
+        reviewer=world.admin,
+        roles=["researcher", "clinician"],
+        expires_on=application.expires_on,
+    )
+    assert _api_status(key) == 401
+
+
+def test_a_password_change_ends_the_accounts_api_tokens(world, client):
+    from scoring.reports import services as report_services
+
+    _, key = report_services.api_token_create(user=world.researcher, name="script")
+    client.force_login(world.researcher)
+    new = "a-different-horse-battery"
+    response = client.post(
+        reverse("account_change_password"),
+        {"oldpassword": factories.PASSWORD, "password1": new, "password2": new},
+    )
+    assert response.status_code == 302
+    assert _api_status(key) == 401
