@@ -1,11 +1,19 @@
 from django.apps import AppConfig
 
 
-def _endpoint_allowed(endpoint: str) -> bool:
+def _endpoint_allowed(endpoint: str) -> bool | str:
     # Read on every request (no cache): an endpoint an admin disables stops at once.
+    from scoring.generation.backends import ALLOW_PUBLIC
     from scoring.models import GenerationEndpoint
 
-    return GenerationEndpoint.objects.filter(url=endpoint, enabled=True).exists()
+    row = (
+        GenerationEndpoint.objects.filter(url=endpoint, enabled=True)
+        .values_list("allow_public_address", flat=True)
+        .first()
+    )
+    if row is None:
+        return False
+    return ALLOW_PUBLIC if row else True
 
 
 class ScoringConfig(AppConfig):

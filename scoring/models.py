@@ -238,6 +238,13 @@ class GenerationEndpoint(models.Model):
         max_length=80, blank=True, help_text="Name in the app (default: model)."
     )
     enabled = models.BooleanField(default=True)
+    allow_public_address = models.BooleanField(
+        default=False,
+        help_text=(
+            "Off: the server's name must resolve to a private or loopback address (inside the "
+            "institution). Tick only for a server the institution runs at a public address."
+        ),
+    )
     timeout_seconds = models.PositiveIntegerField(default=120)
     notes = models.TextField(blank=True, help_text="Who runs it, where, under which agreement.")
     created_at = models.DateTimeField(default=timezone.now)
