@@ -158,3 +158,31 @@ def test_a_password_change_ends_the_accounts_api_tokens(world, client):
     )
     assert response.status_code == 302
     assert _api_status(key) == 401
+
+
+# --- 4. load_demo (public credentials) only in DEBUG, and never beside real data ----------------
+@pytest.mark.parametrize("args", [(), ("--accounts-only",)])
+def test_load_demo_refuses_without_debug(settings, args):
+    from django.core.management import CommandError, call_command
+
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="DEBUG=true"):
+        call_command("load_demo", *args)
+    from review.models import User
+
+    assert not User.objects.filter(email__endswith="@demo.medalign.local").exists()
+
+
+def test_load_demo_refuses_beside_a_real_dataset(settings):
+    from django.core.management import CommandError, call_command
+
+    from review.models import Dataset, User
+
+    settings.DEBUG = True
+    Dataset.objects.create(name="medalign-v1.3", is_synthetic=False)
+    with pytest.raises(CommandError, match="medalign-v1.3 is not synthetic"):
+        call_command("load_demo", "--accounts-only")
+    assert not User.objects.filter(email__endswith="@demo.medalign.local").exists()
+    Dataset.objects.filter(name="medalign-v1.3").delete()
+    call_command("load_demo", "--accounts-only", "--no-progress")
+    assert User.objects.filter(email__endswith="@demo.medalign.local").exists()
