@@ -219,6 +219,8 @@ ACCOUNT_RATE_LIMITS = {
     "confirm_email": "1/3m/key",
 }
 ACCOUNT_ADAPTER = "review.adapters.AccountAdapter"
+# Sign-up costs the same for a known email as for a new one (review.forms.accounts.SignupForm).
+ACCOUNT_FORMS = {"signup": "review.forms.accounts.SignupForm"}
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = "MedAlign Review"
 # TOTP secrets and recovery-code seeds are encrypted at rest (review.adapters.MFAAdapter) with

@@ -186,3 +186,35 @@ def test_load_demo_refuses_beside_a_real_dataset(settings):
     Dataset.objects.filter(name="medalign-v1.3").delete()
     call_command("load_demo", "--accounts-only", "--no-progress")
     assert User.objects.filter(email__endswith="@demo.medalign.local").exists()
+
+
+# --- 4. sign-up takes as long for a known email as for a new one ---------------------------------
+def test_signing_up_with_a_known_email_costs_the_same_password_hashing(world, client, monkeypatch):
+    # A new account hashes its password (hundreds of milliseconds with the real hasher); a known
+    # email used to skip it, so the answer's timing told whether the address had an account.
+    from django.contrib.auth.hashers import MD5PasswordHasher
+
+    calls: list[int] = []
+    real_encode = MD5PasswordHasher.encode
+
+    def counting(self, password, salt):  # noqa: ANN001, ANN202
+        calls.append(1)
+        return real_encode(self, password, salt)
+
+    monkeypatch.setattr(MD5PasswordHasher, "encode", counting)
+
+    def sign_up(email: str) -> int:
+        calls.clear()
+        response = Client().post(
+            reverse("account_signup"),
+            {
+                "email": email,
+                "password1": "a-long-new-passphrase",
+                "password2": "a-long-new-passphrase",
+            },
+        )
+        assert response.status_code == 302  # the same answer either way
+        return len(calls)
+
+    new, known = sign_up("someone-new@example.edu"), sign_up(world.clinician.email)
+    assert new >= 1 and known == new
