@@ -53,6 +53,7 @@ class AuditEvent(models.Model):
         RECOVERY_CODES_VIEWED = "recovery_codes_viewed", "Recovery codes viewed"
         RECOVERY_CODE_USED = "recovery_code_used", "Recovery code used"
         SESSIONS_ENDED = "sessions_ended", "Sessions ended"
+        DATASET_DELETED = "dataset_deleted", "Dataset deleted"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

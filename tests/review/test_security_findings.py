@@ -218,3 +218,43 @@ def test_signing_up_with_a_known_email_costs_the_same_password_hashing(world, cl
 
     new, known = sign_up("someone-new@example.edu"), sign_up(world.clinician.email)
     assert new >= 1 and known == new
+
+
+# --- 4. a dataset is deleted by command, counted, never walked by the admin ---------------------
+def test_the_admin_does_not_walk_a_dataset_to_delete_it(
+    world, client, django_assert_max_num_queries
+):
+    from review.services.reviews import review_get_or_start
+
+    review_get_or_start(assignment=world.assignment)
+    client.force_login(world.admin)
+    delete = reverse("admin:review_dataset_delete", args=[world.dataset.pk])
+    with django_assert_max_num_queries(30):
+        assert client.get(delete).status_code == 403
+    page = client.get(reverse("admin:review_dataset_change", args=[world.dataset.pk]))
+    assert (
+        b"1 reviews" in page.content
+        and b"delete_dataset matrix --yes --with-reviews" in page.content
+    )
+
+
+def test_delete_dataset_counts_then_deletes_and_audits(world):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    from review.models import Dataset, Event
+    from review.services.reviews import review_get_or_start
+
+    Event.objects.create(patient=world.patient, seq=1, event_type="note", text="Synthetic.")
+    review_get_or_start(assignment=world.assignment)
+    out = StringIO()
+    call_command("delete_dataset", "matrix", stdout=out)
+    assert "1 events" in out.getvalue() and Dataset.objects.filter(name="matrix").exists()
+    with pytest.raises(CommandError, match="1 reviews"):
+        call_command("delete_dataset", "matrix", "--yes")
+    call_command("delete_dataset", "matrix", "--yes", "--with-reviews", stdout=StringIO())
+    assert not Dataset.objects.filter(name="matrix").exists()
+    assert not Event.objects.filter(patient_id=world.patient.pk).exists()
+    event = AuditEvent.objects.get(action=Action.DATASET_DELETED)
+    assert event.details["dataset"] == "matrix" and event.details["deleted"]["events"] == 1
