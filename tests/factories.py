@@ -28,8 +28,34 @@ from review.services import accounts as services
 
 PASSWORD = "correct-horse-battery-staple"
 TOTP_SECRET = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"  # base32, 32 characters
-PDF_BYTES = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
-PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+
+def _pdf_bytes() -> bytes:
+    import io
+
+    import pypdf
+
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(width=200, height=100)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def _image_bytes(fmt: str) -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (40, 20), "white").save(out, format=fmt)
+    return out.getvalue()
+
+
+# Certificates that decode (issue 24: a header followed by garbage is refused).
+PDF_BYTES = _pdf_bytes()
+PNG_BYTES = _image_bytes("PNG")
+JPEG_BYTES = _image_bytes("JPEG")
 
 
 def totp_code(secret: str = TOTP_SECRET, *, at: float | None = None) -> str:

@@ -14,7 +14,13 @@ from django.utils import timezone
 
 from review.models import AuditEvent, Role
 from review.selectors.accounts import email_domain_is_rejected
-from review.services.accounts import ApplicationDetails, certificate_sniff, names_match
+from review.services.accounts import (
+    CERTIFICATE_UNREADABLE,
+    ApplicationDetails,
+    certificate_decodes,
+    certificate_sniff,
+    names_match,
+)
 
 _DATE = forms.DateInput(attrs={"type": "date"})
 REQUESTABLE_ROLES = [
@@ -98,10 +104,13 @@ class ApplicationForm(forms.Form):
             raise forms.ValidationError(
                 f"The file is larger than {filesizeformat(settings.MAX_UPLOAD_BYTES)}."
             )
-        if certificate_sniff(file) is None:
+        content_type = certificate_sniff(file)
+        if content_type is None:
             raise forms.ValidationError(
                 "The file is not a PDF, PNG or JPEG (checked by its content, not its name)."
             )
+        if not certificate_decodes(file, content_type):
+            raise forms.ValidationError(CERTIFICATE_UNREADABLE)
         return file
 
     def clean_certificate_completed_on(self) -> date:

@@ -6,6 +6,7 @@ the same transaction and emails the applicant once the transaction commits (no p
 ever put in these emails: they carry a status, a reason written by an admin and a link).
 """
 
+import io
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -93,6 +94,44 @@ def certificate_sniff(file: File) -> str | None:
         if head.startswith(magic):
             return content_type
     return None
+
+
+# An image certificate is a scan: far below this; a bomb (a small file of huge dimensions)
+# is refused before its pixels are decoded.
+_MAX_CERTIFICATE_PIXELS = 50_000_000
+
+
+def certificate_decodes(file: File, content_type: str) -> bool:
+    """Whether the whole file reads as the ``content_type`` its first bytes claim: a PDF with at
+    least one page (pypdf), or a PNG or JPEG whose pixels decode (Pillow). A valid header
+    followed by garbage was accepted and approvable (issue 24, finding 5)."""
+    file.seek(0)
+    data = file.read(settings.MAX_UPLOAD_BYTES + 1)
+    file.seek(0)
+    try:
+        if content_type == "application/pdf":
+            import pypdf
+
+            return len(pypdf.PdfReader(io.BytesIO(data), strict=False).pages) >= 1
+        from PIL import Image
+
+        expected = {"image/png": "PNG", "image/jpeg": "JPEG"}[content_type]
+        with Image.open(io.BytesIO(data)) as image:
+            if image.format != expected:
+                return False
+            width, height = image.size
+            if width * height > _MAX_CERTIFICATE_PIXELS:
+                return False
+            image.load()
+        return True
+    except Exception:  # noqa: BLE001 - any parser error means "cannot be read"
+        return False
+
+
+CERTIFICATE_UNREADABLE = (
+    "The certificate cannot be read as the PDF, PNG or JPEG it starts like: upload the file "
+    "again, or a new scan or export of it."
+)
 
 
 def names_match(typed: str, expected: str) -> bool:
@@ -481,6 +520,8 @@ def _check_certificate(certificate: File) -> str:
     content_type = certificate_sniff(certificate)
     if content_type is None:
         raise AccountsError("The certificate must be a PDF, PNG or JPEG file.")
+    if not certificate_decodes(certificate, content_type):
+        raise AccountsError(CERTIFICATE_UNREADABLE)
     return content_type
 
 

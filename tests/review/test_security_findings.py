@@ -258,3 +258,53 @@ def test_delete_dataset_counts_then_deletes_and_audits(world):
     assert not Event.objects.filter(patient_id=world.patient.pk).exists()
     event = AuditEvent.objects.get(action=Action.DATASET_DELETED)
     assert event.details["dataset"] == "matrix" and event.details["deleted"]["events"] == 1
+
+
+# --- 5. a certificate must decode as the PDF or image it claims to be ---------------------------
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("scan.png", b"\x89PNG\r\n\x1a\n" + b"\x13garbage" * 200),
+        ("scan.jpg", b"\xff\xd8\xff\xe0" + b"\x13garbage" * 200),
+        ("certificate.pdf", b"%PDF-1.7\n" + b"\x13garbage" * 200),
+    ],
+)
+def test_a_corrupt_certificate_is_refused(world, client, name, content):
+    from review.models import AccessApplication
+    from review.services import accounts as services
+
+    user = factories.make_user("corrupt@example.edu")
+    with pytest.raises(services.AccountsError, match="cannot be read"):
+        services.application_submit(
+            user=user,
+            details=factories.application_details(user),
+            certificate=factories.pdf_file(name, content),
+            typed_name=user.full_name,
+            dua_version=factories.active_dua(),
+        )
+    from review.forms.accounts import ApplicationForm
+
+    form = ApplicationForm(data={}, files={"certificate": factories.pdf_file(name, content)})
+    form.is_valid()
+    assert "cannot be read" in str(form.errors["certificate"])
+    assert not AccessApplication.objects.filter(user=user).exists()
+
+
+@pytest.mark.parametrize("kind", ["pdf", "png", "jpeg"])
+def test_a_real_certificate_of_each_kind_is_accepted(world, kind):
+    from review.services import accounts as services
+
+    content = {
+        "pdf": factories.PDF_BYTES,
+        "png": factories.PNG_BYTES,
+        "jpeg": factories.JPEG_BYTES,
+    }[kind]
+    user = factories.make_user(f"{kind}@example.edu")
+    application = services.application_submit(
+        user=user,
+        details=factories.application_details(user),
+        certificate=factories.pdf_file(f"c.{kind}", content),
+        typed_name=user.full_name,
+        dua_version=factories.active_dua(),
+    )
+    assert application.certificate_content_type.endswith(kind)
