@@ -144,16 +144,23 @@ def application_details(user: User, **overrides: object) -> services.Application
     return services.ApplicationDetails(**values)  # type: ignore[arg-type]
 
 
-def make_application(user: User, **overrides: object) -> AccessApplication:
-    """A pending application, submitted (and the active DUA signed) through the service."""
+def make_application(
+    user: User, *, email_verified: bool = True, **overrides: object
+) -> AccessApplication:
+    """A pending application, submitted (and the active DUA signed) through the service, its
+    institutional email verified through its link unless ``email_verified=False``."""
     details = application_details(user, **overrides)
-    return services.application_submit(
+    application = services.application_submit(
         user=user,
         details=details,
         certificate=pdf_file(),
         typed_name=details.full_name,
         dua_version=active_dua(),
     )
+    if email_verified:
+        token = services.institutional_email_token(application)
+        application = services.application_email_verify(user=user, token=token)
+    return application
 
 
 def make_approved(

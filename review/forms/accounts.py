@@ -16,6 +16,7 @@ from review.models import AuditEvent, Role
 from review.selectors.accounts import email_domain_is_rejected
 from review.services.accounts import (
     CERTIFICATE_UNREADABLE,
+    RESEARCH_USE_MAX_CHARS,
     ApplicationDetails,
     certificate_decodes,
     certificate_sniff,
@@ -56,6 +57,7 @@ class ApplicationForm(forms.Form):
     requested_role = forms.ChoiceField(choices=REQUESTABLE_ROLES, label="Access requested")
     specialty = forms.CharField(max_length=100, required=False, help_text="Clinicians only.")
     research_use = forms.CharField(
+        max_length=RESEARCH_USE_MAX_CHARS,
         widget=forms.Textarea(attrs={"rows": 5}),
         label="Research use",
         help_text="What you will do with the data and why you need it.",

@@ -187,6 +187,9 @@ class AccessApplication(models.Model):
     full_name = models.CharField(max_length=200)
     institution = models.CharField(max_length=200)
     institutional_email = models.EmailField()
+    # Set when the applicant opened the link sent to that address (issue 24): approval waits
+    # for it, unless an operator approves on the server (bootstrap_admin, the demo).
+    institutional_email_verified_at = models.DateTimeField(null=True, blank=True)
     research_use = models.TextField()
     requested_role = models.CharField(max_length=20, choices=Role.choices, default=Role.CLINICIAN)
     specialty = models.CharField(max_length=100, blank=True)

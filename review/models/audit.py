@@ -54,6 +54,7 @@ class AuditEvent(models.Model):
         RECOVERY_CODE_USED = "recovery_code_used", "Recovery code used"
         SESSIONS_ENDED = "sessions_ended", "Sessions ended"
         DATASET_DELETED = "dataset_deleted", "Dataset deleted"
+        EMAIL_VERIFIED = "email_verified", "Institutional email verified"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

@@ -10,10 +10,11 @@ import io
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
 from django.conf import settings
 from django.contrib.auth import update_session_auth_hash
+from django.core import signing
 from django.core.files import File
 from django.core.mail import send_mail
 from django.db import transaction
@@ -34,7 +35,7 @@ from review.models import (
 from review.selectors.accounts import application_open_for_user, email_domain_is_rejected
 from review.services.audit import audit_record, client_ip
 from review.signals import access_changed
-from review.site import absolute
+from review.site import site_url
 
 Status = AccessApplication.Status
 
@@ -152,8 +153,14 @@ def application_submit(
     typed_name: str,
     dua_version: DUAVersion,
     request: HttpRequest | None = None,
+    send_email_link: bool = True,
 ) -> AccessApplication:
-    """A new application (status pending), with the applicant's signature of the active DUA."""
+    """A new application (status pending), with the applicant's signature of the active DUA.
+
+    The institutional email is sent a link that proves the applicant reads it
+    (``application_email_link_send``); ``send_email_link=False`` for an operator's commands
+    (bootstrap_admin, the demo), whose approvals do not wait for it.
+    """
     if application_open_for_user(user) is not None:
         raise AccountsError("You already have an application under review.")
     _check_details(details, typed_name=typed_name)
@@ -175,6 +182,8 @@ def application_submit(
         obj=application,
         details={"requested_role": details.requested_role},
     )
+    if send_email_link:
+        application_email_link_send(application=application, request=request)
     return application
 
 
@@ -199,6 +208,8 @@ def application_resubmit(
     application.dua_signature = dua_sign(
         user=application.user, version=dua_version, typed_name=typed_name, request=request
     )
+    if details.institutional_email.lower() != application.institutional_email:
+        application.institutional_email_verified_at = None  # a new address proves nothing yet
     _apply_details(application, details)
     application.status = Status.PENDING
     application.submitted_at = timezone.now()
@@ -210,7 +221,90 @@ def application_resubmit(
         obj=application,
         details={"resubmitted": True, "requested_role": details.requested_role},
     )
+    if application.institutional_email_verified_at is None:
+        application_email_link_send(application=application, request=request)
     return application
+
+
+# --- the institutional email: a link sent to it proves the applicant reads it -------------------
+INSTITUTIONAL_EMAIL_SALT = "review.institutional_email"
+INSTITUTIONAL_EMAIL_LINK_DAYS = 7
+
+
+def institutional_email_token(application: AccessApplication) -> str:
+    """Django-signed (HMAC, SECRET_KEY) application id and address: nothing is stored, and the
+    token is void once the address changes or INSTITUTIONAL_EMAIL_LINK_DAYS have passed."""
+    return signing.dumps(
+        {"a": application.pk, "e": application.institutional_email},
+        salt=INSTITUTIONAL_EMAIL_SALT,
+    )
+
+
+def application_email_link_check(*, user: User, token: str) -> AccessApplication:
+    """The user's application the token was made for, if it still names its current address;
+    ``AccountsError`` otherwise. Changes nothing."""
+    try:
+        data = signing.loads(
+            token,
+            salt=INSTITUTIONAL_EMAIL_SALT,
+            max_age=timedelta(days=INSTITUTIONAL_EMAIL_LINK_DAYS),
+        )
+    except signing.BadSignature:  # tampered, or expired (SignatureExpired)
+        raise AccountsError(
+            "This link is not valid or has expired: send a new one from your application page."
+        ) from None
+    application = AccessApplication.objects.filter(
+        pk=data.get("a") if isinstance(data, dict) else None, user=user
+    ).first()
+    if application is None or application.institutional_email != data.get("e"):
+        raise AccountsError(
+            "This link is not for the institutional email of your current application: sign "
+            "in with the account that applied, or send a new link from your application page."
+        )
+    return application
+
+
+@transaction.atomic
+def application_email_verify(
+    *, user: User, token: str, request: HttpRequest | None = None
+) -> AccessApplication:
+    """Mark the institutional email of the user's application verified (audited)."""
+    application = _lock(application_email_link_check(user=user, token=token))
+    if application.institutional_email_verified_at is None:
+        application.institutional_email_verified_at = timezone.now()
+        application.save(update_fields=["institutional_email_verified_at"])
+        audit_record(
+            action=AuditEvent.Action.EMAIL_VERIFIED,
+            actor=user,
+            request=request,
+            obj=application,
+            details={"institutional_email": application.institutional_email},
+        )
+    return application
+
+
+def application_email_link_send(
+    *, application: AccessApplication, request: HttpRequest | None = None
+) -> None:
+    """Email the application's institutional address its link, once the transaction commits."""
+    base = site_url(request)
+    url = base + reverse("application_verify_email", args=[institutional_email_token(application)])
+    to, name = application.institutional_email, application.full_name
+
+    def send() -> None:
+        context = {
+            "full_name": name,
+            "verify_url": url,
+            "site_name": settings.SITE_NAME,
+            "days": INSTITUTIONAL_EMAIL_LINK_DAYS,
+        }
+        subject = render_to_string("review/accounts/email/institutional_subject.txt", context)
+        body = render_to_string("review/accounts/email/institutional_message.txt", context)
+        send_mail(
+            settings.ACCOUNT_EMAIL_SUBJECT_PREFIX + " ".join(subject.split()), body, None, [to]
+        )
+
+    transaction.on_commit(send)
 
 
 # --- admin decisions -----------------------------------------------------------------------------
@@ -245,6 +339,11 @@ def application_approve(
         ).exists():
             raise AccountsError(
                 "Open the applicant's training certificate before approving the application."
+            )
+        if application.institutional_email_verified_at is None:
+            raise AccountsError(
+                "The applicant's institutional email is not verified yet: they were sent a "
+                "link to it (and can send it again from their application page)."
             )
     role_set = _check_roles(roles)
     if expires_on <= timezone.localdate():
@@ -500,7 +599,14 @@ def _reason(reason: str) -> str:
     return reason
 
 
+RESEARCH_USE_MAX_CHARS = 5000
+
+
 def _check_details(details: ApplicationDetails, *, typed_name: str) -> None:
+    if len(details.research_use) > RESEARCH_USE_MAX_CHARS:
+        raise AccountsError(
+            f"Describe the research use in at most {RESEARCH_USE_MAX_CHARS} characters."
+        )
     if not details.storage_attestation:
         raise AccountsError("You must attest to encrypted, access-controlled storage.")
     if email_domain_is_rejected(details.institutional_email):
@@ -577,7 +683,10 @@ def _decide(
         },
     )
     if notify:
-        transaction.on_commit(lambda: _email_decision(application.pk))
+        # The address of the request that decided (SITE_URL first): the mail is sent after
+        # commit, when the request may be gone, and a worker has none (issue 24, finding 5).
+        base = site_url(request)
+        transaction.on_commit(lambda: _email_decision(application.pk, base_url=base))
 
 
 def _role_changed(
@@ -620,11 +729,11 @@ def _sync_staff(user: User) -> None:
         user.save(update_fields=["is_staff", "is_superuser"])
 
 
-def _email_decision(application_id: int) -> None:
+def _email_decision(application_id: int, *, base_url: str) -> None:
     application = AccessApplication.objects.select_related("user").get(pk=application_id)
     context = {
         "application": application,
-        "status_url": absolute(reverse("application_status")),
+        "status_url": base_url + reverse("application_status"),
         "site_name": settings.SITE_NAME,
         "roles": [Role(r).label for r in application.roles],
     }

@@ -129,6 +129,7 @@ def _ensure(spec: DemoAccount) -> User:
         certificate=ContentFile(SYNTHETIC_CERTIFICATE, name="certificate.pdf"),
         typed_name=spec.full_name,
         dua_version=dua,
+        send_email_link=False,  # no mailbox; approved by the operator below
     )
     application_approve(
         application=application,

@@ -148,6 +148,9 @@ RULES: dict[str, Rule] = {
     "application_apply": signed_in("200", applicant="302", approved="302"),
     "application_resubmit": signed_in("302"),  # nobody here has changes requested
     "dua_sign": signed_in("302"),  # everyone here has signed the active version
+    # The link sent to the institutional email: a token that is not one is a 400 for anyone.
+    "application_verify_email": signed_in("400", kwargs=lambda w: {"token": "not-a-token"}),
+    "application_email_resend": signed_in("405"),  # POST only
     "admin_applications": admin_only(),
     "admin_application_detail": admin_only(kwargs=_application),
     "admin_application_revoke": admin_only("405", kwargs=_application),
