@@ -267,6 +267,29 @@ _cache_redis = CACHE_URL or (
 if _cache_redis:
     if not _cache_redis.startswith(("redis://", "rediss://", "unix://")):
         raise ImproperlyConfigured("CACHE_URL must be a redis:// URL")
+    from urllib.parse import urlsplit as _urlsplit
+
+    _cache_parts = _urlsplit(_cache_redis)
+    _cache_local = _cache_parts.scheme == "unix" or _cache_parts.hostname in {
+        "127.0.0.1",
+        "localhost",
+        "::1",
+    }
+    # Whoever can write to the cache can sign nothing the app will read back (the values are
+    # signed JSON: medalign_site/cache_codec.py), but can read sessions' keys and empty the
+    # rate limits: a Redis beyond this machine is reached over TLS with its own user's password.
+    _cache_var = "CACHE_URL" if CACHE_URL else "CELERY_BROKER_URL (the cache: CACHE_URL is unset)"
+    if not DEBUG and not _cache_local:
+        if _cache_parts.scheme != "rediss":
+            raise ImproperlyConfigured(
+                f"{_cache_var} must use rediss:// (TLS) for a Redis on another host, e.g. "
+                "CACHE_URL=rediss://medalign:PASSWORD@cache.internal:6380/0"
+            )
+        if not _cache_parts.password:
+            raise ImproperlyConfigured(
+                f"{_cache_var} must carry the Redis user's password (an ACL user of its own), "
+                "e.g. CACHE_URL=rediss://medalign:PASSWORD@cache.internal:6380/0"
+            )
     CACHES = {
         "default": {
             "BACKEND": "medalign_site.cache.ResilientRedisCache",
