@@ -130,8 +130,9 @@ def test_a_pickle_planted_in_the_database_cache_is_refused_not_executed(tmp_path
     import base64
     import pickle
 
-    from django.core.cache import cache
     from django.db import connection
+
+    cache = _database_cache()
 
     marker = tmp_path / "pwned"
     cache.set("review:access:user:1", ["placeholder"], 60)  # a row to overwrite
@@ -145,14 +146,19 @@ def test_a_pickle_planted_in_the_database_cache_is_refused_not_executed(tmp_path
     assert not marker.exists()
 
 
+def _database_cache():  # noqa: ANN202
+    # Explicitly the database cache: with Redis configured (CI) the default cache is Redis.
+    from medalign_site.cache import SignedDatabaseCache
+
+    return SignedDatabaseCache("medalign_cache", {"KEY_PREFIX": _own_prefix()})
+
+
 def _caches(request) -> list:  # noqa: ANN001
     caches = []
     if _redis_up():
         caches.append(ResilientRedisCache(REDIS_URL, {"KEY_PREFIX": _own_prefix()}))
     request.getfixturevalue("db")
-    from django.core.cache import cache
-
-    caches.append(cache)
+    caches.append(_database_cache())
     return caches
 
 
