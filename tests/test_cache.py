@@ -147,9 +147,17 @@ def test_a_pickle_planted_in_the_database_cache_is_refused_not_executed(tmp_path
 
 
 def _database_cache():  # noqa: ANN202
-    # Explicitly the database cache: with Redis configured (CI) the default cache is Redis.
+    # Explicitly the database cache: with Redis configured (CI) the default cache is Redis, and
+    # migration 0007 made no table for it then: made here, as createcachetable would.
+    from django.core.management.commands.createcachetable import Command
+    from django.db import DEFAULT_DB_ALIAS, connection
+
     from medalign_site.cache import SignedDatabaseCache
 
+    if "medalign_cache" not in connection.introspection.table_names():
+        command = Command()
+        command.verbosity = 0
+        command.create_table(DEFAULT_DB_ALIAS, "medalign_cache", dry_run=False)
     return SignedDatabaseCache("medalign_cache", {"KEY_PREFIX": _own_prefix()})
 
 
