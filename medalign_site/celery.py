@@ -1,8 +1,11 @@
 """Celery application. Tasks live in each app's ``tasks.py`` and are discovered automatically."""
 
+import logging.config
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import setup_logging
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "medalign_site.settings")
 
@@ -15,6 +18,16 @@ app.autodiscover_tasks()
 from scoring.runs.sweeper import RunSweep  # noqa: E402 - after the app it registers with
 
 app.steps["worker"].add(RunSweep)
+
+
+@setup_logging.connect
+def _django_logging(**kwargs: Any) -> None:
+    """Workers log through the web's configuration (settings.LOGGING): exception messages
+    redacted, Celery's task-failure lines too (medalign_site/logs.py). Without a receiver here,
+    Celery installs its own handlers and formatter, which print both in full."""
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
 
 
 def set_always_eager(flag: bool) -> None:

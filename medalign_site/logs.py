@@ -16,6 +16,28 @@ def redact_exception(exc: BaseException) -> str:
     return f"{name}: <message redacted, {len(str(exc))} characters>"
 
 
+class RedactCeleryTaskErrors(logging.Filter):
+    """Celery's own lines about a failed task put the exception's repr (and, for internal
+    errors, the traceback text) into the message itself: "Task … raised unexpected:
+    ValueError('…')". Those arguments are replaced by the exception's type and length; the
+    traceback is still logged, through the formatter below, without messages."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, dict) and "exc" in args:
+            exc = record.exc_info[1] if record.exc_info else None
+            redacted = dict(args)
+            redacted["exc"] = (
+                redact_exception(exc)
+                if exc is not None
+                else f"<message redacted, {len(str(args['exc']))} characters>"
+            )
+            if "traceback" in redacted:
+                redacted["traceback"] = "<traceback logged separately>"
+            record.args = redacted
+        return True
+
+
 class RedactingFormatter(logging.Formatter):
     def formatException(self, ei) -> str:  # noqa: ANN001, N802 - logging's signature
         exc_type, exc, tb = ei

@@ -8,13 +8,17 @@ from django.contrib.auth import logout
 from django.http import HttpRequest, HttpResponse
 
 _LAST_SEEN_KEY = "_last_seen"
+SIGNED_IN_AT_KEY = "_signed_in_at"  # set at sign-in (review.receivers.on_login)
 
 
 class IdleSessionTimeoutMiddleware:
-    """Sign a user out after SESSION_IDLE_TIMEOUT_MINUTES without a request.
+    """Sign a user out after SESSION_IDLE_TIMEOUT_MINUTES without a request, and in any case
+    SESSION_COOKIE_AGE after they signed in.
 
-    A DUA requires unattended sessions to end; Django's SESSION_COOKIE_AGE is an absolute cap, so
-    the idle clock is kept in the session itself and refreshed on every authenticated request.
+    A DUA requires unattended sessions to end: the idle clock is kept in the session itself and
+    refreshed on every authenticated request. Django's SESSION_COOKIE_AGE is not an absolute
+    cap by itself: every save of the session moves its expiry on, so a session in use never
+    ended (issue 24, finding 4). The sign-in time, kept in the session, caps it.
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
@@ -25,6 +29,14 @@ class IdleSessionTimeoutMiddleware:
             now = int(time.time())
             last_seen = request.session.get(_LAST_SEEN_KEY)
             limit = settings.SESSION_IDLE_TIMEOUT_MINUTES * 60
+            signed_in_at = request.session.get(SIGNED_IN_AT_KEY)
+            if signed_in_at is None:
+                # A session from before the cap existed: its lifetime counts from now.
+                request.session[SIGNED_IN_AT_KEY] = now
+            elif now - int(signed_in_at) > settings.SESSION_COOKIE_AGE:
+                logout(request)
+                request.session["session_expired"] = True
+                return self.get_response(request)
             if last_seen is not None and now - int(last_seen) > limit:
                 logout(request)
                 request.session["idle_logout"] = True

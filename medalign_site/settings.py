@@ -219,11 +219,18 @@ ACCOUNT_RATE_LIMITS = {
     "confirm_email": "1/3m/key",
 }
 ACCOUNT_ADAPTER = "review.adapters.AccountAdapter"
+# Sign-up costs the same for a known email as for a new one (review.forms.accounts.SignupForm).
+ACCOUNT_FORMS = {"signup": "review.forms.accounts.SignupForm"}
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = "MedAlign Review"
 # TOTP secrets and recovery-code seeds are encrypted at rest (review.adapters.MFAAdapter) with
 # Fernet keys from the environment: comma-separated, the first encrypts, all decrypt (rotation).
 MFA_ADAPTER = "review.adapters.MFAAdapter"
+# The TOTP steps say how long a lockout lasts, and audit it (review.second_factor).
+MFA_FORMS = {
+    "authenticate": "review.second_factor.AuthenticateForm",
+    "reauthenticate": "review.second_factor.ReauthenticateForm",
+}
 MFA_ENCRYPTION_KEYS = env_list("MFA_ENCRYPTION_KEY", [])
 if not MFA_ENCRYPTION_KEYS:
     if not DEBUG:
@@ -260,6 +267,29 @@ _cache_redis = CACHE_URL or (
 if _cache_redis:
     if not _cache_redis.startswith(("redis://", "rediss://", "unix://")):
         raise ImproperlyConfigured("CACHE_URL must be a redis:// URL")
+    from urllib.parse import urlsplit as _urlsplit
+
+    _cache_parts = _urlsplit(_cache_redis)
+    _cache_local = _cache_parts.scheme == "unix" or _cache_parts.hostname in {
+        "127.0.0.1",
+        "localhost",
+        "::1",
+    }
+    # Whoever can write to the cache can sign nothing the app will read back (the values are
+    # signed JSON: medalign_site/cache_codec.py), but can read sessions' keys and empty the
+    # rate limits: a Redis beyond this machine is reached over TLS with its own user's password.
+    _cache_var = "CACHE_URL" if CACHE_URL else "CELERY_BROKER_URL (the cache: CACHE_URL is unset)"
+    if not DEBUG and not _cache_local:
+        if _cache_parts.scheme != "rediss":
+            raise ImproperlyConfigured(
+                f"{_cache_var} must use rediss:// (TLS) for a Redis on another host, e.g. "
+                "CACHE_URL=rediss://medalign:PASSWORD@cache.internal:6380/0"
+            )
+        if not _cache_parts.password:
+            raise ImproperlyConfigured(
+                f"{_cache_var} must carry the Redis user's password (an ACL user of its own), "
+                "e.g. CACHE_URL=rediss://medalign:PASSWORD@cache.internal:6380/0"
+            )
     CACHES = {
         "default": {
             "BACKEND": "medalign_site.cache.ResilientRedisCache",
@@ -273,7 +303,7 @@ if _cache_redis:
 else:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "BACKEND": "medalign_site.cache.SignedDatabaseCache",
             "LOCATION": "medalign_cache",
             "OPTIONS": {"MAX_ENTRIES": 100_000},
         }
@@ -284,6 +314,9 @@ ACCESS_CACHE_SECONDS = env_int("ACCESS_CACHE_SECONDS", 60, minimum=0)
 # combination altogether (approvals refuse it, and an existing account keeps only its
 # researcher access).
 FORBID_CLINICIAN_RESEARCHER = env_bool("FORBID_CLINICIAN_RESEARCHER", False)
+# Researchers' API tokens expire this many days after they are made (and end at once with a
+# revocation, a role change, a new approval or a password change: scoring.receivers).
+API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 90, minimum=1)
 
 # --- Sessions and security --------------------------------------------------------------------
 # Sessions are read from the shared cache and written through to the database (they survive a
@@ -468,7 +501,14 @@ LOGGING = {
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
         }
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"celery_task_errors": {"()": "medalign_site.logs.RedactCeleryTaskErrors"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["celery_task_errors"],
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

@@ -1,8 +1,13 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from review.second_factor import factor_management_urls
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # allauth's recovery-code and TOTP-deactivation pages, behind the second factor shown in
+    # this session (review.second_factor): listed first, so they are the ones served.
+    *factor_management_urls(),
     path("accounts/", include("allauth.urls")),
     path("", include("review.urls")),
     path("research/", include("scoring.urls")),

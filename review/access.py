@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, transaction
+from django.db.models.fields.files import FieldFile
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -112,15 +113,17 @@ def _generation_key(user_id: int) -> str:
     return f"review:access:generation:{user_id}"
 
 
-def _current_entry(user_id: int, today: date) -> tuple[tuple[Any, ...] | None, Any, Any]:
+def _current_entry(user_id: int, today: date) -> tuple[list[Any] | None, Any, Any]:
     """The user's shared entry if it is current (else None), the DUA epoch and the user's
     generation.
 
-    An entry is (date, epoch, access, user row or None, generation): one cache read gives the
-    request its user and its access evaluation. It is current when it is today's, of the current
-    DUA epoch, and of the user's current generation: every clear (``clear_cached_access``) gives
-    the user a new generation, so an entry written by a request that read the database before
-    the clear is never used, even if that request writes it after the clear.
+    An entry is [date, epoch, access, user row or None, generation] (JSON: the shared cache
+    stores signed JSON, never pickles, medalign_site/cache_codec.py): one cache read gives the
+    request its user and its access evaluation. It is current when it is today's, of the
+    current DUA epoch, and of the user's current generation: every clear
+    (``clear_cached_access``) gives the user a new generation, so an entry written by a request
+    that read the database before the clear is never used, even if that request writes it
+    after the clear.
     """
     key, generation_key = _access_key(user_id), _generation_key(user_id)
     found = cache.get_many([key, _ACCESS_EPOCH_KEY, generation_key])
@@ -128,7 +131,7 @@ def _current_entry(user_id: int, today: date) -> tuple[tuple[Any, ...] | None, A
     generation = found.get(generation_key, 0)
     entry = found.get(key)
     if (
-        entry is None
+        not isinstance(entry, list)
         or len(entry) != 5
         or entry[0] != today.isoformat()
         or entry[1] != epoch
@@ -146,15 +149,76 @@ def _shared_cached(user: User, today: date) -> UserAccess:
     # gives the user a new one, and the entry written below is then ignored.
     entry, epoch, generation = _current_entry(user.pk, today)
     if entry is not None:
-        return entry[2]
+        access = _access_from_json(entry[2])
+        if access is not None:
+            return access
     result = _evaluate(user, today)
     # The user row goes in only when it was read from the database in this generation
     # (review.auth_backends notes the generation it saw before reading it); otherwise the entry
     # carries the access alone, and the next request reads the user from the database.
     seen = getattr(user, "_access_generation", _UNSEEN)
     row = _user_row(user) if seen == generation else None
-    cache.set(_access_key(user.pk), (today.isoformat(), epoch, result, row, generation), seconds)
+    cache.set(
+        _access_key(user.pk),
+        [today.isoformat(), epoch, _access_to_json(result), row, generation],
+        seconds,
+    )
     return result
+
+
+# --- rows in the entry: a model instance as [column names, values] -------------------------------
+def _row(obj: Any, names: tuple[str, ...]) -> list[Any]:
+    values = []
+    for name in names:
+        value = obj.__dict__.get(name) if name in obj.__dict__ else getattr(obj, name)
+        if isinstance(value, FieldFile):
+            value = value.name  # a FileField's column is the file's name
+        values.append(value)
+    return [list(names), values]
+
+
+def _from_row(model: type[Any], names: tuple[str, ...], row: Any) -> Any:
+    """The instance a row describes, or None if the row is not one of ``model``'s current
+    columns (written by another version of the model)."""
+    if not isinstance(row, list) or len(row) != 2 or tuple(row[0]) != names:
+        return None
+    values = row[1]
+    if not isinstance(values, list) or len(values) != len(names):
+        return None
+    return model.from_db(DEFAULT_DB_ALIAS, list(names), values)
+
+
+@cache_result
+def _application_fields() -> tuple[str, ...]:
+    return tuple(f.attname for f in AccessApplication._meta.concrete_fields)
+
+
+def _access_to_json(access: UserAccess) -> dict[str, Any]:
+    application = access.application
+    return {
+        "roles": sorted(access.roles),
+        "reason": access.reason,
+        "needs_mfa": access.needs_mfa,
+        "application": None if application is None else _row(application, _application_fields()),
+    }
+
+
+def _access_from_json(data: Any) -> UserAccess | None:
+    try:
+        roles = frozenset(str(role) for role in data["roles"])
+        application = None
+        if data["application"] is not None:
+            application = _from_row(AccessApplication, _application_fields(), data["application"])
+            if application is None:
+                return None
+        return UserAccess(
+            roles=roles,
+            application=application,
+            reason=str(data["reason"]),
+            needs_mfa=bool(data["needs_mfa"]),
+        )
+    except (KeyError, TypeError):
+        return None
 
 
 # --- the signed-in user from the same entry (review.auth_backends) ------------------------------
@@ -165,9 +229,8 @@ def _user_fields() -> tuple[str, ...]:
     return tuple(f.attname for f in User._meta.concrete_fields if f.attname != "password")
 
 
-def _user_row(user: User) -> tuple[tuple[str, ...], tuple[Any, ...], str]:
-    names = _user_fields()
-    return names, tuple(getattr(user, n) for n in names), user.get_session_auth_hash()
+def _user_row(user: User) -> list[Any]:
+    return [*_row(user, _user_fields()), user.get_session_auth_hash()]
 
 
 def cached_user(user_id: Any) -> tuple[User | None, Any]:
@@ -188,14 +251,15 @@ def cached_user(user_id: Any) -> tuple[User | None, Any]:
     except (TypeError, ValueError):
         return None, _UNSEEN
     entry, _epoch, generation = _current_entry(pk, timezone.localdate())
-    if entry is None or entry[3] is None:
+    if entry is None or not isinstance(entry[3], list) or len(entry[3]) != 3:
         return None, generation
-    names, values, session_auth_hash = entry[3]
-    if names != _user_fields() or values[names.index("id")] != pk:
+    names = _user_fields()
+    user = _from_row(User, names, entry[3][:2])
+    access = _access_from_json(entry[2])
+    if user is None or access is None or user.pk != pk:
         return None, generation  # written by another version of the model
-    user = User.from_db(DEFAULT_DB_ALIAS, list(names), list(values))
-    user._session_auth_hash = session_auth_hash
-    user._access_cache = entry[2]
+    user._session_auth_hash = str(entry[3][2])
+    user._access_cache = access
     return user, generation
 
 

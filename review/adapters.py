@@ -10,7 +10,10 @@ from allauth.core import context as allauth_context
 from allauth.mfa.adapter import DefaultMFAAdapter
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.http import HttpRequest
 
 from review.site import site_identity, site_url
 
@@ -20,8 +23,53 @@ from review.site import site_identity, site_url
 ENCRYPTED_PREFIX = "fernet:"
 
 
-class AccountAdapter(DefaultAccountAdapter):
-    """Project account adapter (hook point for signup rules)."""
+class AccountAdapter(DefaultAccountAdapter):  # type: ignore[misc]
+    """Project account adapter: emails that name the site, sign-in limits per account and
+    address, a lockout that says how long it lasts, the second factor first when
+    re-authenticating."""
+
+    def _get_login_attempts_cache_key(self, request: HttpRequest, **credentials: Any) -> str:
+        # allauth counts failed passwords per account ("5/5m/key"): five wrong passwords from
+        # anywhere locked anyone out by their email alone. The key now also names the client's
+        # address, so only that address is locked out of that account; the per-address limit
+        # ("30/5m/ip") still bounds one address across accounts, and TOTP stands behind both.
+        login = str(credentials.get("email", credentials.get("username", ""))).lower()
+        return f"{login}|{self.get_client_ip(request)}"
+
+    def pre_authenticate(self, request: HttpRequest, **credentials: Any) -> None:
+        try:
+            super().pre_authenticate(request, **credentials)
+        except ValidationError as exc:
+            if exc.code != "too_many_login_attempts":
+                raise
+            from review.models import AuditEvent
+            from review.second_factor import lockout_seconds, wait_text
+            from review.services.audit import audit_record
+
+            seconds = lockout_seconds(
+                request,
+                action="login_failed",
+                key=self._get_login_attempts_cache_key(request, **credentials),
+            )
+            audit_record(
+                action=AuditEvent.Action.LOGIN_LOCKED,
+                actor_email=str(credentials.get("email") or "")[:254],
+                request=request,
+                details={"seconds": seconds},
+            )
+            raise ValidationError(
+                "Too many failed sign-in attempts from this address. "
+                f"Try again in {wait_text(seconds)}.",
+                code="too_many_login_attempts",
+            ) from None
+
+    def get_reauthentication_methods(
+        self, user: AbstractBaseUser | AnonymousUser
+    ) -> list[dict[str, Any]]:
+        # An account with a second factor re-authenticates with it first (allauth sends the
+        # user to the first method); the factor pages accept nothing else (review.second_factor).
+        methods: list[dict[str, Any]] = super().get_reauthentication_methods(user)
+        return sorted(methods, key=lambda m: not str(m.get("id", "")).startswith("mfa_"))
 
     def send_mail(self, template_prefix: str, email: str, context: dict[str, Any]) -> None:
         # Without django.contrib.sites allauth names the site after the request's host
@@ -77,7 +125,7 @@ def mfa_decrypt(stored: str) -> str:
         ) from None
 
 
-class MFAAdapter(DefaultMFAAdapter):
+class MFAAdapter(DefaultMFAAdapter):  # type: ignore[misc]
     """TOTP secrets and recovery-code seeds encrypted at rest (Fernet, key from the environment).
 
     A database dump or an admin page alone then reveals no second factor.

@@ -7,16 +7,24 @@ by the services that make them (in the same transaction), not here. Cache cleari
 a stale "approved" must never outlive a revocation.
 """
 
+import time
 from typing import Any
 
 from allauth.account.internal.flows.login import record_authentication
 from allauth.mfa.models import Authenticator
-from allauth.mfa.signals import authenticator_added, authenticator_removed, authenticator_reset
+from allauth.mfa.signals import (
+    authentication_failed,
+    authenticator_added,
+    authenticator_removed,
+    authenticator_reset,
+    authenticator_used,
+)
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import HttpRequest
 
+from medalign_site.middleware import SIGNED_IN_AT_KEY
 from review.access import clear_all_cached_access, clear_cached_access
 from review.models import AccessApplication, AuditEvent, DUASignature, DUAVersion, ErrorTag, User
 from review.selectors.reviews import error_tags_forget
@@ -26,6 +34,9 @@ from review.services.audit import audit_record
 @receiver(user_logged_in, dispatch_uid="review.audit_login")
 def on_login(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
     audit_record(action=AuditEvent.Action.LOGIN, actor=user, request=request)
+    if request is not None and hasattr(request, "session"):
+        # The session's absolute lifetime counts from here (medalign_site.middleware).
+        request.session[SIGNED_IN_AT_KEY] = int(time.time())
 
 
 @receiver(user_login_failed, dispatch_uid="review.audit_login_failed")
@@ -83,6 +94,54 @@ def on_totp_activated(
     if request is None or getattr(authenticator, "type", "") != Authenticator.Type.TOTP:
         return
     record_authentication(request, user, "mfa", id=authenticator.pk, type=authenticator.type)
+
+
+@receiver(authenticator_added, dispatch_uid="review.factor_added_ends_other_sessions")
+def on_factor_added(
+    sender: Any, request: HttpRequest | None, user: Any, authenticator: Any, **kwargs: Any
+) -> None:
+    # A session signed in before the factor existed (with the password alone) must not live on
+    # beside it; the session that added the factor is kept.
+    from review.services.accounts import user_sessions_end
+
+    user_sessions_end(
+        user=user,
+        reason=f"second factor added ({getattr(authenticator, 'type', '')})",
+        keep=request,
+    )
+
+
+@receiver(authentication_failed, dispatch_uid="review.audit_mfa_failed")
+def on_mfa_failed(
+    sender: Any, request: HttpRequest | None, user: Any, authenticator: Any, **kwargs: Any
+) -> None:
+    # The code itself is never recorded.
+    audit_record(
+        action=AuditEvent.Action.MFA_FAILED,
+        actor=user,
+        request=request,
+        details={
+            "type": getattr(authenticator, "type", ""),
+            "step": "session" if kwargs.get("reauthentication") else "sign-in",
+        },
+    )
+
+
+@receiver(authenticator_used, dispatch_uid="review.audit_recovery_code_used")
+def on_factor_used(
+    sender: Any, request: HttpRequest | None, user: Any, authenticator: Any, **kwargs: Any
+) -> None:
+    if getattr(authenticator, "type", "") != Authenticator.Type.RECOVERY_CODES:
+        return
+    audit_record(
+        action=AuditEvent.Action.RECOVERY_CODE_USED,
+        actor=user,
+        request=request,
+        details={
+            "step": "session" if kwargs.get("reauthenticated") else "sign-in",
+            "codes_left": len(authenticator.wrap().get_unused_codes()),
+        },
+    )
 
 
 # --- cached access evaluations (review.access.user_access) --------------------------------------

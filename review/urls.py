@@ -13,6 +13,16 @@ urlpatterns += [
     path("access/apply/", accounts.application_apply, name="application_apply"),
     path("access/resubmit/", accounts.application_resubmit, name="application_resubmit"),
     path("access/dua/", accounts.dua_sign, name="dua_sign"),
+    path(
+        "access/verify-email/send/",
+        accounts.application_email_resend,
+        name="application_email_resend",
+    ),
+    path(
+        "access/verify-email/<str:token>/",
+        accounts.application_verify_email,
+        name="application_verify_email",
+    ),
     path("manage/applications/", accounts.admin_applications, name="admin_applications"),
     path(
         "manage/applications/<int:application_id>/",

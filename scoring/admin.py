@@ -1,14 +1,17 @@
 """Django admin for what researchers declare about a dataset's models, and the allowlist of
 institution-run model endpoints (issue 14)."""
 
+import socket
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
 from review.admin.audited import AuditedAdmin
-from scoring.generation.backends import normalize_endpoint
+from scoring.generation.backends import address_refusal, normalize_endpoint
 from scoring.models import GenerationEndpoint, LearnedMetricModel, ModelVariant
 
 
@@ -46,13 +49,43 @@ class LearnedMetricModelAdmin(admin.ModelAdmin):
 class GenerationEndpointForm(forms.ModelForm):
     class Meta:
         model = GenerationEndpoint
-        fields = ("url", "model", "label", "tokenizer_path", "enabled", "timeout_seconds", "notes")
+        fields = (
+            "url",
+            "model",
+            "label",
+            "tokenizer_path",
+            "enabled",
+            "allow_public_address",
+            "timeout_seconds",
+            "notes",
+        )
 
     def clean_url(self) -> str:
         try:
             return normalize_endpoint(self.cleaned_data["url"])
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
+
+    def clean(self) -> dict[str, Any]:
+        # Said at once rather than at the first request: where the name points now.
+        data = super().clean()
+        url = data.get("url")
+        if url:
+            host, port = urlsplit(url).hostname or "", urlsplit(url).port or 80
+            try:
+                answers = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except OSError:
+                # The workers resolve it at every request (they may see another DNS than the
+                # web server); they refuse it then if it does not resolve or points outside.
+                return data
+            for answer in answers:
+                why = address_refusal(
+                    str(answer[4][0]), allow_public=bool(data.get("allow_public_address"))
+                )
+                if why:
+                    self.add_error("url", f"{host} resolves to {why}")
+                    break
+        return data
 
     def clean_tokenizer_path(self) -> str:
         path = Path(self.cleaned_data["tokenizer_path"]).expanduser()
@@ -69,6 +102,14 @@ class GenerationEndpointAdmin(AuditedAdmin):
     audited (``AuditedAdmin``). Nothing else may be sent a prompt or a response to judge."""
 
     form = GenerationEndpointForm
-    list_display = ("url", "model", "label", "enabled", "timeout_seconds", "created_at")
+    list_display = (
+        "url",
+        "model",
+        "label",
+        "enabled",
+        "allow_public_address",
+        "timeout_seconds",
+        "created_at",
+    )
     list_filter = ("enabled",)
     search_fields = ("url", "model", "label")

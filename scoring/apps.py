@@ -1,11 +1,19 @@
 from django.apps import AppConfig
 
 
-def _endpoint_allowed(endpoint: str) -> bool:
+def _endpoint_allowed(endpoint: str) -> bool | str:
     # Read on every request (no cache): an endpoint an admin disables stops at once.
+    from scoring.generation.backends import ALLOW_PUBLIC
     from scoring.models import GenerationEndpoint
 
-    return GenerationEndpoint.objects.filter(url=endpoint, enabled=True).exists()
+    row = (
+        GenerationEndpoint.objects.filter(url=endpoint, enabled=True)
+        .values_list("allow_public_address", flat=True)
+        .first()
+    )
+    if row is None:
+        return False
+    return ALLOW_PUBLIC if row else True
 
 
 class ScoringConfig(AppConfig):
@@ -18,6 +26,7 @@ class ScoringConfig(AppConfig):
         # process (web, worker, beat's sweep) then knows them all.
         # The generation backends are plain Python and allow no endpoint by default; the app's
         # allowlist is the admin's GenerationEndpoint rows.
+        from scoring import receivers  # noqa: F401 - API tokens end with access changes
         from scoring.generation import backends
         from scoring.generation import runs as generation_runs  # noqa: F401
         from scoring.runs import scoring  # noqa: F401

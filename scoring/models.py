@@ -152,6 +152,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # API_TOKEN_DAYS after creation; a token without one (none since the migration) is refused.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_reason = models.CharField(max_length=100, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -235,6 +238,13 @@ class GenerationEndpoint(models.Model):
         max_length=80, blank=True, help_text="Name in the app (default: model)."
     )
     enabled = models.BooleanField(default=True)
+    allow_public_address = models.BooleanField(
+        default=False,
+        help_text=(
+            "Off: the server's name must resolve to a private or loopback address (inside the "
+            "institution). Tick only for a server the institution runs at a public address."
+        ),
+    )
     timeout_seconds = models.PositiveIntegerField(default=120)
     notes = models.TextField(blank=True, help_text="Who runs it, where, under which agreement.")
     created_at = models.DateTimeField(default=timezone.now)

@@ -28,8 +28,34 @@ from review.services import accounts as services
 
 PASSWORD = "correct-horse-battery-staple"
 TOTP_SECRET = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"  # base32, 32 characters
-PDF_BYTES = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
-PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+
+def _pdf_bytes() -> bytes:
+    import io
+
+    import pypdf
+
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(width=200, height=100)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def _image_bytes(fmt: str) -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (40, 20), "white").save(out, format=fmt)
+    return out.getvalue()
+
+
+# Certificates that decode (issue 24: a header followed by garbage is refused).
+PDF_BYTES = _pdf_bytes()
+PNG_BYTES = _image_bytes("PNG")
+JPEG_BYTES = _image_bytes("JPEG")
 
 
 def totp_code(secret: str = TOTP_SECRET, *, at: float | None = None) -> str:
@@ -118,16 +144,23 @@ def application_details(user: User, **overrides: object) -> services.Application
     return services.ApplicationDetails(**values)  # type: ignore[arg-type]
 
 
-def make_application(user: User, **overrides: object) -> AccessApplication:
-    """A pending application, submitted (and the active DUA signed) through the service."""
+def make_application(
+    user: User, *, email_verified: bool = True, **overrides: object
+) -> AccessApplication:
+    """A pending application, submitted (and the active DUA signed) through the service, its
+    institutional email verified through its link unless ``email_verified=False``."""
     details = application_details(user, **overrides)
-    return services.application_submit(
+    application = services.application_submit(
         user=user,
         details=details,
         certificate=pdf_file(),
         typed_name=details.full_name,
         dua_version=active_dua(),
     )
+    if email_verified:
+        token = services.institutional_email_token(application)
+        application = services.application_email_verify(user=user, token=token)
+    return application
 
 
 def make_approved(
@@ -148,6 +181,9 @@ def make_approved(
         notify=False,
         by_operator=reviewer is None,  # test fixtures: as the demo accounts are made
     )
+    # Approval ends the account's sessions with a new session epoch (issue 24): the caller's
+    # instance signs in next, so it carries the new one.
+    user.refresh_from_db(fields=["session_epoch"])
     if expires_on is not None and expires_on != future:
         # The service refuses past dates, as it should; tests need expired approvals too.
         AccessApplication.objects.filter(pk=application.pk).update(expires_on=expires_on)

@@ -1,6 +1,7 @@
 """The Redis shared cache: clearing leaves the broker's keys alone; Redis away degrades."""
 
 import socket
+import time
 
 import pytest
 
@@ -90,3 +91,137 @@ def test_redis_replies_are_parsed_by_hiredis() -> None:
     import redis.utils
 
     assert redis.utils.HIREDIS_AVAILABLE
+
+
+# --- issue 24, finding 3: nothing read back from the cache is unpickled -------------------------
+class _Planted:
+    """A pickle that, when loaded, creates ``path`` (what a shell command would do, harmlessly)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):  # noqa: ANN204 - pickle's protocol
+        return (open, (self.path, "w"))
+
+
+def _own_prefix() -> str:
+    import os
+
+    return f"{os.environ.get('TEST_CACHE_PREFIX', 'medalign-test')}-codec"
+
+
+@pytest.mark.skipif(not _redis_up(), reason="no Redis on 127.0.0.1:6379")
+def test_a_pickle_planted_in_redis_is_refused_not_executed(tmp_path) -> None:
+    import pickle
+
+    cache = ResilientRedisCache(REDIS_URL, {"KEY_PREFIX": _own_prefix()})
+    marker = tmp_path / "pwned"
+    key = cache.make_key("review:access:user:1")
+    client = cache._cache.get_client(None, write=True)
+    client.set(key, pickle.dumps(_Planted(str(marker))))
+    assert cache.get("review:access:user:1") is None
+    assert cache.get_many(["review:access:user:1"]) == {}
+    assert not marker.exists()
+    client.delete(key)
+
+
+@pytest.mark.django_db
+def test_a_pickle_planted_in_the_database_cache_is_refused_not_executed(tmp_path) -> None:
+    import base64
+    import pickle
+
+    from django.db import connection
+
+    cache = _database_cache()
+
+    marker = tmp_path / "pwned"
+    cache.set("review:access:user:1", ["placeholder"], 60)  # a row to overwrite
+    planted = base64.b64encode(pickle.dumps(_Planted(str(marker)))).decode()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE medalign_cache SET value = %s WHERE cache_key = %s",
+            [planted, cache.make_key("review:access:user:1")],
+        )
+    assert cache.get("review:access:user:1") is None
+    assert not marker.exists()
+
+
+def _database_cache():  # noqa: ANN202
+    # Explicitly the database cache: with Redis configured (CI) the default cache is Redis, and
+    # migration 0007 made no table for it then: made here, as createcachetable would.
+    from django.core.management.commands.createcachetable import Command
+    from django.db import DEFAULT_DB_ALIAS, connection
+
+    from medalign_site.cache import SignedDatabaseCache
+
+    if "medalign_cache" not in connection.introspection.table_names():
+        command = Command()
+        command.verbosity = 0
+        command.create_table(DEFAULT_DB_ALIAS, "medalign_cache", dry_run=False)
+    return SignedDatabaseCache("medalign_cache", {"KEY_PREFIX": _own_prefix()})
+
+
+def _caches(request) -> list:  # noqa: ANN001
+    caches = []
+    if _redis_up():
+        caches.append(ResilientRedisCache(REDIS_URL, {"KEY_PREFIX": _own_prefix()}))
+    request.getfixturevalue("db")
+    caches.append(_database_cache())
+    return caches
+
+
+def test_values_round_trip_as_json_with_dates(request) -> None:
+    from datetime import UTC, date, datetime
+
+    value = [
+        "2026-01-01",
+        {"roles": ["clinician"], "at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)},
+        date(2027, 1, 1),
+        None,
+        1.5,
+    ]
+    for cache in _caches(request):
+        cache.set("round-trip", value, 60)
+        assert cache.get("round-trip") == value
+        assert cache.get_many(["round-trip"]) == {"round-trip": value}
+        assert cache.add("round-trip-add", True, 60) is True
+        assert cache.add("round-trip-add", True, 60) is False
+        cache.delete_many(["round-trip", "round-trip-add"])
+
+
+def test_a_signed_value_copied_under_another_key_is_refused(request) -> None:
+    # An admin's access entry copied to a clinician's key must not make the clinician an admin.
+    for cache in _caches(request):
+        cache.set("review:access:user:1", ["admin's entry"], 60)
+        cache.set("review:access:user:2", ["clinician's entry"], 60)
+        if isinstance(cache, ResilientRedisCache):
+            client = cache._cache.get_client(None, write=True)
+            client.set(
+                cache.make_key("review:access:user:2"),
+                client.get(cache.make_key("review:access:user:1")),
+            )
+        else:
+            from django.db import connection
+
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE medalign_cache SET value = (SELECT value FROM medalign_cache "
+                    "WHERE cache_key = %s) WHERE cache_key = %s",
+                    [
+                        cache.make_key("review:access:user:1"),
+                        cache.make_key("review:access:user:2"),
+                    ],
+                )
+        assert cache.get("review:access:user:2") is None
+        assert cache.get("review:access:user:1") == ["admin's entry"]
+        cache.delete_many(["review:access:user:1", "review:access:user:2"])
+
+
+def test_a_value_replayed_after_its_lifetime_is_refused() -> None:
+    from medalign_site.cache_codec import CacheValueRefused, decode, encode
+
+    stored = encode("k", {"a": 1}, expires_at=time.time() - 5)
+    with pytest.raises(CacheValueRefused):
+        decode("k", stored)
+    assert decode("k", encode("k", {"a": 1}, expires_at=time.time() + 60)) == {"a": 1}
+    assert decode("k", encode("k", {"a": 1}, expires_at=None)) == {"a": 1}

@@ -58,7 +58,7 @@ def test_with_only_debug_set_it_runs_on_sqlite_the_filesystem_broker_and_the_db_
         "django.db.backends.sqlite3",
         "filesystem://",
         "30",
-        "django.core.cache.backends.db.DatabaseCache",
+        "medalign_site.cache.SignedDatabaseCache",
     ]
     assert (tmp_path / "celery-broker" / "queue").is_dir()
 
@@ -83,6 +83,21 @@ def test_database_and_broker_urls_switch_to_postgresql_and_redis(tmp_path) -> No
     ]
     # The Redis broker is also the shared cache (rate limits, TOTP replay, sessions).
     assert result.stdout.split()[4] == "medalign_site.cache.ResilientRedisCache"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "rediss://medalign:s3cret@cache.internal:6380/0",
+        "redis://127.0.0.1:6379/0",  # loopback: on this machine
+        "unix:///run/redis/redis.sock?db=0",
+    ],
+)
+def test_a_dedicated_redis_with_tls_and_a_password_or_a_local_one_starts(tmp_path, url) -> None:
+    result = load_settings(
+        tmp_path, SECRET_KEY=GOOD_KEY, MFA_ENCRYPTION_KEY=FERNET_KEY, CACHE_URL=url
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_cache_url_selects_redis_for_the_shared_cache(tmp_path) -> None:
@@ -128,6 +143,23 @@ def test_the_app_refuses_to_start_with_only_allowed_hosts_set(tmp_path) -> None:
         ({"SECRET_KEY": GOOD_KEY}, "MFA_ENCRYPTION_KEY must be set when DEBUG is off"),
         ({"SECRET_KEY": GOOD_KEY, "MFA_ENCRYPTION_KEY": "short"}, "is not a Fernet key"),
         ({"DEBUG": "true", "CACHE_URL": "memcached://x"}, "CACHE_URL must be a redis:// URL"),
+        # Redis beyond this machine: TLS and a password, outside DEBUG (issue 24, finding 3).
+        (
+            {
+                "SECRET_KEY": GOOD_KEY,
+                "MFA_ENCRYPTION_KEY": FERNET_KEY,
+                "CACHE_URL": "redis://cache.internal:6379/0",
+            },
+            "CACHE_URL must use rediss://",
+        ),
+        (
+            {
+                "SECRET_KEY": GOOD_KEY,
+                "MFA_ENCRYPTION_KEY": FERNET_KEY,
+                "CACHE_URL": "rediss://cache.internal:6380/0",
+            },
+            "CACHE_URL must carry the Redis user's password",
+        ),
         (
             {"DEBUG": "true", "SCORING_REFERENCE_AGGREGATE": "median"},
             "SCORING_REFERENCE_AGGREGATE must be one of",

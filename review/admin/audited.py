@@ -2,10 +2,11 @@
 
 ``AuditedAdmin`` writes an ADMIN_CHANGED audit event next to Django's own LogEntry for every
 addition, change and deletion (LogEntry can be edited by a superuser; the audit trail cannot).
-``RecordReadOnlyAdmin`` is for patient data (records, instructions, reference and model
-responses): read-only for everyone (corrections go through the import with ``--replace``, which
-invalidates the scores of changed text), and every list or object page an admin opens writes an
-ADMIN_VIEWED event naming the patient where there is one.
+``AuditedReadsAdmin`` audits every list and object page an admin opens (reviews: their
+comments are about a patient's record). ``RecordReadOnlyAdmin`` is for patient data (records,
+instructions, reference and model responses): read-only for everyone (corrections go through
+the import with ``--replace``, which invalidates the scores of changed text), and every list or
+object page an admin opens writes an ADMIN_VIEWED event naming the patient where there is one.
 """
 
 from typing import Any
@@ -19,7 +20,12 @@ from review.services.audit import audit_record
 
 
 def _person_id(obj: Any) -> str:
-    for path in ("person_id", "patient.person_id", "instruction.person_id"):
+    for path in (
+        "person_id",
+        "patient.person_id",
+        "instruction.person_id",
+        "assignment.instruction.person_id",
+    ):
         value: Any = obj
         for part in path.split("."):
             value = getattr(value, part, None)
@@ -31,7 +37,11 @@ def _person_id(obj: Any) -> str:
 
 
 def _instruction_id(obj: Any) -> str:
-    for path in ("instruction_id", "instruction.instruction_id"):
+    for path in (
+        "instruction_id",
+        "instruction.instruction_id",
+        "assignment.instruction.instruction_id",
+    ):
         value: Any = obj
         for part in path.split("."):
             value = getattr(value, part, None)
@@ -71,17 +81,9 @@ class AuditedAdmin(admin.ModelAdmin):
         return super().log_deletions(request, queryset)
 
 
-class RecordReadOnlyAdmin(AuditedAdmin):
-    """Patient data: view only, and every view audited."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+class AuditedReadsAdmin(AuditedAdmin):
+    """Every list and object page an admin opens writes an ADMIN_VIEWED event (patient data,
+    and clinicians' reviews with their comments)."""
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -119,6 +121,19 @@ class RecordReadOnlyAdmin(AuditedAdmin):
                 details={"model": self.model._meta.label, "page": "object"},
             )
         return response
+
+
+class RecordReadOnlyAdmin(AuditedReadsAdmin):
+    """Patient data: view only, and every view audited."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 class ReadOnlyInline(admin.StackedInline):

@@ -15,7 +15,7 @@ from review.models import Assignment, ErrorTag, ResponseJudgement, Review, User
 from review.services import assignments as assignment_services
 from review.services.reviews import MAX_REOPEN_REASON_CHARS, review_reopen
 
-from .audited import AuditedAdmin
+from .audited import AuditedAdmin, AuditedReadsAdmin
 
 
 class ReopenForm(forms.Form):
@@ -136,7 +136,10 @@ class JudgementInline(admin.TabularInline):
 
 
 @admin.register(Review)
-class ReviewAdmin(AuditedAdmin):
+class ReviewAdmin(AuditedReadsAdmin):
+    """Reviews with their judgements and comments (written about a patient's record): every
+    list and object page opened is audited (issue 24, finding 4)."""
+
     list_display = (
         "id",
         "assignment",

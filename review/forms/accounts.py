@@ -1,22 +1,48 @@
 """Forms for access applications, the DUA, admin decisions and the audit-log filters."""
 
+import secrets
 from datetime import date, timedelta
+from typing import Any
 
+from allauth.account.forms import SignupForm as AllauthSignupForm
 from django import forms
 from django.conf import settings
+from django.contrib.auth.hashers import make_password
 from django.core.files.uploadedfile import UploadedFile
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from review.models import AuditEvent, Role
 from review.selectors.accounts import email_domain_is_rejected
-from review.services.accounts import ApplicationDetails, certificate_sniff, names_match
+from review.services.accounts import (
+    CERTIFICATE_UNREADABLE,
+    RESEARCH_USE_MAX_CHARS,
+    ApplicationDetails,
+    certificate_decodes,
+    certificate_sniff,
+    names_match,
+)
 
 _DATE = forms.DateInput(attrs={"type": "date"})
 REQUESTABLE_ROLES = [
     (Role.CLINICIAN, "Clinician (review responses)"),
     (Role.RESEARCHER, "Researcher (reports)"),
 ]
+
+
+class SignupForm(AllauthSignupForm):  # type: ignore[misc]
+    """allauth's sign-up (ACCOUNT_FORMS["signup"]), as slow for a known email as for a new one.
+
+    A new account's password is hashed (hundreds of milliseconds); a sign-up with an email that
+    has an account only sent a mail (rate-limited, so mostly nothing), and the answer's timing
+    told whether the address had an account (issue 24, finding 4). A hash of the same cost is
+    made in that case too; both answers are the same redirect.
+    """
+
+    def try_save(self, request: Any) -> Any:
+        if self.account_already_exists:
+            make_password(secrets.token_urlsafe(16))
+        return super().try_save(request)
 
 
 class ApplicationForm(forms.Form):
@@ -31,6 +57,7 @@ class ApplicationForm(forms.Form):
     requested_role = forms.ChoiceField(choices=REQUESTABLE_ROLES, label="Access requested")
     specialty = forms.CharField(max_length=100, required=False, help_text="Clinicians only.")
     research_use = forms.CharField(
+        max_length=RESEARCH_USE_MAX_CHARS,
         widget=forms.Textarea(attrs={"rows": 5}),
         label="Research use",
         help_text="What you will do with the data and why you need it.",
@@ -79,10 +106,13 @@ class ApplicationForm(forms.Form):
             raise forms.ValidationError(
                 f"The file is larger than {filesizeformat(settings.MAX_UPLOAD_BYTES)}."
             )
-        if certificate_sniff(file) is None:
+        content_type = certificate_sniff(file)
+        if content_type is None:
             raise forms.ValidationError(
                 "The file is not a PDF, PNG or JPEG (checked by its content, not its name)."
             )
+        if not certificate_decodes(file, content_type):
+            raise forms.ValidationError(CERTIFICATE_UNREADABLE)
         return file
 
     def clean_certificate_completed_on(self) -> date:

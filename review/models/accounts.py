@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
 from django.db import models
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 
 def _pseudonym() -> str:
@@ -50,6 +51,10 @@ class User(AbstractBaseUser, PermissionsMixin):
     is_staff = models.BooleanField(default=False, help_text="May sign in to Django's admin.")
     is_active = models.BooleanField(default=True)
     date_joined = models.DateTimeField(default=timezone.now)
+    # Part of every session's check value (get_session_auth_hash): a new one ends every session
+    # of the account at its next request (review.services.accounts.user_sessions_end). Empty
+    # for accounts that never had their sessions ended, so existing sessions stay valid.
+    session_epoch = models.CharField(max_length=32, blank=True, default="", editable=False)
 
     objects = UserManager()
 
@@ -77,6 +82,14 @@ class User(AbstractBaseUser, PermissionsMixin):
         if cached is not None and "password" not in self.__dict__:
             return str(cached)
         return super().get_session_auth_hash()
+
+    def _get_session_auth_hash(self, secret: str | None = None) -> str:
+        # Django's HMAC of the password hash, with the session epoch added once there is one.
+        if not self.session_epoch:
+            return super()._get_session_auth_hash(secret=secret)  # type: ignore[misc]
+        key_salt = "review.User.get_session_auth_hash"
+        value = f"{self.password}:{self.session_epoch}"
+        return salted_hmac(key_salt, value, secret=secret, algorithm="sha256").hexdigest()
 
 
 class Role(models.TextChoices):
@@ -174,6 +187,9 @@ class AccessApplication(models.Model):
     full_name = models.CharField(max_length=200)
     institution = models.CharField(max_length=200)
     institutional_email = models.EmailField()
+    # Set when the applicant opened the link sent to that address (issue 24): approval waits
+    # for it, unless an operator approves on the server (bootstrap_admin, the demo).
+    institutional_email_verified_at = models.DateTimeField(null=True, blank=True)
     research_use = models.TextField()
     requested_role = models.CharField(max_length=20, choices=Role.choices, default=Role.CLINICIAN)
     specialty = models.CharField(max_length=100, blank=True)

@@ -48,6 +48,14 @@ class AuditEvent(models.Model):
         ADMIN_CHANGED = "admin_changed", "Changed in the Django admin"
         ASSIGNMENT_CHANGED = "assignment_changed", "Assignment changed"
         STUDY_CHANGED = "study_changed", "Study or response set changed"
+        LOGIN_LOCKED = "login_locked", "Sign-in locked (too many wrong passwords)"
+        MFA_FAILED = "mfa_failed", "Wrong second-factor code"
+        MFA_LOCKED = "mfa_locked", "Second factor locked (too many wrong codes)"
+        RECOVERY_CODES_VIEWED = "recovery_codes_viewed", "Recovery codes viewed"
+        RECOVERY_CODE_USED = "recovery_code_used", "Recovery code used"
+        SESSIONS_ENDED = "sessions_ended", "Sessions ended"
+        DATASET_DELETED = "dataset_deleted", "Dataset deleted"
+        EMAIL_VERIFIED = "email_verified", "Institutional email verified"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

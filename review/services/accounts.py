@@ -6,11 +6,15 @@ the same transaction and emails the applicant once the transaction commits (no p
 ever put in these emails: they carry a status, a reason written by an admin and a link).
 """
 
+import io
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
 from django.conf import settings
+from django.contrib.auth import update_session_auth_hash
+from django.core import signing
 from django.core.files import File
 from django.core.mail import send_mail
 from django.db import transaction
@@ -30,7 +34,8 @@ from review.models import (
 )
 from review.selectors.accounts import application_open_for_user, email_domain_is_rejected
 from review.services.audit import audit_record, client_ip
-from review.site import absolute
+from review.signals import access_changed
+from review.site import site_url
 
 Status = AccessApplication.Status
 
@@ -92,6 +97,44 @@ def certificate_sniff(file: File) -> str | None:
     return None
 
 
+# An image certificate is a scan: far below this; a bomb (a small file of huge dimensions)
+# is refused before its pixels are decoded.
+_MAX_CERTIFICATE_PIXELS = 50_000_000
+
+
+def certificate_decodes(file: File, content_type: str) -> bool:
+    """Whether the whole file reads as the ``content_type`` its first bytes claim: a PDF with at
+    least one page (pypdf), or a PNG or JPEG whose pixels decode (Pillow). A valid header
+    followed by garbage was accepted and approvable (issue 24, finding 5)."""
+    file.seek(0)
+    data = file.read(settings.MAX_UPLOAD_BYTES + 1)
+    file.seek(0)
+    try:
+        if content_type == "application/pdf":
+            import pypdf
+
+            return len(pypdf.PdfReader(io.BytesIO(data), strict=False).pages) >= 1
+        from PIL import Image
+
+        expected = {"image/png": "PNG", "image/jpeg": "JPEG"}[content_type]
+        with Image.open(io.BytesIO(data)) as image:
+            if image.format != expected:
+                return False
+            width, height = image.size
+            if width * height > _MAX_CERTIFICATE_PIXELS:
+                return False
+            image.load()
+        return True
+    except Exception:  # noqa: BLE001 - any parser error means "cannot be read"
+        return False
+
+
+CERTIFICATE_UNREADABLE = (
+    "The certificate cannot be read as the PDF, PNG or JPEG it starts like: upload the file "
+    "again, or a new scan or export of it."
+)
+
+
 def names_match(typed: str, expected: str) -> bool:
     # Whitespace and letter case are not part of a signature; everything else is.
     def norm(value: str) -> str:
@@ -110,8 +153,14 @@ def application_submit(
     typed_name: str,
     dua_version: DUAVersion,
     request: HttpRequest | None = None,
+    send_email_link: bool = True,
 ) -> AccessApplication:
-    """A new application (status pending), with the applicant's signature of the active DUA."""
+    """A new application (status pending), with the applicant's signature of the active DUA.
+
+    The institutional email is sent a link that proves the applicant reads it
+    (``application_email_link_send``); ``send_email_link=False`` for an operator's commands
+    (bootstrap_admin, the demo), whose approvals do not wait for it.
+    """
     if application_open_for_user(user) is not None:
         raise AccountsError("You already have an application under review.")
     _check_details(details, typed_name=typed_name)
@@ -133,6 +182,8 @@ def application_submit(
         obj=application,
         details={"requested_role": details.requested_role},
     )
+    if send_email_link:
+        application_email_link_send(application=application, request=request)
     return application
 
 
@@ -157,6 +208,8 @@ def application_resubmit(
     application.dua_signature = dua_sign(
         user=application.user, version=dua_version, typed_name=typed_name, request=request
     )
+    if details.institutional_email.lower() != application.institutional_email:
+        application.institutional_email_verified_at = None  # a new address proves nothing yet
     _apply_details(application, details)
     application.status = Status.PENDING
     application.submitted_at = timezone.now()
@@ -168,7 +221,90 @@ def application_resubmit(
         obj=application,
         details={"resubmitted": True, "requested_role": details.requested_role},
     )
+    if application.institutional_email_verified_at is None:
+        application_email_link_send(application=application, request=request)
     return application
+
+
+# --- the institutional email: a link sent to it proves the applicant reads it -------------------
+INSTITUTIONAL_EMAIL_SALT = "review.institutional_email"
+INSTITUTIONAL_EMAIL_LINK_DAYS = 7
+
+
+def institutional_email_token(application: AccessApplication) -> str:
+    """Django-signed (HMAC, SECRET_KEY) application id and address: nothing is stored, and the
+    token is void once the address changes or INSTITUTIONAL_EMAIL_LINK_DAYS have passed."""
+    return signing.dumps(
+        {"a": application.pk, "e": application.institutional_email},
+        salt=INSTITUTIONAL_EMAIL_SALT,
+    )
+
+
+def application_email_link_check(*, user: User, token: str) -> AccessApplication:
+    """The user's application the token was made for, if it still names its current address;
+    ``AccountsError`` otherwise. Changes nothing."""
+    try:
+        data = signing.loads(
+            token,
+            salt=INSTITUTIONAL_EMAIL_SALT,
+            max_age=timedelta(days=INSTITUTIONAL_EMAIL_LINK_DAYS),
+        )
+    except signing.BadSignature:  # tampered, or expired (SignatureExpired)
+        raise AccountsError(
+            "This link is not valid or has expired: send a new one from your application page."
+        ) from None
+    application = AccessApplication.objects.filter(
+        pk=data.get("a") if isinstance(data, dict) else None, user=user
+    ).first()
+    if application is None or application.institutional_email != data.get("e"):
+        raise AccountsError(
+            "This link is not for the institutional email of your current application: sign "
+            "in with the account that applied, or send a new link from your application page."
+        )
+    return application
+
+
+@transaction.atomic
+def application_email_verify(
+    *, user: User, token: str, request: HttpRequest | None = None
+) -> AccessApplication:
+    """Mark the institutional email of the user's application verified (audited)."""
+    application = _lock(application_email_link_check(user=user, token=token))
+    if application.institutional_email_verified_at is None:
+        application.institutional_email_verified_at = timezone.now()
+        application.save(update_fields=["institutional_email_verified_at"])
+        audit_record(
+            action=AuditEvent.Action.EMAIL_VERIFIED,
+            actor=user,
+            request=request,
+            obj=application,
+            details={"institutional_email": application.institutional_email},
+        )
+    return application
+
+
+def application_email_link_send(
+    *, application: AccessApplication, request: HttpRequest | None = None
+) -> None:
+    """Email the application's institutional address its link, once the transaction commits."""
+    base = site_url(request)
+    url = base + reverse("application_verify_email", args=[institutional_email_token(application)])
+    to, name = application.institutional_email, application.full_name
+
+    def send() -> None:
+        context = {
+            "full_name": name,
+            "verify_url": url,
+            "site_name": settings.SITE_NAME,
+            "days": INSTITUTIONAL_EMAIL_LINK_DAYS,
+        }
+        subject = render_to_string("review/accounts/email/institutional_subject.txt", context)
+        body = render_to_string("review/accounts/email/institutional_message.txt", context)
+        send_mail(
+            settings.ACCOUNT_EMAIL_SUBJECT_PREFIX + " ".join(subject.split()), body, None, [to]
+        )
+
+    transaction.on_commit(send)
 
 
 # --- admin decisions -----------------------------------------------------------------------------
@@ -204,6 +340,11 @@ def application_approve(
             raise AccountsError(
                 "Open the applicant's training certificate before approving the application."
             )
+        if application.institutional_email_verified_at is None:
+            raise AccountsError(
+                "The applicant's institutional email is not verified yet: they were sent a "
+                "link to it (and can send it again from their application page)."
+            )
     role_set = _check_roles(roles)
     if expires_on <= timezone.localdate():
         raise AccountsError("The approval must expire after today.")
@@ -221,6 +362,9 @@ def application_approve(
         by_operator=by_operator,
     )
     _role_changed(application, reviewer, before=[], request=request)
+    # A session signed in while the account was an applicant (password only, perhaps before any
+    # second factor existed) must not carry on into approved access: the user signs in again.
+    user_sessions_end(user=application.user, reason="access approved", request=request)
     return application
 
 
@@ -306,6 +450,44 @@ def application_set_roles(
     _sync_staff(application.user)
     _role_changed(application, reviewer, before=before, request=request)
     return application
+
+
+# --- sessions ------------------------------------------------------------------------------------
+@transaction.atomic
+def user_sessions_end(
+    *,
+    user: User,
+    reason: str,
+    keep: HttpRequest | None = None,
+    request: HttpRequest | None = None,
+) -> None:
+    """End every session of ``user`` at its next request, except ``keep``'s (the session that
+    made the change, when it is the user's own), and audit it.
+
+    A new session epoch changes the check value every session carries
+    (``User.get_session_auth_hash``): Django signs a session out whose value no longer matches,
+    wherever it is stored. Saving the user clears the cached user row (review.receivers).
+    """
+    fresh = User.objects.select_for_update().get(pk=user.pk)
+    fresh.session_epoch = secrets.token_hex(16)
+    fresh.save(update_fields=["session_epoch"])
+    # The caller's instance too (it may sign in next, as tests and the demo do).
+    user.session_epoch = fresh.session_epoch
+    user.__dict__.pop("_session_auth_hash", None)
+    kept = (
+        keep is not None
+        and getattr(keep, "user", None) is not None
+        and keep.user.is_authenticated
+        and keep.user.pk == user.pk
+    )
+    if kept:
+        update_session_auth_hash(keep, fresh)  # type: ignore[arg-type]
+    audit_record(
+        action=AuditEvent.Action.SESSIONS_ENDED,
+        actor=fresh,
+        request=request or keep,
+        details={"reason": reason, "this_session_kept": kept},
+    )
 
 
 # --- DUA -----------------------------------------------------------------------------------------
@@ -423,7 +605,14 @@ def _reason(reason: str) -> str:
     return reason
 
 
+RESEARCH_USE_MAX_CHARS = 5000
+
+
 def _check_details(details: ApplicationDetails, *, typed_name: str) -> None:
+    if len(details.research_use) > RESEARCH_USE_MAX_CHARS:
+        raise AccountsError(
+            f"Describe the research use in at most {RESEARCH_USE_MAX_CHARS} characters."
+        )
     if not details.storage_attestation:
         raise AccountsError("You must attest to encrypted, access-controlled storage.")
     if email_domain_is_rejected(details.institutional_email):
@@ -443,6 +632,8 @@ def _check_certificate(certificate: File) -> str:
     content_type = certificate_sniff(certificate)
     if content_type is None:
         raise AccountsError("The certificate must be a PDF, PNG or JPEG file.")
+    if not certificate_decodes(certificate, content_type):
+        raise AccountsError(CERTIFICATE_UNREADABLE)
     return content_type
 
 
@@ -498,7 +689,10 @@ def _decide(
         },
     )
     if notify:
-        transaction.on_commit(lambda: _email_decision(application.pk))
+        # The address of the request that decided (SITE_URL first): the mail is sent after
+        # commit, when the request may be gone, and a worker has none (issue 24, finding 5).
+        base = site_url(request)
+        transaction.on_commit(lambda: _email_decision(application.pk, base_url=base))
 
 
 def _role_changed(
@@ -509,6 +703,8 @@ def _role_changed(
     after: list[str] | None = None,
     request: HttpRequest | None,
 ) -> None:
+    # Whatever was granted under the previous access (API tokens) ends with it.
+    access_changed.send(sender=AccessApplication, user=application.user, reason="access changed")
     audit_record(
         action=AuditEvent.Action.ROLE_CHANGED,
         actor=reviewer,
@@ -539,11 +735,11 @@ def _sync_staff(user: User) -> None:
         user.save(update_fields=["is_staff", "is_superuser"])
 
 
-def _email_decision(application_id: int) -> None:
+def _email_decision(application_id: int, *, base_url: str) -> None:
     application = AccessApplication.objects.select_related("user").get(pk=application_id)
     context = {
         "application": application,
-        "status_url": absolute(reverse("application_status")),
+        "status_url": base_url + reverse("application_status"),
         "site_name": settings.SITE_NAME,
         "roles": [Role(r).label for r in application.roles],
     }

@@ -31,13 +31,21 @@ from review.services.accounts import (
 DEMO_DOMAIN = "demo.medalign.local"
 DEMO_PASSWORD = "medalign-demo-2024"  # noqa: S105 - printed on purpose; synthetic data only
 
-# A minimal, valid one-page PDF: the demo's "training certificate".
-SYNTHETIC_CERTIFICATE = (
-    b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
-    b"2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
-    b"3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 200 100]>>endobj\n"
-    b"trailer<</Root 1 0 R>>\n%%EOF\n"
-)
+
+def _synthetic_certificate() -> bytes:
+    """A one-page blank PDF (pypdf): the demo's "training certificate", readable as one."""
+    import io
+
+    import pypdf
+
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(width=200, height=100)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+SYNTHETIC_CERTIFICATE = _synthetic_certificate()
 
 
 @dataclass(frozen=True)
@@ -121,6 +129,7 @@ def _ensure(spec: DemoAccount) -> User:
         certificate=ContentFile(SYNTHETIC_CERTIFICATE, name="certificate.pdf"),
         typed_name=spec.full_name,
         dua_version=dua,
+        send_email_link=False,  # no mailbox; approved by the operator below
     )
     application_approve(
         application=application,

@@ -171,6 +171,41 @@ def dua_sign(request: HttpRequest) -> HttpResponse:
     return render(request, "review/accounts/dua_sign.html", {"form": form, "dua": dua})
 
 
+@login_required
+@require_http_methods(["GET", "POST"])
+def application_verify_email(request: HttpRequest, token: str) -> HttpResponse:
+    """The link sent to the institutional email: GET asks to confirm (mail scanners follow
+    links), POST confirms."""
+    try:
+        if request.method == "POST":
+            services.application_email_verify(user=request.user, token=token, request=request)
+            messages.success(request, "Thank you: your institutional email address is confirmed.")
+            return redirect("application_status")
+        application = services.application_email_link_check(user=request.user, token=token)
+    except services.AccountsError as exc:
+        return render(request, "review/accounts/verify_email.html", {"error": str(exc)}, status=400)
+    return render(request, "review/accounts/verify_email.html", {"application": application})
+
+
+@login_required
+@require_POST
+def application_email_resend(request: HttpRequest) -> HttpResponse:
+    from allauth.core import ratelimit
+
+    application = selectors.application_open_for_user(request.user)
+    if application is None or application.institutional_email_verified_at is not None:
+        return redirect("application_status")
+    # One link per application every three minutes (allauth's "confirm_email" limit).
+    if not ratelimit.consume(
+        request, action="confirm_email", key=f"institutional-email-{application.pk}"
+    ):
+        messages.error(request, "A link was sent a moment ago: check that mailbox first.")
+        return redirect("application_status")
+    services.application_email_link_send(application=application, request=request)
+    messages.success(request, f"A new link is on its way to {application.institutional_email}.")
+    return redirect("application_status")
+
+
 # --- admin: application queue --------------------------------------------------------------------
 @admin_required
 @require_GET

@@ -46,6 +46,8 @@ def queue(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", "")
     status = status if status in QUEUE_STATUSES else ""
     category = request.GET.get("category", "")[:100]
+    if not category.isprintable():
+        category = ""  # a NUL byte would reach the database (a 500 on PostgreSQL)
     data = clinician_queue(request.user, status=status, category=category)
     return render(
         request,
@@ -246,10 +248,19 @@ def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
     except ValueError:
         return _bad_request("the cursor or date is not valid")
     event_type = request.GET.get("type", "")[:40]
+    if not event_type.isprintable():
+        # A NUL byte reached PostgreSQL and came back as a 500 (issue 24, finding 4).
+        return _bad_request("the event type is not valid")
     page = record_selectors.record_timeline_page(patient, cursor=cursor, event_type=event_type)
-    if cursor is None or request.GET.get("day"):
-        # One audit row per timeline opened (or jumped to), not per page scrolled.
-        _audit_record_read(request, instruction, patient, {"view": "timeline"})
+    # Every page is audited, not only the first: a cursor is the client's to choose, and one
+    # the server never handed out read a whole record unaudited (issue 24, finding 2). The row
+    # says how many events the page held, so the trail shows how much of a record was read.
+    jumped = bool(request.GET.get("day")) and not request.GET.get("cursor")
+    kind = "day" if jumped else "next" if cursor is not None else "first"
+    details = {"view": "timeline", "page": kind, "events": page.count}
+    if event_type:
+        details["type"] = event_type
+    _audit_record_read(request, instruction, patient, details)
     data: dict[str, Any] = {
         "html": render_to_string(
             "review/clinician/_events.html",
@@ -293,18 +304,23 @@ def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
         cursor = Cursor.decode(str(body.get("cursor") or ""))
     except ValueError:
         return _bad_request("the cursor is not valid")
+    if "\x00" in query:
+        return _bad_request("the search is not valid")
     found, page = record_selectors.record_search_page(patient, query=query, cursor=cursor)
-    if cursor is None:
-        # One audit row per search, not per page. The query itself may quote patient text,
-        # so only its length is kept.
-        audit_record(
-            action=AuditEvent.Action.RECORD_SEARCHED,
-            request=request,
-            obj=patient,
-            person_id=patient.person_id,
-            instruction_id=instruction.instruction_id,
-            details={"query_length": len(query), "results_on_first_page": page.count},
-        )
+    # Every page is audited (issue 24, finding 2). The query itself may quote patient text, so
+    # only its length is kept.
+    audit_record(
+        action=AuditEvent.Action.RECORD_SEARCHED,
+        request=request,
+        obj=patient,
+        person_id=patient.person_id,
+        instruction_id=instruction.instruction_id,
+        details={
+            "query_length": len(query),
+            "page": "next" if cursor is not None else "first",
+            "results": page.count,
+        },
+    )
     html = render_to_string(
         "review/clinician/_events.html",
         {

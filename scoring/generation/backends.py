@@ -11,7 +11,11 @@ both use them. Nothing here downloads anything:
   TGI, llama.cpp's server). The data use agreement forbids third-party services, so a base URL
   must be on the allowlist (``set_allowlist``; the app installs one that reads the admin's
   ``GenerationEndpoint`` rows, and the default allows nothing) and is refused *before* any
-  connection is made; redirects are never followed. Timeouts, connection errors and 5xx answers
+  connection is made; redirects are never followed. The allowlist names hosts, and a name can
+  point anywhere: each request resolves the host once, refuses public addresses unless the
+  admin allowed them for that endpoint (``ALLOW_PUBLIC``) and link-local, multicast or
+  unspecified ones always (a cloud's metadata service), and connects to the address it checked
+  (no second lookup for DNS rebinding to answer). Timeouts, connection errors and 5xx answers
   are retried with backoff; anything else fails with a message that names the endpoint and the
   problem but never quotes the prompt or the answer, which hold patient text.
 
@@ -24,8 +28,10 @@ from __future__ import annotations
 import abc
 import hashlib
 import http.client
+import ipaddress
 import json
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -339,12 +345,15 @@ def normalize_endpoint(url: str) -> str:
     return f"{parts.scheme}://{host}:{port}{path}"
 
 
-# The allowlist: a callable answering "may this normalized endpoint be used?". The default allows
-# nothing; the Django app installs one that reads the admin's rows (scoring.generation.apps).
-_ALLOWED: Callable[[str], bool] = lambda endpoint: False  # noqa: E731
+# The allowlist: a callable answering "may this normalized endpoint be used?": False, True (at
+# private addresses only) or ALLOW_PUBLIC (an admin's explicit choice: public addresses too). The
+# default allows nothing; the Django app installs one that reads the admin's rows
+# (scoring.apps).
+ALLOW_PUBLIC = "public"
+_ALLOWED: Callable[[str], Any] = lambda endpoint: False  # noqa: E731
 
 
-def set_allowlist(check: Callable[[str], bool]) -> Callable[[str], bool]:
+def set_allowlist(check: Callable[[str], Any]) -> Callable[[str], Any]:
     """Install the allowlist check; returns the one it replaces (tests put it back)."""
     global _ALLOWED
     previous, _ALLOWED = _ALLOWED, check
@@ -364,6 +373,48 @@ def check_endpoint(url: str) -> str:
             "an admin adds the institution's own servers under Admin → Generation endpoints."
         )
     return endpoint
+
+
+def address_refusal(ip: str, *, allow_public: bool) -> str | None:
+    """Why a model server may not be reached at ``ip``, or None if it may."""
+    address = ipaddress.ip_address(ip.split("%", 1)[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    if (
+        address.is_link_local
+        or address.is_multicast
+        or address.is_unspecified
+        or address.is_reserved
+    ):
+        return f"{address} is a link-local, multicast, reserved or unspecified address"
+    if address.is_global and not allow_public:
+        return (
+            f"{address} is a public address; the allowlist is for servers inside the "
+            "institution (an admin can allow public addresses for this endpoint explicitly)"
+        )
+    return None
+
+
+def resolve_endpoint(endpoint: str) -> tuple[str, int]:
+    """The address to connect to for an allowed ``endpoint``: its host resolved once, every
+    address it resolves to checked (``address_refusal``); ``EndpointRefused`` otherwise."""
+    permit = _ALLOWED(endpoint)
+    if not permit:
+        check_endpoint(endpoint)  # raises with the allowlist's message
+    parts = urlsplit(endpoint)
+    host, port = parts.hostname or "", parts.port or 80
+    try:
+        answers = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise EndpointRefused(f"endpoint refused: {host} does not resolve ({exc})") from None
+    addresses = [str(answer[4][0]) for answer in answers]
+    for ip in addresses:
+        why = address_refusal(ip, allow_public=permit == ALLOW_PUBLIC)
+        if why:
+            raise EndpointRefused(f"endpoint refused: {host} resolves to {why}")
+    if not addresses:
+        raise EndpointRefused(f"endpoint refused: {host} resolves to no address")
+    return addresses[0], port
 
 
 class _Transient(Exception):
@@ -463,10 +514,16 @@ class OpenAIHttpBackend(GenerationBackend):
 
     def _post_once(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         parts = urlsplit(self.endpoint)
+        ip, port = resolve_endpoint(self.endpoint)
         conn_class = (
             http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         )
+        # The name stays the host (Host header, TLS SNI and certificate check); the socket goes
+        # to the address just checked.
         conn = conn_class(parts.hostname or "", parts.port, timeout=self.timeout)
+        conn._create_connection = lambda address, *args, **kwargs: (  # type: ignore[attr-defined]
+            socket.create_connection((ip, port), *args, **kwargs)
+        )
         payload = json.dumps(body).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:

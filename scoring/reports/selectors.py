@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from review.models import Dataset, ModelResponse, ResponseJudgement, Review, Study
 from review.selectors.studies import study_current
@@ -383,10 +384,11 @@ def api_tokens_for_user(*, user: Any) -> QuerySet[ApiToken]:
 
 
 def api_token_for_key(*, key: str) -> ApiToken | None:
-    """The live (unrevoked) token whose sha256 matches ``key``; only hashes are stored."""
+    """The live (unrevoked, unexpired) token whose sha256 matches ``key``; only hashes are
+    stored."""
     digest = hashlib.sha256(key.encode()).hexdigest()
     return (
         ApiToken.objects.select_related("user")
-        .filter(key_hash=digest, revoked_at__isnull=True)
+        .filter(key_hash=digest, revoked_at__isnull=True, expires_at__gt=timezone.now())
         .first()
     )

@@ -8,11 +8,13 @@ import logging
 import platform
 import secrets
 import time
+from datetime import timedelta
 from typing import Any
 
 import django
 import numpy
 import scipy
+from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
@@ -586,33 +588,50 @@ API_TOKEN_PREFIX = "mar_"  # noqa: S105 - a label, not a secret
 def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
     """A new read-only API token; returns it with the key, which is never stored or shown again."""
     key = API_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    now = timezone.now()
     token = ApiToken.objects.create(
         user=user,
         name=(name.strip() or "API token")[:100],
         prefix=key[:12],
         key_hash=hashlib.sha256(key.encode()).hexdigest(),
+        created_at=now,
+        expires_at=now + timedelta(days=settings.API_TOKEN_DAYS),
     )
     audit_record(
         action=AuditEvent.Action.API_TOKEN_CREATED,
         actor=user,
         obj=token,
-        details={"name": token.name, "prefix": token.prefix},
+        details={
+            "name": token.name,
+            "prefix": token.prefix,
+            "expires_at": token.expires_at.isoformat() if token.expires_at else None,
+        },
     )
     return token, key
 
 
-def api_token_revoke(*, token: ApiToken) -> None:
+def api_token_revoke(*, token: ApiToken, reason: str = "revoked by its owner") -> None:
     if token.revoked_at is None:
         revoked = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
+            revoked_at=timezone.now(), revoked_reason=reason[:100]
         )
         if revoked:
             audit_record(
                 action=AuditEvent.Action.API_TOKEN_REVOKED,
                 actor=token.user,
                 obj=token,
-                details={"prefix": token.prefix},
+                details={"prefix": token.prefix, "reason": reason},
             )
+
+
+@transaction.atomic
+def api_tokens_revoke_for_user(*, user: User, reason: str) -> int:
+    """Revoke every live token of ``user`` (their access, roles or password changed): a token
+    works only under the approval, roles and password it was made under (issue 24)."""
+    tokens = list(ApiToken.objects.select_for_update().filter(user=user, revoked_at__isnull=True))
+    for token in tokens:
+        api_token_revoke(token=token, reason=reason)
+    return len(tokens)
 
 
 def api_token_touch(*, token: ApiToken) -> None:

@@ -5,10 +5,12 @@ Scoring-run pages live in ``scoring.runs.views``; the token API in ``scoring.rep
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from review import access
@@ -133,6 +135,8 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
             "tokens": selectors.api_tokens_for_user(user=request.user),
             "api_root": request.build_absolute_uri(reverse("scoring_api_reports")),
             "openapi_url": request.build_absolute_uri(reverse("scoring_api_openapi")),
+            "now": timezone.now(),
+            "token_days": settings.API_TOKEN_DAYS,
         },
     )
     if new_key:

@@ -1,5 +1,6 @@
-"""In a real browser: sign up, verify, set up TOTP, apply, get approved, reach the queue; then
-be revoked and turned away."""
+"""In a real browser: sign up, verify, set up TOTP, apply, confirm the institutional email, get
+approved, sign in again (approval ends the applicant's sessions), reach the queue; then be
+revoked and turned away."""
 
 import re
 from datetime import timedelta
@@ -84,10 +85,19 @@ def test_signup_to_queue_and_revocation(live_server, page, browser):
     page.fill("input[name=certificate_expires_on]", str(today + timedelta(days=700)))
     page.check("input[name=storage_attestation]")
     page.fill("input[name=typed_name]", FULL_NAME)
+    mail.outbox.clear()
     page.click("main button[type=submit]")
     page.wait_for_url(base + reverse("application_status"))
     assert "pending review" in page.inner_text("[data-testid=access-status]")
     application = AccessApplication.objects.get(user__email=EMAIL)
+
+    # The institutional email gets a link; opening it (signed in) and confirming verifies it.
+    assert "not confirmed yet" in page.inner_text("[data-testid=institutional-email]")
+    link = re.search(r"https?://\S+/access/verify-email/\S+", mail.outbox[-1].body).group(0)
+    page.goto(link)
+    page.click("[data-testid=verify-email]")
+    page.wait_for_url(base + reverse("application_status"))
+    assert "confirmed" in page.inner_text("[data-testid=institutional-email]")
 
     # An admin approves in the in-app queue, in their own browser session.
     admin = factories.make_user("boss@example.edu", roles=[Role.ADMIN], full_name="Boss")
@@ -113,7 +123,15 @@ def test_signup_to_queue_and_revocation(live_server, page, browser):
     assert application.status == "approved"
     assert any("approved" in m.subject for m in mail.outbox)
 
-    # The clinician now reaches their queue (or, before it exists, the clinician home).
+    # Approval ended the applicant's session: they sign in again, password and TOTP, and now
+    # reach their queue (or, before it exists, the clinician home).
+    page.goto(base + reverse("home"))
+    page.wait_for_url(re.compile(r"/accounts/login/"))
+    sign_in(page, base, EMAIL, PASSWORD)
+    page.wait_for_url(re.compile(r"/2fa/authenticate/"))
+    page.fill("input[name=code]", factories.totp_code_fresh(secret))
+    page.click("main button[type=submit]")
+    page.wait_for_url(lambda url: "/2fa/" not in url)
     page.goto(base + reverse("home"))
     try:
         queue_url = base + reverse("clinician_queue")

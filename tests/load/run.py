@@ -201,7 +201,13 @@ def _load_dataset(
     name: str, env: dict[str, str], work: Path, record_events: int, tasks: int = 303
 ) -> None:
     if name in ("demo", "demo-small"):
-        harness.manage(env, "load_demo", "--no-progress", *(["--small"] if name != "demo" else []))
+        # Synthetic data in the run's own database: load_demo runs only with DEBUG on.
+        harness.manage(
+            {**env, "DEBUG": "true"},
+            "load_demo",
+            "--no-progress",
+            *(["--small"] if name != "demo" else []),
+        )
         return
     from review.demo import DemoSpec, write_release
 

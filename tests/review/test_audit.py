@@ -149,3 +149,63 @@ def test_the_audit_log_page_is_a_constant_number_of_queries(
     assert client.get(reverse("audit_log")).status_code == 200
     with django_assert_max_num_queries(12):
         assert client.get(reverse("audit_log")).status_code == 200
+
+
+# --- issue 24, finding 2: every page of a record read is audited --------------------------------
+@pytest.fixture
+def record_for(db):
+    import json as _json
+
+    from tests.review import review_data
+
+    def make(clinician):  # noqa: ANN001, ANN202
+        dataset = review_data.make_dataset()
+        patient = review_data.make_record(dataset, "P-PAGES", n_events=400)
+        instruction = review_data.make_instruction(dataset, patient, "I-PAGES")
+        review_data.assign(instruction, clinician)
+        return instruction, _json
+
+    return make
+
+
+def test_every_page_of_the_timeline_is_audited_invented_cursors_included(client, record_for):
+    clinician = factories.make_user("pages@example.edu", roles=[Role.CLINICIAN])
+    instruction, _ = record_for(clinician)
+    client.force_login(clinician)
+    url = reverse("record_events", args=[instruction.pk])
+    pages, events = 0, 0
+    data = client.get(url).json()
+    pages, events = pages + 1, events + data["count"]
+    while data["next"] and pages < 4:
+        data = client.get(url, {"cursor": data["next"]}).json()
+        pages, events = pages + 1, events + data["count"]
+    # The reported path: a cursor the server never handed out, straight into the record.
+    invented = client.get(url, {"cursor": "t99999999999999999.0"}).json()
+    pages, events = pages + 1, events + invented["count"]
+    assert invented["count"] > 0
+    reads = AuditEvent.objects.filter(action=Action.RECORD_VIEWED, actor=clinician)
+    assert reads.count() == pages
+    assert sum(e.details["events"] for e in reads) == events
+    assert {e.person_id for e in reads} == {"P-PAGES"}
+    assert {e.details["page"] for e in reads} == {"first", "next"}
+
+
+def test_every_page_of_a_search_is_audited_without_its_terms(client, record_for):
+    clinician = factories.make_user("search-pages@example.edu", roles=[Role.CLINICIAN])
+    instruction, json = record_for(clinician)
+    client.force_login(clinician)
+    url = reverse("record_search", args=[instruction.pk])
+
+    def search(body):  # noqa: ANN001, ANN202
+        return client.post(url, json.dumps(body), content_type="application/json").json()
+
+    first = search({"q": "creatinine"})
+    assert first["next"], "the fixture's record needs more than one page of matches"
+    second = search({"q": "creatinine", "cursor": first["next"]})
+    invented = search({"q": "note", "cursor": "t99999999999999999.0"})
+    searches = AuditEvent.objects.filter(action=Action.RECORD_SEARCHED, actor=clinician)
+    assert searches.count() == 3
+    assert sorted(e.details["results"] for e in searches) == sorted(
+        [first["count"], second["count"], invented["count"]]
+    )
+    assert all("creatinine" not in str(e.details) for e in searches)

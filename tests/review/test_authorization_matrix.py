@@ -12,6 +12,11 @@ Second factor: every kind is checked twice, with a session that passed TOTP (the
 with a password-only session (``without_second_factor``: approved users reach no protected page,
 they are sent to the TOTP step; Django's admin sends them to its login).
 
+Sessions older than the access or the factor (issue 24): a session signed in (password only)
+before the account was approved, or before TOTP was set up in another session, reaches on every
+URL exactly what an anonymous visitor does (``test_a_session_signed_in_before_*``); allauth's
+recovery-code and TOTP-deactivation pages have rows of their own.
+
 Outcomes: "200", "302", "401", "403", "404", "405" (exact status); "200|302" (any of those); LOGIN (302
 to sign-in), APP (302 to the application page), MFA (302 to TOTP set-up), TOTP_STEP (302 to the
 TOTP step of this session), ADMIN_LOGIN (302 to
@@ -78,7 +83,8 @@ PUBLIC = R(anon="200", unapproved="200", approved="200")
 def signed_in(outcome: str = "200", **kw: Any) -> Rule:
     kw.setdefault("unapproved", outcome)
     kw.setdefault("approved", outcome)
-    return R(anon=LOGIN, **kw)
+    kw.setdefault("anon", LOGIN)
+    return R(**kw)
 
 
 def _study(w: Any) -> Any:
@@ -148,6 +154,9 @@ RULES: dict[str, Rule] = {
     "application_apply": signed_in("200", applicant="302", approved="302"),
     "application_resubmit": signed_in("302"),  # nobody here has changes requested
     "dua_sign": signed_in("302"),  # everyone here has signed the active version
+    # The link sent to the institutional email: a token that is not one is a 400 for anyone.
+    "application_verify_email": signed_in("400", kwargs=lambda w: {"token": "not-a-token"}),
+    "application_email_resend": signed_in("405"),  # POST only
     "admin_applications": admin_only(),
     "admin_application_detail": admin_only(kwargs=_application),
     "admin_application_revoke": admin_only("405", kwargs=_application),
@@ -338,6 +347,14 @@ RULES: dict[str, Rule] = {
     # users who already have TOTP are sent to the 2FA overview.
     "mfa_activate_totp": signed_in("302"),
     "mfa_index": signed_in("200"),
+    # The factors themselves (review.second_factor): a session that showed the second factor
+    # recently gets allauth's pages (the recovery-code pages 404 for accounts without codes; the
+    # others ask to re-authenticate, with the second factor first); a password-only session goes
+    # to the TOTP step whatever password it re-typed (without_second_factor).
+    "mfa_view_recovery_codes": signed_in("404", anon=LOGIN),
+    "mfa_download_recovery_codes": signed_in("404", anon=LOGIN),
+    "mfa_generate_recovery_codes": signed_in(TOTP_STEP, anon=LOGIN),
+    "mfa_deactivate_totp": signed_in(TOTP_STEP, anon=LOGIN),
     # --- Django's admin: approved admins only (staff flag and current access) ----------------
     "admin:index": R(anon=ADMIN_LOGIN, unapproved=ADMIN_LOGIN, approved=ADMIN_LOGIN, admin="200"),
     "admin:login": R(anon=LOGIN, unapproved=HOME, approved=HOME, admin="302"),
@@ -445,9 +462,23 @@ def _matches(response: Any, expected: str) -> bool:
     return str(status) in expected.split("|")
 
 
+# allauth's factor pages: every account here has TOTP, so a session that has not shown it goes
+# to the TOTP step, applicant or not (review.second_factor).
+FACTOR_PAGES = frozenset(
+    {
+        "mfa_view_recovery_codes",
+        "mfa_download_recovery_codes",
+        "mfa_generate_recovery_codes",
+        "mfa_deactivate_totp",
+    }
+)
+
+
 def without_second_factor(key: str, rule: Rule, kind: str) -> str:
     """The outcome for a session that signed in with the password but never passed TOTP."""
     expected = rule.expect[kind]
+    if key in FACTOR_PAGES and kind != "anonymous":
+        return TOTP_STEP
     if kind not in APPROVED:
         return expected  # nothing beyond the application pages either way
     if key.startswith("admin:"):
@@ -459,15 +490,9 @@ def without_second_factor(key: str, rule: Rule, kind: str) -> str:
     return expected
 
 
-@pytest.mark.django_db
-@pytest.mark.parametrize("second_factor", [True, False], ids=["totp_passed", "password_only"])
-@pytest.mark.parametrize("kind", KINDS)
-def test_authorization_matrix(kind, second_factor, world, client):
-    from tests.factories import sign_in
-
-    user = getattr(world, kind)
-    if user is not None:
-        sign_in(client, user, second_factor=second_factor)
+def _check_every_url(
+    client: Any, world: Any, expected_for: Callable[[str, Rule], str]
+) -> list[str]:
     failures = []
     for url in all_urls():
         rule = rule_for(url.key)
@@ -480,10 +505,77 @@ def test_authorization_matrix(kind, second_factor, world, client):
             failures.append(f"{url.key}: cannot reverse with {kwargs}; give its rule kwargs=")
             continue
         response = client.generic(rule.method, path)
-        expected = (
-            rule.expect[kind] if second_factor else without_second_factor(url.key, rule, kind)
-        )
+        expected = expected_for(url.key, rule)
         if not _matches(response, expected):
             got = f"{response.status_code} {response.headers.get('Location', '')}".strip()
             failures.append(f"{rule.method} {path} ({url.key}): expected {expected}, got {got}")
+    return failures
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("second_factor", [True, False], ids=["totp_passed", "password_only"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_authorization_matrix(kind, second_factor, world, client):
+    from tests.factories import sign_in
+
+    user = getattr(world, kind)
+    if user is not None:
+        sign_in(client, user, second_factor=second_factor)
+    failures = _check_every_url(
+        client,
+        world,
+        lambda key, rule: (
+            rule.expect[kind] if second_factor else without_second_factor(key, rule, kind)
+        ),
+    )
+    assert not failures, f"{kind}:\n  " + "\n  ".join(failures)
+
+
+# --- sessions older than the access or the factor (issue 24, finding 1) -------------------------
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", ["clinician", "researcher", "admin"])
+def test_a_session_signed_in_before_approval_reaches_only_what_anonymous_does(role, world, client):
+    """An applicant's password-only session, then the approval: the session is over, on every
+    URL, whatever the role granted."""
+    from review.services import accounts as services
+    from tests.factories import open_certificate, sign_in
+
+    sign_in(client, world.applicant, second_factor=False)
+    open_certificate(world.admin, world.pending_application)
+    services.application_approve(
+        application=world.pending_application,
+        reviewer=world.admin,
+        roles=[role],
+        expires_on=world.pending_application.certificate_expires_on,
+    )
+    failures = _check_every_url(client, world, lambda key, rule: rule.expect["anonymous"])
+    assert not failures, f"{role}:\n  " + "\n  ".join(failures)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", APPROVED)
+def test_a_session_signed_in_before_enrolment_reaches_only_what_anonymous_does(
+    kind, world, client, django_capture_on_commit_callbacks
+):
+    """An approved account without TOTP signs in with the password; TOTP is set up in another
+    session (allauth's own pages); the first session is over, on every URL."""
+    from allauth.mfa.models import Authenticator
+    from allauth.mfa.totp.internal.auth import SECRET_SESSION_KEY
+    from django.test import Client
+
+    from tests.factories import PASSWORD, sign_in, totp_code_fresh
+
+    user = getattr(world, kind)
+    Authenticator.objects.filter(user=user).delete()
+    sign_in(client, user, second_factor=False)
+    other = Client()
+    sign_in(other, user, second_factor=False)
+    other.post(reverse("account_reauthenticate"), {"password": PASSWORD})
+    other.get(reverse("mfa_activate_totp"))
+    code = totp_code_fresh(other.session[SECRET_SESSION_KEY])
+    # allauth announces the factor when its transaction commits (the test's never does).
+    with django_capture_on_commit_callbacks(execute=True):
+        assert other.post(reverse("mfa_activate_totp"), {"code": code}).status_code == 302
+    assert Authenticator.objects.filter(user=user, type="totp").exists()
+    failures = _check_every_url(client, world, lambda key, rule: rule.expect["anonymous"])
     assert not failures, f"{kind}:\n  " + "\n  ".join(failures)

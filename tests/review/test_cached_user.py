@@ -6,7 +6,7 @@ out got weaker: a deactivated, deleted or re-passworded account is seen by the v
 request, and the password hash never enters the cache.
 """
 
-import pickle
+import json
 
 import pytest
 from django.core.cache import cache
@@ -57,7 +57,7 @@ def test_the_cache_never_holds_the_password_hash(client, clinician):
     _queue(client)
     entry = cache.get(_access_key(clinician.pk))
     assert entry is not None
-    stored = pickle.dumps(entry)
+    stored = json.dumps(entry, default=str).encode()
     assert clinician.password.encode() not in stored
     assert clinician.password.split("$")[-1].encode() not in stored  # nor its digest
     user, _ = cached_user(clinician.pk)

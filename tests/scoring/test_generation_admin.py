@@ -58,3 +58,34 @@ def test_bad_endpoints_are_refused_with_the_reason(admin_client, fields, message
     response = _post(admin_client, **fields)
     assert response.status_code == 200 and message in response.content
     assert not GenerationEndpoint.objects.exists()
+
+
+def test_the_admin_refuses_an_endpoint_whose_name_points_at_a_public_address(client, monkeypatch):
+    import socket
+
+    from scoring.generation import backends
+
+    def getaddrinfo(host, port, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    from scoring.admin import GenerationEndpointForm
+
+    data = {
+        "url": "http://models.example.org:8000",
+        "model": "m",
+        "label": "",
+        "tokenizer_path": TOKENIZER,
+        "enabled": True,
+        "timeout_seconds": 120,
+        "notes": "",
+    }
+    form = GenerationEndpointForm(data=data)
+    assert not form.is_valid() and "public address" in str(form.errors["url"])
+    form = GenerationEndpointForm(data={**data, "allow_public_address": True})
+    assert form.is_valid(), form.errors
+    # The app's allowlist passes the admin's choice on to the backend.
+    endpoint = form.save()
+    from scoring.apps import _endpoint_allowed
+
+    assert _endpoint_allowed(endpoint.url) == backends.ALLOW_PUBLIC

@@ -151,3 +151,87 @@ def test_endpoint_urls_are_normalized_and_odd_ones_refused() -> None:
     for bad in ("ftp://x", "http://user:pw@host", "http://host/?q=1", "host:80"):
         with pytest.raises(ValueError):
             normalize_endpoint(bad)
+
+
+# --- issue 24, finding 4: the allowlist resolves, refuses public addresses, pins the address -----
+def _resolving_to(monkeypatch, *answers: str) -> list[str]:
+    """Make every name resolve to the next of ``answers`` (the last one repeats); return the
+    list of names looked up."""
+    import socket
+
+    looked_up: list[str] = []
+    queue = list(answers)
+
+    def getaddrinfo(host, port, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        looked_up.append(host)
+        ip = queue.pop(0) if len(queue) > 1 else queue[0]
+        family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+        return [(family, socket.SOCK_STREAM, 6, "", (ip, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return looked_up
+
+
+def _no_connection(monkeypatch) -> list[tuple]:  # noqa: ANN001
+    import socket
+
+    attempts: list[tuple] = []
+
+    def create_connection(address, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        attempts.append(address)
+        raise ConnectionRefusedError("test: no connection")
+
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    return attempts
+
+
+def test_an_allowlisted_name_that_resolves_to_a_public_address_is_refused(allow, monkeypatch):
+    allow.add("http://models.example.org:8000")
+    _resolving_to(monkeypatch, "93.184.216.34")
+    attempts = _no_connection(monkeypatch)
+    with pytest.raises(EndpointRefused, match="public address"):
+        _backend("http://models.example.org:8000").generate(PROMPT, GenerationParams())
+    assert attempts == []
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["169.254.169.254", "0.0.0.0", "fe80::1", "224.0.0.1"],  # noqa: S104
+)
+def test_link_local_and_odd_addresses_are_refused_even_when_public_is_allowed(
+    monkeypatch, address
+) -> None:
+    previous = backends.set_allowlist(lambda endpoint: backends.ALLOW_PUBLIC)
+    try:
+        _resolving_to(monkeypatch, address)
+        attempts = _no_connection(monkeypatch)
+        with pytest.raises(EndpointRefused):
+            _backend("http://metadata.internal:80").generate(PROMPT, GenerationParams())
+        assert attempts == []
+    finally:
+        backends.set_allowlist(previous)
+
+
+def test_an_admins_explicit_override_allows_a_public_address(monkeypatch) -> None:
+    previous = backends.set_allowlist(lambda endpoint: backends.ALLOW_PUBLIC)
+    try:
+        _resolving_to(monkeypatch, "93.184.216.34")
+        attempts = _no_connection(monkeypatch)
+        with pytest.raises(GenerationError, match="connection failed"):
+            _backend("http://models.example.org:8000", retries=0).generate(
+                PROMPT, GenerationParams()
+            )
+        assert attempts == [("93.184.216.34", 8000)]
+    finally:
+        backends.set_allowlist(previous)
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(allow, monkeypatch) -> None:
+    # DNS rebinding: the name answers a private address to the check, a public one afterwards.
+    allow.add("http://models.example.org:8000")
+    looked_up = _resolving_to(monkeypatch, "10.1.2.3", "93.184.216.34")
+    attempts = _no_connection(monkeypatch)
+    with pytest.raises(GenerationError):
+        _backend("http://models.example.org:8000", retries=0).generate(PROMPT, GenerationParams())
+    assert attempts == [("10.1.2.3", 8000)]
+    assert looked_up == ["models.example.org"]  # resolved once, then pinned

@@ -10,14 +10,17 @@ import io
 import json
 import math
 import re
+from datetime import timedelta
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
+from django.utils import timezone
 from scipy import stats as sps
 
+from review.access import clear_cached_access
 from review.models import (
     AccessApplication,
     AuditEvent,
@@ -451,10 +454,20 @@ def test_api_needs_the_owners_current_researcher_access(data, client):
     _done_report(data)
     _, key = services.api_token_create(user=data.researcher, name="script")
     assert _api(client, "scoring_api_reports", key).status_code == 200
+    # An approval that lapses (no event ends the token): refused while access is not current.
     application = AccessApplication.objects.get(user=data.researcher, status="approved")
-    application_revoke(application=application, reviewer=data.researcher, reason="Left.")
+    AccessApplication.objects.filter(pk=application.pk).update(
+        expires_on=timezone.localdate() - timedelta(days=1)
+    )
+    clear_cached_access(data.researcher)
     response = _api(client, "scoring_api_reports", key)
     assert response.status_code == 403 and response.json()["error"] == "no_access"
+    # A revocation ends the token itself (issue 24): it never comes back with a new approval.
+    AccessApplication.objects.filter(pk=application.pk).update(expires_on=application.expires_on)
+    clear_cached_access(data.researcher)
+    application_revoke(application=application, reviewer=data.researcher, reason="Left.")
+    response = _api(client, "scoring_api_reports", key)
+    assert response.status_code == 401 and response.json()["error"] == "invalid_token"
     # A clinician's token (a role that cannot read reports) is refused the same way.
     _, clinician_key = services.api_token_create(user=data.c1, name="x")
     assert _api(client, "scoring_api_reports", clinician_key).status_code == 403

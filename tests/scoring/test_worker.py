@@ -193,3 +193,21 @@ def test_a_worker_killed_mid_run_resumes_to_exactly_one_score_each(worker: Worke
     run.refresh_from_db()
     exactly_one_score_each(run)
     assert MetricScore.objects.count() > killed_at
+
+
+def test_the_workers_own_log_lines_are_redacted_like_the_webs(worker: Worker) -> None:
+    # A task whose exception message quotes what it was given: Celery's "Task … raised
+    # unexpected: ValueError('…')" line and its traceback carried the message (issue 24, 4).
+    from medalign_site.celery import app
+
+    secret = "xylophonitis-of-the-left-ventricle"
+    app.send_task("scoring.tasks.compute_report", args=[secret], queue=worker.queue)
+    wait_for(
+        lambda: "raised unexpected" in worker.log.read_text(errors="replace"),
+        60,
+        "the task's failure to be logged",
+        worker.log,
+    )
+    logged = worker.log.read_text(errors="replace")
+    assert secret not in logged
+    assert "<message redacted" in logged

@@ -90,6 +90,7 @@ class Command(BaseCommand):
                         certificate=File(fh, name=certificate.name),
                         typed_name=typed,
                         dua_version=dua,
+                        send_email_link=False,  # the operator vouches for the first admin
                     )
                 except accounts.AccountsError as exc:
                     raise CommandError(str(exc)) from None

@@ -1,11 +1,13 @@
 import tempfile
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from review.demo import SYNTHETIC_NOTICE, DemoSpec, write_release
 from review.importers import total_bytes
+from review.models import Dataset
 from review.services.demo import demo_accounts_and_assignments
 from review.services.imports import dataset_import
 
@@ -26,6 +28,20 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, **options: object) -> None:
+        # The demo accounts' passwords and TOTP secrets are printed in the README: they must
+        # never exist where real data is (issue 24, finding 4).
+        if not settings.DEBUG:
+            raise CommandError(
+                "load_demo creates accounts whose passwords and TOTP secrets are public: it runs "
+                "only on a development machine, with DEBUG=true."
+            )
+        real = list(Dataset.objects.filter(is_synthetic=False).values_list("name", flat=True))
+        if real:
+            raise CommandError(
+                "load_demo refuses to run beside real data: "
+                + ", ".join(sorted(real))
+                + " is not synthetic. Use a separate database for the demo."
+            )
         if options["accounts_only"]:
             for line in demo_accounts_and_assignments(dataset_name=str(options["dataset"])):
                 self.stdout.write(line)
