@@ -17,6 +17,7 @@ urlpatterns += [
         name="scoring_report_export",
     ),
     path("method/", views.method, name="scoring_method"),
+    path("paper/<int:dataset_id>/", views.paper, name="scoring_paper_tables"),
     path("tokens/", views.api_tokens, name="scoring_api_tokens"),
     path("tokens/<int:token_id>/revoke/", views.api_token_revoke, name="scoring_api_token_revoke"),
     # The typed API (django-ninja): openapi.json, reports/, reports/<id>/, reports/<id>/<t>.json

@@ -45,6 +45,35 @@ class ReportForm(forms.Form):
         empty_label="The dataset's latest round",
         help_text="Whose reviews to analyse: each study (round) has its own response set.",
     )
+    source = forms.ChoiceField(
+        label="Whose judgements",
+        choices=[
+            ("app", "Reviews made in this app"),
+            ("release", "The release's own clinician judgements (binary_correct, model_rank)"),
+        ],
+        initial="app",
+        help_text="Never mixed: a report analyses one source. A report of the app's reviews "
+        "also sets them beside the release's judgements of the same responses, where the "
+        "release has them.",
+    )
+    cluster = forms.ChoiceField(
+        label="Resample by",
+        choices=[
+            ("auto", "Patient when instructions share records, else instruction"),
+            ("patient", "Patient"),
+            ("instruction", "Instruction"),
+        ],
+        initial="auto",
+        help_text="The unit every interval and test resamples: instructions grounded in one "
+        "patient's record are not independent.",
+    )
+    min_clusters = forms.IntegerField(
+        label="Fewest clusters for an interval",
+        initial=10,
+        min_value=2,
+        max_value=1000,
+        help_text="Below this many clusters no interval or p-value is shown.",
+    )
     include_unblindable = forms.BooleanField(
         required=False,
         label="Include reviews by accounts that also hold researcher access",

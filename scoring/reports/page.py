@@ -361,3 +361,60 @@ def _breakdown_tables(results: dict[str, Any]) -> list[dict[str, Any]]:
             )
         tables.append({"by": by, "title": title, "rows": rows})
     return tables
+
+
+def _pct(value: Any) -> str:
+    return f"{100 * value:.1f}%" if isinstance(value, int | float) else "—"
+
+
+def paper_page(tables: dict[str, Any]) -> dict[str, Any]:
+    """The paper-tables page's rows, formatted, each beside the paper's figure."""
+    if "empty" in tables:
+        return {}
+    models = [
+        {
+            **m,
+            "correct": interval(m.get("share_correct"), m.get("correct_ci_low"),
+                                m.get("correct_ci_high")),
+            "paper_correct_text": _pct(m.get("paper_correct")),
+            "win_rate_text": number(m.get("win_rate")),
+            "paper_win_rate_text": number(m.get("paper_win_rate")) if m.get("paper_win_rate")
+            is not None else "—",
+            "rank_text": interval(m.get("mean_rank"), m.get("rank_ci_low"), m.get("rank_ci_high"),
+                                  2),
+            "paper_rank_text": number(m.get("paper_mean_rank"), 2)
+            if m.get("paper_mean_rank") is not None else "—",
+        }
+        for m in tables.get("models", [])
+    ]  # fmt: skip
+    context = [
+        {
+            **c,
+            "long_text": _pct(c.get("share_correct_long")),
+            "short_text": _pct(c.get("share_correct_short")),
+            "difference_text": interval(
+                c.get("correct_difference"),
+                c.get("correct_difference_ci_low"),
+                c.get("correct_difference_ci_high"),
+            ),
+            "p_text": p_value(
+                c.get("correct_difference_p_value"),
+                at_floor=bool(c.get("correct_difference_p_at_floor")),
+            ),
+            "paper_text": _pct(c.get("paper_difference")),
+        }
+        for c in (tables.get("context_length") or {}).get("comparisons", [])
+    ]
+    metrics = [
+        {
+            **m,
+            "tau_text": interval(m.get("mean_tau"), m.get("ci_low"), m.get("ci_high"),
+                                 note=m.get("interval_note", "")),
+            "paper_text": (
+                f"{m['paper_tau']:.2f} [{m['paper_ci_low']:.2f}, {m['paper_ci_high']:.2f}]"
+                if m.get("paper_tau") is not None else "—"
+            ),
+        }
+        for m in tables.get("metrics", [])
+    ]  # fmt: skip
+    return {"paper_models": models, "paper_context": context, "paper_metrics": metrics}

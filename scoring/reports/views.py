@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -17,7 +17,8 @@ from review import access
 from scoring.models import CorrelationReport
 from scoring.reports import exports, learned, selectors, services
 from scoring.reports.forms import ApiTokenForm, ReportForm
-from scoring.reports.page import report_page
+from scoring.reports.page import paper_page, report_page
+from scoring.reports.paper import paper_tables_for
 
 
 def _report_or_404(report_id: int) -> CorrelationReport:
@@ -45,6 +46,9 @@ def reports(request: HttpRequest) -> HttpResponse:
                 request=request,
                 study=form.cleaned_data["study"],
                 include_unblindable=form.cleaned_data["include_unblindable"],
+                source=form.cleaned_data["source"],
+                cluster=form.cleaned_data["cluster"],
+                min_clusters=form.cleaned_data["min_clusters"],
             )
         except services.ReportError as exc:
             form.add_error(None, str(exc))
@@ -53,7 +57,11 @@ def reports(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "scoring/reports/list.html",
-        {"form": form, "reports": selectors.reports_recent()},
+        {
+            "form": form,
+            "reports": selectors.reports_recent(),
+            "datasets": selectors.report_datasets(),
+        },
     )
 
 
@@ -110,6 +118,19 @@ def report_export(request: HttpRequest, report_id: int, table: str, fmt: str) ->
     )
     response["Cache-Control"] = "no-store, private"
     return response
+
+
+@access.researcher_required
+@require_GET
+def paper(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """The MedAlign paper's tables from a dataset's release judgements, beside the paper's."""
+    dataset = get_object_or_404(selectors.report_datasets(), pk=dataset_id)
+    tables = paper_tables_for(dataset)
+    return render(
+        request,
+        "scoring/reports/paper.html",
+        {"dataset": dataset, "tables": tables, **paper_page(tables)},
+    )
 
 
 @access.researcher_required

@@ -22,7 +22,7 @@ from allauth.mfa.models import Authenticator
 from django.core import mail
 from django.urls import reverse
 
-from review.models import AccessApplication, DUAVersion, Role
+from review.models import AccessApplication, DUAVersion, ModelResponse, Role
 from review.services.reviews import review_get_or_start, review_reopen
 from scoring.models import GenerationRun, ScoringRun
 from tests import factories
@@ -367,6 +367,12 @@ def test_researcher_pages_have_no_axe_violations(live_server, tab, settings, tmp
     visit(page, base, reverse("scoring_reports"), "reports list")
     visit(page, base, reverse("scoring_report_detail", args=[report.pk]), "report detail")
     visit(page, base, reverse("scoring_method"), "method")
+    # The release's own judgements of the same responses, so the paper's tables fill in.
+    for k, response in enumerate(ModelResponse.objects.filter(instruction__dataset=d.dataset)):
+        response.release_rank = 1 + k % 3
+        response.release_binary_correct = k % 2 == 0
+        response.save(update_fields=["release_rank", "release_binary_correct"])
+    visit(page, base, reverse("scoring_paper_tables", args=[report.dataset_id]), "paper tables")
     visit(page, base, reverse("scoring_api_tokens"), "API tokens")
     # Generation: the form with a model to pick, the form with errors, a run that failed.
     (tmp_path / "models" / "local-lm").mkdir(parents=True)

@@ -323,6 +323,14 @@ RULES: dict[str, Rule] = {
         kwargs=lambda w: {"report_id": _report(w).pk, "table": "correlation", "fmt": "csv"},
     ),
     "scoring_method": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "scoring_paper_tables": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="200",
+        admin="200",
+        kwargs=lambda w: {"dataset_id": w.dataset.pk},
+    ),
     "scoring_api_tokens": R(
         anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"
     ),
