@@ -61,6 +61,8 @@ from .base import (
 __all__ = ["DEFAULT_WORDNET_DIR", "MeteorBackend", "WORDNET_FILES"]
 
 DEFAULT_WORDNET_DIR = "/usr/share/wordnet"  # Debian's wordnet-base
+DEBIAN_PACKAGE = "wordnet-base"
+DPKG_INFO = "/var/lib/dpkg/info"
 WORDNET_ENV = "METEOR_WORDNET_DIR"
 # The files NLTK reads to find a word's synsets and their lemmas (what METEOR's synonym stage
 # uses): the identity hashes them.
@@ -134,19 +136,17 @@ _INSTALL_HINT = (
 
 
 def _debian_package(path: Path) -> str | None:
-    """``"wordnet-base 1:3.0-37"`` when a Debian package installed ``path``, else None."""
+    """``"wordnet-base 1:3.0-37"`` when Debian's wordnet-base installed ``path``, else None.
+
+    Ownership is read from dpkg's file list of that package (``dpkg -S`` would search every
+    package's list: half a second here)."""
     dpkg = shutil.which("dpkg-query")
-    if dpkg is None:
-        return None
+    listing = Path(DPKG_INFO) / f"{DEBIAN_PACKAGE}.list"
     try:
-        owner = subprocess.run(
-            [dpkg, "-S", str(path)], capture_output=True, text=True, timeout=10, check=False
-        )
-        if owner.returncode != 0 or ":" not in owner.stdout:
+        if dpkg is None or str(path.resolve()) not in listing.read_text().splitlines():
             return None
-        package = owner.stdout.split(":", 1)[0].strip()
         version = subprocess.run(
-            [dpkg, "-W", "-f=${Version}", package],
+            [dpkg, "-W", "-f=${Version}", DEBIAN_PACKAGE],
             capture_output=True,
             text=True,
             timeout=10,
@@ -156,7 +156,7 @@ def _debian_package(path: Path) -> str | None:
         return None
     if version.returncode != 0 or not version.stdout.strip():
         return None
-    return f"{package} {version.stdout.strip()}"
+    return f"{DEBIAN_PACKAGE} {version.stdout.strip()}"
 
 
 def _wordnet_reader(root: Path) -> Any:
