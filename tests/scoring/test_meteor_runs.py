@@ -15,6 +15,7 @@ from scoring.runs import scoring as scoring_runs
 from tests import factories
 from tests.scoring.scoring_data import make_scoring_dataset
 from tests.scoring.test_meteor import WORDNET, needs_wordnet
+from tests.scoring.test_worker import Worker, exactly_one_score_each, wait_for, worker  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)  # batches are enqueued on commit
 
@@ -83,6 +84,29 @@ def test_a_run_with_meteor_stores_nltks_values_with_their_provenance(settings) -
     assert MetricScore.objects.get(config=best, response=response).value == pytest.approx(
         nltk_meteor(refs, response.text), abs=1e-12
     )
+
+
+@pytest.mark.worker
+@pytest.mark.slow
+@needs_wordnet
+def test_a_real_worker_loads_wordnet_after_the_fork_and_scores_meteor(
+    worker: Worker,  # noqa: F811 - the fixture of test_worker
+    settings,
+) -> None:
+    settings.METEOR_WORDNET_DIR = str(WORDNET)
+    dataset = make_scoring_dataset()
+    run = scoring_runs.scoring_run_create(dataset=dataset, metrics=["meteor"], batch_size=5)
+    wait_for(
+        lambda: ScoringRun.objects.get(pk=run.pk).status == ScoringRun.Status.DONE,
+        180,
+        "the METEOR run",
+        worker.log,
+    )
+    run.refresh_from_db()
+    exactly_one_score_each(run)
+    for score in MetricScore.objects.select_related("response__instruction"):
+        reference = score.response.instruction.references.get(annotator="Annotator_1").text
+        assert score.value == pytest.approx(nltk_meteor([reference], score.response.text))
 
 
 def _reviewed_dataset() -> Dataset:
