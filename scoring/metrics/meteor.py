@@ -1,9 +1,10 @@
 """METEOR via NLTK's ``nltk.translate.meteor_score.meteor_score`` with WordNet.  CPU only.
 
 How MedAlign computed it
-    MedAlign (Fleming et al., arXiv 2308.14089) reports METEOR beside BLEU, ROUGE-L, chrF++,
-    BERTScore and COMET, computed with NLTK. Its own evaluation code is not public (the
-    som-shahlab/medalign repository holds the README, the licence and data samples only), so:
+    MedAlign (Fleming et al., arXiv 2308.14089) lists METEOR among the automated metrics it
+    compared with clinicians' rankings. Its evaluation code is not public (the
+    som-shahlab/medalign repository holds the README, the licence and data samples only), so the
+    choices below are this app's, each stated:
     * the scorer is NLTK's ``meteor_score`` with every default (``str.lower`` preprocessing,
       Porter stemmer, WordNet synonyms, alpha 0.9, beta 3, gamma 0.5), one reference per call;
     * tokens are whitespace-separated words (``str.split``), as in this app's MedAlign parity
