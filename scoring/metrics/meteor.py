@@ -32,7 +32,7 @@ WordNet, offline
     ``nltk.data.path`` (and only that folder). Nothing is ever downloaded: no WordNet there means
     ``MetricUnavailable`` with the reason, and the other metrics still run.
 
-Loading WordNet takes NLTK about 10 s on a 2-core machine: once per process, on the first
+Loading WordNet takes NLTK 5-15 s on a shared 2-core machine: once per process, on the first
 ``score()`` (``base.cached_model``), never at import.
 """
 
