@@ -4,9 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser clean
+.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser wordnet clean
 
-install: $(STAMP)
+install: $(STAMP) wordnet
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,20 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null; \
 	  else echo "chromium not installed: browser tests will be skipped (apt-get install chromium)"; fi; }
+
+# METEOR's WordNet: Debian's wordnet-base (WordNet 3.0, Princeton's licence) in /usr/share/wordnet;
+# NLTK's own download needs the network. Pinned; a release without that version gets its own, and
+# the sha256 of the files every METEOR score used is in its provenance. Without root: METEOR is
+# unavailable (with the reason) and its tests are skipped.
+WORDNET_DEB ?= 1:3.0-37
+wordnet:
+	@test -f /usr/share/wordnet/data.noun || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq >/dev/null && \
+	    { apt-get install -y -qq --no-install-recommends "wordnet-base=$(WORDNET_DEB)" >/dev/null || \
+	      { echo "wordnet-base $(WORDNET_DEB) is not offered here: installing this release's" >&2; \
+	        apt-get install -y -qq --no-install-recommends wordnet-base >/dev/null; }; }; \
+	  else echo "WordNet not installed: METEOR unavailable, its tests skipped (apt-get install wordnet-base)"; fi; }
 
 test: install browser
 	$(PY) -m pytest -n 2 --dist loadgroup

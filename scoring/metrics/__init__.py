@@ -8,6 +8,9 @@
     backend.score_detailed(pairs)               # -> [Scored(values, truncated)]
     backend.provenance()                        # flat description for reports
 
+Backends: ``bertscore``, ``comet`` (model queue), ``rougeL``, ``bleu``, ``chrf``, ``meteor``
+(lexical; METEOR needs WordNet's files, see ``meteor``), ``jury`` (judge models).
+
 Importing this package loads no model and imports neither torch nor transformers; model backends
 load lazily on the first ``score()`` and cache the model per process (see ``base``).
 """
@@ -29,6 +32,7 @@ from .bertscore import BertScoreBackend
 from .comet import CometBackend
 from .jury import JuryBackend
 from .lexical import BleuBackend, ChrfBackend, RougeLBackend
+from .meteor import MeteorBackend
 
 __all__ = [
     "BACKENDS",
@@ -37,6 +41,7 @@ __all__ = [
     "ChrfBackend",
     "CometBackend",
     "JuryBackend",
+    "MeteorBackend",
     "MetricBackend",
     "MetricUnavailable",
     "Pair",
@@ -57,6 +62,7 @@ BACKENDS: dict[str, type[MetricBackend]] = {
         RougeLBackend,
         BleuBackend,
         ChrfBackend,
+        MeteorBackend,
         JuryBackend,
     )
 }

@@ -164,7 +164,7 @@ class MetricBackend(abc.ABC):
     """One metric.  Subclasses declare ``option_defaults`` (the only accepted options) and may
     override ``_validate`` to check/normalize them."""
 
-    name: ClassVar[str]  # registry key: "bertscore", "comet", "rougeL", "bleu", "chrf"
+    name: ClassVar[str]  # registry key: "bertscore", "comet", "rougeL", "bleu", "chrf", "meteor"
     primary: ClassVar[str]  # key of the headline value in score dicts
     kind: ClassVar[str]  # "model" (gpu queue) or "lexical" (cpu queue)
     option_defaults: ClassVar[Mapping[str, Any]] = {}

@@ -21,11 +21,12 @@ METRIC_LABELS = {
     "rougeL": "ROUGE-L F",
     "bleu": "BLEU",
     "chrf": "chrF++",
+    "meteor": "METEOR",
     "jury": "LLM jury",
 }
 # The jury is not a default: it runs only with judges configured (JURY_JUDGES) and asks each
 # judge model for every response.
-DEFAULT_METRICS = ("bertscore", "comet", "rougeL", "bleu", "chrf")
+DEFAULT_METRICS = ("bertscore", "comet", "rougeL", "bleu", "chrf", "meteor")
 
 
 class ScoringError(Exception):
@@ -43,6 +44,8 @@ def backend_options(name: str) -> dict[str, Any]:
         return options
     if name == "comet":
         return {"checkpoint": settings.COMET_MODEL or None}
+    if name == "meteor":
+        return {"wordnet": settings.METEOR_WORDNET_DIR or None}
     if name == "jury":
         return {"judges": list(settings.JURY_JUDGES)}
     return {}
@@ -82,7 +85,8 @@ class Preset:
     key: str
     label: str
     description: str
-    metrics: dict[str, dict[str, Any]]  # backend name -> options (replacing the settings)
+    # backend name -> options replacing the settings (None: this server's settings)
+    metrics: dict[str, dict[str, Any] | None]
     # model id -> what must be in the local Hugging Face cache for it (COMET loads its encoder's
     # config and tokenizer as well)
     cache_needs: dict[str, tuple[str, ...]]
@@ -94,7 +98,8 @@ PRESETS: dict[str, Preset] = {
         label="MedAlign/HELM",
         description=(
             "The metrics MedAlign's and HELM's code used: BERTScore F1 with "
-            "distilbert-base-uncased, COMET Unbabel/wmt22-comet-da, chrF++, ROUGE-L and BLEU."
+            "distilbert-base-uncased, COMET Unbabel/wmt22-comet-da, chrF++, ROUGE-L, BLEU and "
+            "METEOR (NLTK, with this server's WordNet)."
         ),
         metrics={
             "bertscore": {"model": "distilbert-base-uncased"},
@@ -102,6 +107,7 @@ PRESETS: dict[str, Preset] = {
             "chrf": {},
             "rougeL": {},
             "bleu": {},
+            "meteor": None,  # WordNet is no cached model: this server's METEOR_WORDNET_DIR
         },
         cache_needs={
             "distilbert-base-uncased": ("distilbert-base-uncased",),

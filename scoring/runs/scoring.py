@@ -61,7 +61,7 @@ def scoring_run_create(
     models are in the local cache, otherwise ``ScoringError`` says which are missing and how
     to bring them (nothing is created).
     """
-    overrides: dict[str, dict[str, Any]] = {}
+    overrides: dict[str, dict[str, Any] | None] = {}
     if preset is not None:
         chosen = PRESETS.get(preset)
         if chosen is None:
@@ -86,7 +86,9 @@ def scoring_run_create(
     unavailable: dict[str, str] = {}
     configs: list[MetricConfig] = []
     for name in names:
-        options = overrides.get(name, backend_options(name))
+        options = overrides.get(name)
+        if options is None:  # not in a preset, or one that takes this server's settings for it
+            options = backend_options(name)
         try:
             backend = backend_for(name, options)
             backend.check_available()

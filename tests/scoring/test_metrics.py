@@ -84,9 +84,9 @@ def refs(pairs):
 def test_unknown_backend_lists_valid_names():
     with pytest.raises(ValueError) as exc:
         get_backend("nope")
-    for name in ("bertscore", "comet", "rougeL", "bleu", "chrf", "jury"):
+    for name in ("bertscore", "comet", "rougeL", "bleu", "chrf", "meteor", "jury"):
         assert name in str(exc.value)
-    assert set(BACKENDS) == {"bertscore", "comet", "rougeL", "bleu", "chrf", "jury"}
+    assert set(BACKENDS) == {"bertscore", "comet", "rougeL", "bleu", "chrf", "meteor", "jury"}
 
 
 def test_registry_attributes_and_unknown_option():
@@ -97,6 +97,7 @@ def test_registry_attributes_and_unknown_option():
         "rougeL": "lexical",
         "bleu": "lexical",
         "chrf": "lexical",
+        "meteor": "lexical",
         "jury": "model",
     }
     primaries = {name: cls.primary for name, cls in BACKENDS.items()}
@@ -106,6 +107,7 @@ def test_registry_attributes_and_unknown_option():
         "rougeL": "fmeasure",
         "bleu": "score",
         "chrf": "score",
+        "meteor": "score",
         "jury": "jury",
     }
     with pytest.raises(ValueError, match="use_stemmer"):

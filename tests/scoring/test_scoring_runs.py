@@ -259,7 +259,7 @@ def test_every_config_records_its_provenance() -> None:
 
 def test_the_helm_preset_names_the_missing_models_and_how_to_bring_them(client) -> None:
     preset = metric_configs.PRESETS["medalign-helm"]
-    assert set(preset.metrics) == {"bertscore", "comet", "chrf", "rougeL", "bleu"}
+    assert set(preset.metrics) == {"bertscore", "comet", "chrf", "rougeL", "bleu", "meteor"}
     missing = metric_configs.preset_missing(preset)
     if not missing:
         pytest.skip("the preset's models are in this machine's cache")
@@ -283,11 +283,14 @@ def test_the_helm_preset_names_the_missing_models_and_how_to_bring_them(client) 
     assert not ScoringRun.objects.exists()
 
 
-def test_the_helm_preset_runs_its_own_models_when_they_are_cached(monkeypatch) -> None:
+def test_the_helm_preset_runs_its_own_models_when_they_are_cached(
+    monkeypatch, settings, tmp_path
+) -> None:
     monkeypatch.setattr(metric_configs, "_in_hf_cache", lambda repo: True)
+    settings.METEOR_WORDNET_DIR = str(tmp_path / "this-servers-wordnet")
     dataset = make_scoring_dataset()
     run = scoring_runs.scoring_run_create(dataset=dataset, metrics=[], preset="medalign-helm")
-    assert run.metrics == ["bertscore", "comet", "chrf", "rougeL", "bleu"]
+    assert run.metrics == ["bertscore", "comet", "chrf", "rougeL", "bleu", "meteor"]
     # the preset's models, not this server's settings (not really cached here: unavailable)
     for name in ("bertscore", "comet"):
         if name in run.unavailable:
@@ -299,3 +302,5 @@ def test_the_helm_preset_runs_its_own_models_when_they_are_cached(monkeypatch) -
                 == metric_configs.PRESETS["medalign-helm"].metrics[name]
             )
     assert set(run.configs.values_list("backend", flat=True)) >= {"chrf", "rougeL", "bleu"}
+    # METEOR's WordNet is this server's (no model cache holds it): here, a folder that is missing
+    assert "this-servers-wordnet" in run.unavailable["meteor"]

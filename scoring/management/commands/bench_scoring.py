@@ -12,11 +12,17 @@
    ``predict`` (checkpoint load included on both sides), with the largest score difference
    (target >= 1.5x). Without ``COMET_MODEL``, a COMET checkpoint is built offline around the
    bundled MiniLM encoder (``scoring.metrics.tiny_comet``): real encoder cost, untrained head.
-5. Re-running the finished run, and the worker's peak memory with both models loaded.
+5. METEOR on ``--meteor-pairs`` pairs: the app (worker, WordNet loaded in it) against NLTK's
+   ``meteor_score`` with ``nltk.corpus.wordnet`` loaded as NLTK loads it (from a copy of the same
+   WordNet files laid out as ``nltk_data``; WordNet load included on both sides), with the
+   largest score difference and both throughputs (target >= 0.9x: the app adds Celery and the
+   database to the same work). Skipped, saying why, when METEOR is unavailable (no WordNet).
+6. Re-running the finished run, and the worker's peak memory with both models loaded.
 """
 
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -171,6 +177,8 @@ class Command(BaseCommand):
         parser.add_argument("--comet-pairs", type=int, default=600)
         parser.add_argument("--batch-size", type=int, default=256, help="responses per Celery task")
         parser.add_argument("--skip-comet", action="store_true")
+        parser.add_argument("--meteor-pairs", type=int, default=1818)
+        parser.add_argument("--skip-meteor", action="store_true")
 
     def handle(self, *args: object, **options: object) -> None:
         n_pairs = int(options["pairs"])  # type: ignore[arg-type]
@@ -236,9 +244,18 @@ class Command(BaseCommand):
                 results.append((f"COMET ({n_comet} pairs)", lib_comet, app_comet, 1.5))
             if self.worker is not None:
                 memory = _worker_memory(self.worker.pid)
+            meteor, meteor_memory = None, ""
+            if not options["skip_meteor"]:
+                n_meteor = int(options["meteor_pairs"])  # type: ignore[arg-type]
+                meteor = self._meteor_round(n_meteor, batch_size)
+                if meteor is not None and self.worker is not None:
+                    results.append(meteor[0])
+                    meteor_memory = _worker_memory(self.worker.pid)
         finally:
             self._stop_worker()
-            Dataset.objects.filter(name__in=[DATASET, f"{DATASET}-comet"]).delete()
+            Dataset.objects.filter(
+                name__in=[DATASET, f"{DATASET}-comet", f"{DATASET}-meteor"]
+            ).delete()
             tmp.cleanup()
         self.stdout.write("")
         self.stdout.write(f"{'':40} {'library s':>10} {'app s':>8} {'ratio':>7}  target")
@@ -252,6 +269,14 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"COMET largest |app - comet predict| score difference: {comet_diff:.2e}"
             )
+        if meteor is not None:
+            (_, lib_s, app_s, _), n_meteor, meteor_diff = meteor
+            self.stdout.write(
+                f"METEOR throughput, WordNet load included: app {n_meteor / app_s:.0f} pairs/s, "
+                f"nltk meteor_score {n_meteor / lib_s:.0f} pairs/s; largest |app - nltk| score "
+                f"difference: {meteor_diff:.2e}"
+            )
+            self.stdout.write(f"worker memory, METEOR's WordNet loaded: {meteor_memory}")
         self.stdout.write(f"re-running the finished run: {rerun:.2f} s (target < 2 s)")
         if memory:
             self.stdout.write(
@@ -342,6 +367,23 @@ class Command(BaseCommand):
             raise CommandError(f"run failed: {run_progress(run).error}")
         return seconds
 
+    def _meteor_round(
+        self, n_pairs: int, batch_size: int
+    ) -> tuple[tuple[str, float, float, float], int, float] | None:
+        from scoring.metrics import MetricUnavailable
+        from scoring.runs.metric_configs import backend_for
+
+        try:
+            backend_for("meteor").check_available()
+        except MetricUnavailable as exc:
+            self.stdout.write(f"METEOR: skipped, unavailable here: {exc}")
+            return None
+        dataset = _make_dataset(n_pairs, name=f"{DATASET}-meteor")
+        self._fresh_worker()
+        app = self._run(dataset, ["meteor"], batch_size)
+        library, diff = self._meteor(dataset)
+        return (f"METEOR ({n_pairs} pairs, WordNet load)", library, app, 0.9), n_pairs, diff
+
     # ------------------------------------------------------------------ libraries
     @staticmethod
     def _bert_score(triples: list[Pair]) -> float:
@@ -394,6 +436,48 @@ class Command(BaseCommand):
         diff = max(
             abs(app[lookup[(t.source, t.hypothesis)]] - score)
             for t, score in zip(triples, out.scores, strict=True)
+        )
+        return seconds, diff
+
+    def _meteor(self, dataset: Dataset) -> tuple[float, float]:
+        """NLTK's ``meteor_score`` as a user runs it: ``nltk.corpus.wordnet`` found under an
+        ``nltk_data`` folder (a copy of the app's WordNet files, laid out as
+        ``nltk.download("wordnet")`` would, made before the clock starts), every default; also
+        the largest difference from the app's scores."""
+        import nltk
+
+        from scoring.metrics.meteor import LEXNAMES_30, WORDNET_FILES
+        from scoring.runs.metric_configs import backend_for
+
+        source = backend_for("meteor").folder
+        root = self.tmp / "nltk_data"
+        target = root / "corpora" / "wordnet"
+        target.mkdir(parents=True, exist_ok=True)
+        for name in (*WORDNET_FILES, "lexnames", "index.sense"):
+            if (source / name).is_file():
+                shutil.copyfile(source / name, target / name)
+        if not (target / "lexnames").exists():  # Debian's WordNet has none (see meteor.py)
+            (target / "lexnames").write_text(LEXNAMES_30)
+        if not (target / "index.sense").exists():  # read by NLTK's OMW mapping only
+            (target / "index.sense").write_text("")
+        nltk.data.path.insert(0, str(root))
+        triples = _triples(dataset)
+        start = time.perf_counter()
+        from nltk.corpus import wordnet
+        from nltk.translate.meteor_score import meteor_score
+
+        wordnet.ensure_loaded()
+        scores = [meteor_score([t.reference.split()], t.hypothesis.split()) for t in triples]
+        seconds = time.perf_counter() - start
+        app = {
+            (s.response.instruction.question, s.response.text): s.value
+            for s in MetricScore.objects.filter(
+                response__instruction__dataset=dataset, config__backend="meteor"
+            ).select_related("response__instruction")
+        }
+        diff = max(
+            abs(app[(t.source, t.hypothesis)] - score)
+            for t, score in zip(triples, scores, strict=True)
         )
         return seconds, diff
 

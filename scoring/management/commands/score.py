@@ -23,14 +23,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--metrics",
             default=",".join(metric_configs.DEFAULT_METRICS),
-            help="comma-separated: bertscore,comet,rougeL,bleu,chrf",
+            help="comma-separated: bertscore,comet,rougeL,bleu,chrf,meteor (and jury)",
         )
         parser.add_argument(
             "--preset",
             choices=sorted(metric_configs.PRESETS),
             help="a fixed set of metrics and models (replaces --metrics), e.g. medalign-helm: "
             "BERTScore distilbert-base-uncased, COMET Unbabel/wmt22-comet-da, chrF++, ROUGE-L, "
-            "BLEU; refused, naming what is missing, unless its models are in the local cache",
+            "BLEU, METEOR; refused, naming what is missing, unless its models are in the local "
+            "cache",
         )
         parser.add_argument("--aggregate", choices=["first", "max", "mean"])
         parser.add_argument("--batch-size", type=int)
