@@ -213,7 +213,7 @@ def response_rows(
             "review_id": int(table.review[i]),
             "instruction_id": instruction_code[i],
             "patient": patient[i] if patient is not None else None,
-            "cluster": str(table.clusters[i]),
+            "cluster": str(table.cluster_keys[i]),
             "category": str(table.category[i]),
             "specialty": str(table.specialty[i]),
             "clinician": clinician_pseudonym[i],

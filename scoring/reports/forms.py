@@ -52,6 +52,7 @@ class ReportForm(forms.Form):
             ("release", "The release's own clinician judgements (binary_correct, model_rank)"),
         ],
         initial="app",
+        required=False,
         help_text="Never mixed: a report analyses one source. A report of the app's reviews "
         "also sets them beside the release's judgements of the same responses, where the "
         "release has them.",
@@ -64,12 +65,14 @@ class ReportForm(forms.Form):
             ("instruction", "Instruction"),
         ],
         initial="auto",
+        required=False,
         help_text="The unit every interval and test resamples: instructions grounded in one "
         "patient's record are not independent.",
     )
     min_clusters = forms.IntegerField(
         label="Fewest clusters for an interval",
         initial=10,
+        required=False,
         min_value=2,
         max_value=1000,
         help_text="Below this many clusters no interval or p-value is shown.",

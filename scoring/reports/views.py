@@ -46,9 +46,9 @@ def reports(request: HttpRequest) -> HttpResponse:
                 request=request,
                 study=form.cleaned_data["study"],
                 include_unblindable=form.cleaned_data["include_unblindable"],
-                source=form.cleaned_data["source"],
-                cluster=form.cleaned_data["cluster"],
-                min_clusters=form.cleaned_data["min_clusters"],
+                source=form.cleaned_data["source"] or "app",
+                cluster=form.cleaned_data["cluster"] or "auto",
+                min_clusters=form.cleaned_data["min_clusters"] or 10,
             )
         except services.ReportError as exc:
             form.add_error(None, str(exc))

@@ -2,6 +2,7 @@
 
 import inspect
 import math
+from dataclasses import fields, replace
 
 import numpy as np
 import pytest
@@ -67,7 +68,9 @@ def test_folds_follow_the_patients_pseudonyms_not_row_order():
     _, first = learned.cross_validated_scores(table, x, patient=patient, seed=7)
     order = np.random.default_rng(0).permutation(len(table))
     shuffled = table.subset(np.ones(len(table), bool))
-    shuffled = S.JudgementTable(**{k: v[order] for k, v in shuffled.__dict__.items()})
+    shuffled = S.JudgementTable(
+        **{f.name: getattr(shuffled, f.name)[order] for f in fields(shuffled)}
+    )
     _, second = learned.cross_validated_scores(shuffled, x[order], patient=patient[order], seed=7)
     assert first["fold_of_patient"] == second["fold_of_patient"]
 
@@ -98,7 +101,7 @@ def test_instruction_folds_leak_a_patients_preference_and_patient_folds_do_not()
     for r in np.unique(table.review):
         m = table.review == r
         rank[m] = sps.rankdata(-utility[m], method="min")
-    table = S.JudgementTable(**{**table.__dict__, "rank": rank})
+    table = replace(table, rank=rank)
     # The record is visible in the features (as the instruction's embedding carries it): the
     # response's features crossed with the patient, so a model can learn each patient it saw.
     patients = sorted(prefs)

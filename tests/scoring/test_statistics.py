@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from dataclasses import fields, replace
 
 import numpy as np
 import pytest
@@ -82,7 +83,10 @@ def random_table(seed, n_reviews=60, max_responses=7, nan_share=0.1):
 
 def concat(first, second):
     """Stack two tables; the second table's review ids are shifted to stay distinct."""
-    cols = {k: np.concatenate([getattr(first, k), getattr(second, k)]) for k in first.__dict__}
+    cols = {
+        f.name: np.concatenate([getattr(first, f.name), getattr(second, f.name)])
+        for f in fields(first)
+    }
     cols["review"] = np.concatenate([first.review, second.review + first.review.max() + 1])
     return JudgementTable(**cols)
 
@@ -109,7 +113,7 @@ def scipy_reference_taus(table, scores):
 def test_table_rejects_ragged_columns():
     table, _ = single_review([1, 2], [1.0, 2.0])
     with pytest.raises(ValueError, match="different lengths"):
-        JudgementTable(**{**table.__dict__, "rank": np.array([1.0])})
+        replace(table, rank=np.array([1.0]))
 
 
 def test_subset_keeps_rows_and_validates_mask():
@@ -271,7 +275,7 @@ def test_tau_invariant_under_strictly_monotone_transform(data, transform):
 @given(data=tables_with_scores())
 def test_tau_sign_flips_when_ranks_reverse(data):
     table, scores = data
-    reversed_table = JudgementTable(**{**table.__dict__, "rank": 100.0 - table.rank})
+    reversed_table = replace(table, rank=100.0 - table.rank)
     base = S.per_review_tau(table, scores)
     flipped = S.per_review_tau(reversed_table, scores)
     assert np.array_equal(base.review, flipped.review)
@@ -897,7 +901,7 @@ def test_position_bias_p_value_is_the_cluster_bootstrap_of_review_taus():
     rng = np.random.default_rng(5)
     # Shown positions that lean towards the ranks, with noise: a non-trivial p-value.
     positions = np.argsort(np.argsort(table.rank + rng.normal(0, 4.0, len(table))))
-    table = JudgementTable(**{**table.__dict__, "position": positions})
+    table = replace(table, position=positions)
     n_resamples, seed = 400, 9
     out = S.position_bias(table, n_resamples=n_resamples, seed=seed)
     taus = {}

@@ -89,51 +89,47 @@ class ClinicianPairs:
 
 
 def clinician_pairs(table: JudgementTable) -> ClinicianPairs:
-    rank = _as_float(table.rank)
-    ranked = ~np.isnan(rank)
-    review_ids, rows = _group_rows(np.asarray(table.review))
-    a_rows: list[Array] = []
-    b_rows: list[Array] = []
-    meta: list[tuple[Any, Any, Any, Any]] = []
-    if review_ids.size:
-        real_rows = np.where((rows >= 0) & ranked[np.maximum(rows, 0)], rows, -1)
-        first = rows[:, 0]
-        rev_instruction = np.asarray(table.instruction)[first]
-        rev_clinician = np.asarray(table.clinician)[first]
-        rev_cluster = np.asarray(table.clusters)[first]
-        inst_ids, inst_rows = _group_rows(rev_instruction)
-        responses = np.asarray(table.response)
-        for i_group in range(inst_ids.shape[0]):
-            revs = inst_rows[i_group][inst_rows[i_group] >= 0]
-            if np.unique(rev_clinician[revs]).shape[0] < 2:
-                continue
-            for ra, rb in itertools.combinations(revs, 2):
-                if rev_clinician[ra] == rev_clinician[rb]:
-                    continue
-                rows_a = real_rows[ra][real_rows[ra] >= 0]
-                rows_b = real_rows[rb][real_rows[rb] >= 0]
-                _, ia, ib = np.intersect1d(
-                    responses[rows_a], responses[rows_b], return_indices=True
-                )
-                a_rows.append(rows_a[ia])
-                b_rows.append(rows_b[ib])
-                meta.append(
-                    (rev_clinician[ra], rev_clinician[rb], rev_cluster[ra], inst_ids[i_group])
-                )
-    n_max = max((x.shape[0] for x in a_rows), default=0)
-    pad_a = np.full((len(a_rows), n_max), -1, dtype=np.intp)
-    pad_b = np.full((len(a_rows), n_max), -1, dtype=np.intp)
-    for k, (x, y) in enumerate(zip(a_rows, b_rows, strict=True)):
-        pad_a[k, : x.shape[0]] = x
-        pad_b[k, : y.shape[0]] = y
-    columns = list(zip(*meta, strict=True)) if meta else [(), (), (), ()]
+    """Every pair of reviews of one instruction by two different clinicians, aligned on the
+    responses both judged (vectorised: rows are joined on the response they judge)."""
+    # Every row takes part, ranked or not: a review with no ranked row still pairs, and its
+    # pairs are undefined (skipped), as any pair with fewer than two distinct ranks is; the
+    # tau of a pair counts only the responses both ranked (nan ranks are missing there).
+    ranked = np.arange(len(table))
+    review = np.asarray(table.review)
+    clinician = np.asarray(table.clinician)
+    empty = np.zeros((0, 0), dtype=np.intp)
+    if ranked.size == 0:
+        nothing = np.zeros(0, dtype=np.int64)
+        return ClinicianPairs(empty, empty, nothing, nothing, nothing, nothing)
+    # Rows judging the same response, two at a time (a response belongs to one instruction).
+    _, by_response = _group_rows(np.asarray(table.response)[ranked])
+    a_parts, b_parts = [], []
+    for i, j in itertools.combinations(range(by_response.shape[1]), 2):
+        ok = (by_response[:, i] >= 0) & (by_response[:, j] >= 0)
+        a_parts.append(ranked[by_response[ok, i]])
+        b_parts.append(ranked[by_response[ok, j]])
+    a = np.concatenate(a_parts) if a_parts else np.zeros(0, dtype=np.intp)
+    b = np.concatenate(b_parts) if b_parts else np.zeros(0, dtype=np.intp)
+    keep = clinician[a] != clinician[b]
+    a, b = a[keep], b[keep]
+    # One orientation per pair of reviews, then the pair's rows side by side.
+    swap = review[a] > review[b]
+    a, b = np.where(swap, b, a), np.where(swap, a, b)
+    if a.size == 0:
+        nothing = np.zeros(0, dtype=np.int64)
+        return ClinicianPairs(empty, empty, nothing, nothing, nothing, nothing)
+    key = review[a].astype(np.int64) * (int(review.max()) + 1) + review[b]
+    _, grouped = _group_rows(key)
+    rows_a = np.where(grouped >= 0, a[np.maximum(grouped, 0)], -1)
+    rows_b = np.where(grouped >= 0, b[np.maximum(grouped, 0)], -1)
+    first_a = rows_a[:, 0]
     return ClinicianPairs(
-        rows_a=pad_a,
-        rows_b=pad_b,
-        clinician_a=np.asarray(columns[0]),
-        clinician_b=np.asarray(columns[1]),
-        cluster=np.asarray(columns[2]).astype(str),
-        instruction=np.asarray(columns[3]),
+        rows_a=rows_a,
+        rows_b=rows_b,
+        clinician_a=clinician[first_a],
+        clinician_b=clinician[rows_b[:, 0]],
+        cluster=np.asarray(table.clusters)[first_a],
+        instruction=np.asarray(table.instruction)[first_a],
     )
 
 
