@@ -31,6 +31,14 @@ def study_current(dataset: Dataset) -> Study | None:
     return Study.objects.filter(dataset=dataset).order_by("-round").first()
 
 
+def study_names(study_ids: set[int]) -> list[str]:
+    """How a message names rounds: "<dataset>: Round <n> (<name>)"."""
+    return [
+        f"{s.dataset.name}: Round {s.round} ({s.name})"
+        for s in Study.objects.filter(pk__in=study_ids).select_related("dataset")
+    ]
+
+
 def studies_of(dataset: Dataset) -> QuerySet[Study]:
     return Study.objects.filter(dataset=dataset).order_by("round")
 
@@ -117,6 +125,8 @@ class ModelGroup:
     # Study id -> responses of this model in its set.
     in_studies: dict[int, int] = field(default_factory=dict)
     runs: set[int] = field(default_factory=set)  # generation runs that produced them
+    # Responses in at least one study: a response in two rounds (a copied set) counts once.
+    in_any_study: set[int] = field(default_factory=set)
 
     @property
     def source(self) -> str:
@@ -126,7 +136,7 @@ class ModelGroup:
 
     @property
     def candidates(self) -> int:
-        return self.responses - sum(self.in_studies.values()) - self.retired
+        return self.responses - len(self.in_any_study) - self.retired
 
 
 @dataclass
@@ -151,13 +161,14 @@ def studies_overview(dataset: Dataset) -> tuple[list[StudyRow], list[ModelGroup]
         group.retired += retired_at is not None
         if isinstance(run, int):
             group.runs.add(run)
-    for study_id, name in (
+    for study_id, response_id, name in (
         StudyResponse.objects.filter(study__dataset=dataset)
-        .values_list("study_id", "response__model_name")
+        .values_list("study_id", "response_id", "response__model_name")
         .order_by()
     ):
         in_studies = groups[name].in_studies
         in_studies[study_id] = in_studies.get(study_id, 0) + 1
+        groups[name].in_any_study.add(response_id)
     rows = []
     for study in studies_of(dataset).select_related("dataset"):
         rows.append(
