@@ -217,6 +217,9 @@ class _Code:
     family: str  # the code's vocabulary: the summary counts rows by it
     demographic: str  # the Patient field a GENDER/RACE/ETHNICITY code sets, else ""
     visit_family: str  # the kind of visit the code opens or closes
+    read_key: str  # the summary's keys for this code's rows: see load_batch's ``tally``
+    fell_back_key: str
+    ignored_key: str
     name: str  # of a coded event
     note_type: str  # of a note with this code
     note_code: bool  # a note or report code: its text is a note whatever its length
@@ -352,8 +355,8 @@ class MedsLoader:
         append = rows.append
         codes_known = self.codes
         skipped = self.importer.summary.skipped
-        # (code family, outcome) -> rows, added to the summary once per batch
-        tally: Counter[tuple[str, str]] = Counter()
+        # "family\0outcome" -> rows (a str caches its hash), added to the summary per batch
+        tally: Counter[str] = Counter()
         subject = self.subject
         for i in range(n):
             row = offset + i + 1
@@ -403,14 +406,14 @@ class MedsLoader:
             info = codes_known.get(code) or self._code(code)
             if key in subject.same_time_keys:
                 skipped["duplicate MEDS rows"] += 1
-                tally[info.family, "ignored"] += 1
+                tally[info.ignored_key] += 1
                 continue
             subject.same_time_keys.add(key)
             table = tables[i] if tables is not None else None
             if time is None or (table == "person" and info.demographic):
                 # meds_etl dates the person table's sex, race and ethnicity at birth.
                 self._static(subject, code, numeric, text)
-                tally[info.family, "read"] += 1
+                tally[info.read_key] += 1
                 continue
             if info.birth:
                 self._birth(file, row, subject, time)
@@ -427,7 +430,7 @@ class MedsLoader:
             if table is not None and table in TABLE_EVENT_TYPES:
                 event_type = TABLE_EVENT_TYPES[table]
                 typed = True
-            tally[info.family, "read" if typed else "fell back"] += 1
+            tally[info.read_key if typed else info.fell_back_key] += 1
             encounter_id = None
             if encounter is not None:
                 encounter.event_count += 1
@@ -463,7 +466,8 @@ class MedsLoader:
                 # fmt: on
             if len(rows) >= EVENT_FLUSH_ROWS:
                 self.cohort.flush()
-        for (family, outcome), count in tally.items():
+        for key, count in tally.items():
+            family, outcome = key.split("\0")
             self.importer.summary.tally(family, outcome, count)
 
     def _warn_value_like(self, file: str, parquet: pq.ParquetFile, extras: list[str]) -> None:
@@ -498,6 +502,9 @@ class MedsLoader:
             family=family[:60] or code[:60],
             demographic=DEMOGRAPHIC_FIELDS.get(family, ""),
             visit_family=visit_family,
+            read_key=f"{family[:60] or code[:60]}\0read",
+            fell_back_key=f"{family[:60] or code[:60]}\0fell back",
+            ignored_key=f"{family[:60] or code[:60]}\0ignored",
             name=(description or LIFE_EVENT_NAMES.get(code, code))[:500],
             note_type=description or code.split("/", 1)[-1].strip("/").replace("//", " "),
             note_code=any(w in upper for w in NOTE_WORDS),
