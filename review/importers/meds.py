@@ -5,22 +5,40 @@ their schema is checked against the ``meds`` package's ``DataSchema``. Lossless 
 MEDS writers produce in practice (``string`` for ``large_string``, ``double`` for ``float``,
 other timestamp units) are accepted and cast; anything else is a problem naming the column.
 
-MEDS keeps each subject's rows together, in one shard, sorted by time; the importer relies on
-it (one patient open at a time, memory flat in shard size) and names the row where it breaks.
+MEDS keeps each subject's rows together, sorted by time; the importer relies on it (one
+patient open at a time, memory flat in shard size). Shards are read in name order, so a subject
+whose rows run from the end of one shard into the start of the next is one patient; a subject
+who comes back after others, or rows out of time order, are problems named by row.
 
 Mapping onto the review app's record:
-- null-time rows are static: ``GENDER/…``, ``RACE/…``, ``ETHNICITY/…`` fill the demographics,
-  anything else goes to ``Patient.demographics`` under its code;
+- null-time rows are static: ``GENDER/…`` (or ``SEX/…``), ``RACE/…``, ``ETHNICITY/…`` fill the
+  demographics (the code's description from ``codes.parquet`` first, then the code's rest; sex
+  in one display form), anything else goes to ``Patient.demographics`` under its code; so do
+  ``meds_etl``'s person-table rows, which it dates at birth. A field given again with another
+  value keeps the first, the other beside it, and a warning in the summary;
 - ``MEDS_BIRTH`` sets the birth date (an event dated before it is a problem);
 - a row with free text (a note or report code, text over ``VALUE_MAX`` characters, or several
   lines) becomes a note, radiology report sections included; short text is a value
   (a categorical lab result such as "positive");
-- other rows are coded events, typed by their vocabulary (``LOINC/`` → measurement, …), with the
-  numeric value and the ``unit`` column when the shard has one;
-- encounters: a visit code (``VISIT/…``, ``HOSPITAL_ADMISSION…``, ``ED_REGISTRATION…``) opens one,
-  which ends at the row's ``end`` column when there is one, at a discharge code, or at the next
-  visit; rows outside any visit are grouped by day;
-- exact duplicate rows (same subject, time, code and values) are skipped and counted.
+- other rows are coded events with the numeric value and the ``unit`` column when the shard has
+  one, typed by ``meds_etl``'s ``table`` column where there is one (a SNOMED code from the
+  procedure table is a procedure), else by their vocabulary (``LOINC/`` → measurement, …), else
+  "observation" (counted as fallen back in the summary);
+- encounters: with ``meds_etl``'s ``visit_id`` column, one encounter per visit id, whatever the
+  order of its rows (its visit rows sort after the same day's events), named by its visit row
+  and ending at that row's ``end`` or the visit's last event; visit-detail rows are events of
+  it. Otherwise a visit code (``VISIT/…``, ``HOSPITAL_ADMISSION…``, ``ED_REGISTRATION…``,
+  ``ENCOUNTER…``, ``ADMISSION//…``) opens one, which ends at the row's ``end`` column, at an end
+  code of its own kind (``ED_OUT`` ends the ED stay, ``HOSPITAL_DISCHARGE`` the admission; a
+  ``VISIT/…`` is ended by any end code) or at the next visit of its kind. Visits of another kind
+  stay open beneath a new one: an ED stay inside an admission is its own encounter, and the
+  admission runs on to its discharge. Rows outside any visit are grouped by day;
+- exact duplicate rows (same subject, time, code and values) are skipped and counted;
+- a column that looks like a value under a name MEDS does not read (``numerical_value``,
+  ``value``…) is kept as an event attribute and warned about in the summary.
+
+The summary counts rows per code family (the code's vocabulary): read, fell back (type not
+known), ignored (duplicates).
 """
 
 import json

@@ -1,5 +1,8 @@
-"""OMOP CDM importer: ``person``, ``visit_occurrence``, the event tables and ``note``, as CSV/TSV
-or Parquet, with names from ``concept`` when that table is present.
+"""OMOP CDM importer: ``person``, ``visit_occurrence``, the event tables (``condition_occurrence``,
+``drug_exposure``, ``procedure_occurrence``, ``measurement``, ``observation``, ``note``,
+``visit_detail``, ``device_exposure``, ``death``) and ``observation_period``, as CSV/TSV or
+Parquet, with names from ``concept`` when that table is present. The CDM's other tables found
+beside them are not read, and the import summary lists them as ignored.
 
 Every table is read in Arrow record batches (``BATCH_ROWS`` rows; CSV columns read as text). A
 batch is parsed a column at a time with ``pyarrow.compute`` casts; a column holding something the
@@ -11,16 +14,25 @@ concepts, the visit map (visit id -> person, encounter), every primary key read 
 found in SQL when a table ends) and each batch's events per encounter. A batch asks them, in one
 query each, for what it needs. Encounters are written as their visits are read, with provisional
 ordinals, and numbered by start time in SQL at the end. The importer's own memory holds a few
-numbers per person (ids, birth, tallies) and one batch: flat in the number of events and visits.
+numbers per person (ids, birth, tallies, observation periods) and one batch: flat in the number
+of events and visits.
 
 Codes are ``VOCABULARY/concept_code`` from ``concept`` (e.g. ``LOINC/8867-4``); without a concept
 table, or for concept 0 ("no matching concept"), an event keeps ``CONCEPT/<id>`` and its source
-value as the name. A concept id that a present concept table lacks is a problem: it usually means
-the vocabulary export does not match the CDM.
+value as the name. A concept id that a present concept table lacks is a gap in the vocabulary
+export, not in the record (OHDSI's own Synthea sample lacks the gender concepts): the row keeps
+``CONCEPT/<id>`` and its source value, and the summary counts it as fallen back and names the ids.
 
-Problems, all named by table, row (1 = first data row) and column: a person or visit that is not
-in its table, duplicate primary keys, unknown concept ids, unreadable dates, events dated before
-the person's birth (compared by date: birth times are often just midnight).
+A value is read as OMOP's conventions and ``meds_etl`` read it: ``value_as_number``, else
+``value_as_string``, else ``value_as_concept_id``'s name, else ``value_source_value`` (a number
+there is a number too). ``visit_detail`` rows are events of their visit's encounter (with their
+end), ``death`` is a ``MEDS_DEATH`` event whose value is the cause, ``observation_period`` is kept
+on the patient's demographics as the span the record covers.
+
+Problems, all named by table, row (1 = first data row) and column, every one of a row's: a
+person or visit that is not in its table, duplicate primary keys, unreadable ids or dates, empty
+required values, events dated before the person's birth (compared by date: birth times are often
+just midnight).
 """
 
 import mmap
