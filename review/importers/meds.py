@@ -629,9 +629,12 @@ class MedsLoader:
             subject.current = None
             return None
         visits = subject.open_visits
-        if visits:
-            # A visit whose end is known is over once a row comes after it.
-            visits[:] = [v for v in visits if not (v[2] and time > v[1].end)]  # type: ignore[operator]
+        for _, encounter, end_known in visits:
+            # A visit whose end is known is over once a row comes after it (the list is
+            # rebuilt only then: most rows are inside a visit).
+            if end_known and time > encounter.end:  # type: ignore[operator]
+                visits[:] = [v for v in visits if not (v[2] and time > v[1].end)]  # type: ignore[operator]
+                break
         if info.opens:
             # A visit of the same kind with no end code yet is over; other kinds stay open
             # beneath it (an ED stay that led to this admission ends at its own ED_OUT).
