@@ -1012,7 +1012,7 @@ class OmopLoader:
                         value = as_concept.name
                     if not value:
                         value = value_sources[i]
-                        numeric = _number_or_none(value)
+                        numeric = _number_or_none(value) if value else None
                 unit = unit_sources[i]
                 if not unit:
                     unit_named = unit_names[unit_concepts[i]]
