@@ -381,6 +381,9 @@ class MedsLoader:
             sid = sids[i]
             if sid is None:
                 self.problem(file, row, "subject_id", "required value is empty")
+                code = codes[i]
+                if code is None or not code.strip():  # every bad field of the row is named
+                    self.problem(file, row, "code", "required value is empty")
                 continue
             if subject is None or sid != subject.subject_id:
                 subject = self._open_subject(file, row, sid)

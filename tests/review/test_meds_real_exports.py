@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from django.core.management import call_command
 
-from review.importers import import_release
+from review.importers import ImportFailed, import_release
 from review.importers.ehr_xml import parse_person_text
 from review.models import Encounter, Event, Patient
 
@@ -229,3 +229,15 @@ def test_the_command_prints_rows_by_code_family(tmp_path: Path, capsys) -> None:
     lines = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
     assert lines["LAB"] == ["3", "0", "1"]  # the repeated row: a duplicate, ignored
     assert lines["ED_OUT"] == ["1", "0", "0"]
+
+
+def test_a_row_with_several_empty_required_fields_names_each(tmp_path: Path) -> None:
+    schema = pa.schema(
+        [("subject_id", pa.int64()), ("time", pa.timestamp("us")), ("code", pa.string())]
+    )
+    rows = [(1, T(2020, 1, 1), "A/1"), (None, T(2020, 1, 2), None)]
+    with pytest.raises(ImportFailed) as failure:
+        import_release(write_meds(tmp_path, {"0.parquet": table(rows, schema)}), dataset_name="m")
+    message = str(failure.value)
+    assert "row 2, field 'subject_id': required value is empty" in message
+    assert "row 2, field 'code': required value is empty" in message
