@@ -128,7 +128,14 @@ def _relevel(ci: MeanCI, alpha: float) -> tuple[Array, Array, Array, Array, Arra
 
 
 def doubt_scores(
-    yhat_wave: Any, yhat: Any, y: Any, xi: Any, status: RankingStatus, *, floor: float = 0.1
+    yhat_wave: Any,
+    yhat: Any,
+    y: Any,
+    xi: Any,
+    status: RankingStatus,
+    *,
+    floor: float = 0.1,
+    evidence: float = 2.0,
 ) -> Array:
     """Each instruction of the next wave's share of the doubt: ``sqrt(sum_p w_p e_ip)``.
 
@@ -137,7 +144,8 @@ def doubt_scores(
     normal density at its z-score (an unsettled gap weighs most, a settled one little);
     ``e_ip`` is the squared residual ``(d - lam d_hat)^2`` expected at the unit's predictor
     uncertainty ``u = f_a (1 - f_a) + f_b (1 - f_b)``, from a least-squares line over the
-    labelled units, kept above ``floor`` x their mean residual so no score reaches 0."""
+    labelled units, kept above ``floor`` x their mean residual so no score reaches 0; a
+    slope less than ``evidence`` standard errors above 0 counts as flat."""
     yhat_wave = np.clip(np.asarray(yhat_wave, dtype=float), 0.0, 1.0)
     yhat = np.clip(np.asarray(yhat, dtype=float), 0.0, 1.0)
     y = np.where(np.asarray(xi, dtype=bool)[..., None], np.asarray(y, dtype=float), 0.0)
@@ -165,7 +173,7 @@ def doubt_scores(
         fit = r - r_mean[..., None, :] - slope[..., None, :] * du
         dof = np.maximum(n_lab - 2.0, 1.0)
         se_slope = np.sqrt(((fit * lab) ** 2).sum(-2) / dof / su)
-        slope = np.where(slope > 2.0 * se_slope, slope, 0.0)
+        slope = np.where(slope > evidence * se_slope, slope, 0.0)
     u_wave = (yhat_wave * (1 - yhat_wave)) @ np.abs(c)  # (…, W, P)
     e = r_mean[..., None, :] + slope[..., None, :] * (u_wave - u_mean[..., None, :])
     e = np.maximum(e, floor * r_mean[..., None, :] + 1e-6)
