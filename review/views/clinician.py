@@ -34,7 +34,7 @@ from review.selectors.reviews import (
     review_page_data,
 )
 from review.services import reviews as review_services
-from review.services.assignments import assignments_create, assignments_plan
+from review.services.assignments import AssignmentError, assignments_create, assignments_plan
 from review.services.audit import audit_record, audit_record_many
 from review.urlcache import url_for
 
@@ -407,12 +407,16 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
         )
         clinicians = list(data["clinicians"])
         if request.POST.get("action") == "create":
-            plan = assignments_create(
-                instructions=instructions,
-                clinicians=clinicians,
-                overlap=data["overlap"],
-                actor=request.user,
-            )
+            try:
+                plan = assignments_create(
+                    instructions=instructions,
+                    clinicians=clinicians,
+                    overlap=data["overlap"],
+                    actor=request.user,
+                )
+            except AssignmentError as exc:
+                messages.error(request, str(exc))
+                return redirect("admin_assign")
             messages.success(
                 request,
                 f"Created {plan.created} assignments for {plan.instructions} instructions.",
