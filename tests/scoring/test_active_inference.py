@@ -175,3 +175,19 @@ def test_the_stopping_rule_never_fires_when_two_models_tie():
         stopped[name] = run.stopped_after
     assert (stopped["tie"] == -1).all()
     assert (stopped["control"] >= 0).mean() > 0.2
+
+
+def test_bench_study_prints_its_figures_one_per_line():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("bench_study", "--replicates", "40", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert "40 replicates" in lines
+    assert any(
+        line.endswith("useless / ppi+adaptive: coverage " + line.split()[-1]) for line in lines
+    )
+    assert sum("x the clinician reviews of uniform classical" in line for line in lines) >= 15
+    assert any(line.startswith("lowest coverage ") for line in lines)

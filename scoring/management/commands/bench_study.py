@@ -47,7 +47,10 @@ class Command(BaseCommand):
         # One standard error of a coverage estimated from this many replicates.
         se = (0.95 * 0.05 / replicates) ** 0.5
         w(f"{result.replicates} replicates")
-        w(f"{result.seconds:.1f} s for all predictors (target: under 60 s)")
+        w(
+            f"{result.seconds:.1f} s for all {len(result.predictors)} predictors, "
+            f"{result.cpu_seconds:.1f} s of CPU (target: under 60 s)"
+        )
         w(f"coverage expected 95% +- {2 * se:.1%} (two standard errors); target >= 94%")
         w(f"fixed budget {result.reviews} clinician reviews")
         w(f"target width {result.target_width:.3f} (uniform classical's, at the fixed budget)")
@@ -80,8 +83,16 @@ class Command(BaseCommand):
                 useless.width_shares[m] / useless.width_shares["classical"] for m in METHODS
             )
             w(f"useless predictor: widest {excess:.2f}x classical's width of shares")
-        best = min(r.reviews_ratio["ppi+adaptive"] for r in result.predictors)
+        # The target (<= 0.5x) is for a predictor as good as the demo's jury or learned
+        # metric; which level that is has to be measured on real data, so name every level's.
+        halves = [r for r in result.predictors if r.reviews_ratio["ppi+adaptive"] <= 0.5]
+        for r in result.predictors:
+            w(
+                f"ppi+adaptive with the {r.name} predictor (correlation {r.correlation:.2f}): "
+                f"{r.reviews_ratio['ppi+adaptive']:.2f}x the clinician reviews of uniform "
+                "classical"
+            )
         w(
-            f"best ppi+adaptive: {best:.2f}x the clinician reviews of uniform classical "
-            f"({'meets' if best <= 0.5 else 'MISSES'} <= 0.5x)"
+            "<= 0.5x the clinician reviews of uniform classical from the "
+            + (f"{halves[0].name} predictor up" if halves else "none of these predictors")
         )

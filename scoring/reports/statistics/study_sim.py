@@ -32,7 +32,7 @@ from .active import (
 from .adaptive_design import simulate_adaptive
 
 MEDALIGN_CORRECT = (0.65, 0.59, 0.53, 0.47, 0.40, 0.32)  # GPT-4 erred 35%, MPT-7B 68%
-PREDICTORS = {"useless": -1.0, "weak": 0.5, "moderate": 1.0, "good": 1.6}
+PREDICTORS = {"useless": -1.0, "weak": 0.5, "moderate": 1.0, "good": 1.6, "strong": 2.4}
 METHODS = ("classical", "ppi", "ppi+adaptive")
 
 
@@ -167,6 +167,7 @@ class BenchResult:
     reviews: int  # the fixed budget, in clinician reviews
     target_width: float
     seconds: float
+    cpu_seconds: float  # this process's CPU time (the wall clock counts other loads too)
     predictors: list[PredictorReport]
 
 
@@ -198,6 +199,7 @@ def bench(
     uniform classical reaches with every instruction reviewed, for every predictor."""
     rng = np.random.default_rng(seed)
     started = time.perf_counter()
+    cpu_started = time.process_time()
     big_n = study.n_instructions
     n_fixed = max(2, round(reviews / study.overlap))
     truth = study.estimand
@@ -238,5 +240,6 @@ def bench(
         reviews=n_fixed * study.overlap,
         target_width=target,
         seconds=time.perf_counter() - started,
+        cpu_seconds=time.process_time() - cpu_started,
         predictors=reports,
     )
