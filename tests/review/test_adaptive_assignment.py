@@ -168,3 +168,25 @@ def test_an_adaptive_study_is_never_assigned_outside_its_waves(world):
     with pytest.raises(CommandError, match="is adaptive"):
         call_command("assign", "--dataset", dataset.name, "--mode", "uniform", stdout=StringIO())
     assert not Assignment.objects.filter(study=study).exists()
+
+
+def test_a_report_of_an_adaptive_round_names_its_design(client, world):
+    from scoring.reports import services as reports
+
+    dataset, study, config, clinicians, admin = world
+    study = study_set_adaptive(
+        study=study, actor=admin, predictor_config_id=config.pk, budget=1.0, waves=2, seed=2
+    )
+    adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+    submit_all(study)
+    report = reports.report_create(
+        dataset=dataset, actor=admin, n_resamples=100, seed=1, enqueue=False
+    )
+    report = reports.report_compute(report_id=report.pk)
+    assert report.status == "done", report.error
+    design = report.provenance["response_set"]
+    assert design["assignment_mode"] == "adaptive"
+    assert design["assignment_params"]["min_probability"] == 0.1
+    factories.sign_in(client, admin)
+    html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert "over-represent the instructions chosen for doubt" in html
