@@ -33,6 +33,7 @@ class AdaptiveForm(forms.Form):
     min_probability = forms.FloatField(min_value=0.001, max_value=1.0)
     budget = forms.FloatField(min_value=0.001, max_value=1.0)
     waves = forms.IntegerField(min_value=1, max_value=50)
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
 
 
 @require_GET
@@ -190,6 +191,7 @@ def study_adaptive_design(request: HttpRequest, study_id: int) -> HttpResponse:
             min_probability=data["min_probability"],
             budget=data["budget"],
             waves=data["waves"],
+            seed=data["seed"],
             request=request,
         )
     except services.StudyError as exc:
