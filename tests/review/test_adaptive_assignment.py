@@ -190,3 +190,14 @@ def test_a_report_of_an_adaptive_round_names_its_design(client, world):
     factories.sign_in(client, admin)
     html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
     assert "over-represent the instructions chosen for doubt" in html
+
+
+def test_djangos_admin_shows_the_draws_read_only(client, world):
+    _, study, config, clinicians, admin = world
+    study = study_set_adaptive(study=study, actor=admin, predictor_config_id=config.pk, seed=4)
+    adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+    admin.refresh_from_db()
+    client.force_login(admin)
+    changelist = client.get(reverse("admin:review_samplingdraw_changelist"))
+    assert changelist.status_code == 200 and b"AD-" in changelist.content
+    assert client.get(reverse("admin:review_samplingdraw_add")).status_code == 403
