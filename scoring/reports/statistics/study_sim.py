@@ -32,7 +32,16 @@ from .active import (
 from .adaptive_design import simulate_adaptive
 
 MEDALIGN_CORRECT = (0.65, 0.59, 0.53, 0.47, 0.40, 0.32)  # GPT-4 erred 35%, MPT-7B 68%
-PREDICTORS = {"useless": -1.0, "weak": 0.5, "moderate": 1.0, "good": 1.6, "strong": 2.4}
+# Signal strength per level; several values: each instruction draws one (a predictor sure of some
+# instructions, e.g. plain retrievals, and blind on others, e.g. long reasoning).
+PREDICTORS: dict[str, tuple[float, ...]] = {
+    "useless": (-1.0,),
+    "weak": (0.5,),
+    "moderate": (1.0,),
+    "good": (1.6,),
+    "strong": (2.4,),
+    "uneven": (0.0, 3.0),
+}
 METHODS = ("classical", "ppi", "ppi+adaptive")
 
 
@@ -63,13 +72,17 @@ class SimStudy:
 
 
 def simulate_study(
-    study: SimStudy, strength: float, replicates: int, rng: np.random.Generator
+    study: SimStudy,
+    strength: float | tuple[float, ...],
+    replicates: int,
+    rng: np.random.Generator,
 ) -> tuple[Array, Array, Array]:
     """``(yhat, y, truth)``, each (replicates, instructions, models).
 
-    ``strength < 0`` is the useless predictor: a probability drawn independently of
+    A ``strength`` below 0 is the useless predictor: a probability drawn independently of
     everything. Otherwise the predictor is the calibrated posterior ``P(correct | s)`` of a
-    signal ``s = strength (2T - 1) + N(0, 1)``: stronger signals, sharper predictions."""
+    signal ``s = strength (2T - 1) + N(0, 1)``: stronger signals, sharper predictions; with
+    several strengths, each instruction draws one (sure of some instructions, blind on others)."""
     p = np.asarray(study.true_correct)
     shape = (replicates, study.n_instructions, p.shape[0])
     sd = study.difficulty_sd
@@ -83,11 +96,13 @@ def simulate_study(
         flip = rng.random(shape) < rate
         y += np.where(flip, 1.0 - truth, truth)
     y /= study.overlap
-    if strength < 0:
+    levels = np.atleast_1d(np.asarray(strength, dtype=float))
+    if levels.size == 1 and levels[0] < 0:
         yhat = expit(rng.normal(0.0, 1.5, shape))
     else:
-        signal = strength * (2.0 * truth - 1.0) + rng.normal(0.0, 1.0, shape)
-        yhat = expit(logit(p) + 2.0 * strength * signal)
+        per = levels[rng.integers(0, levels.size, shape[:2])][..., None]
+        signal = per * (2.0 * truth - 1.0) + rng.normal(0.0, 1.0, shape)
+        yhat = expit(logit(p) + 2.0 * per * signal)
     return np.asarray(yhat, dtype=float), y, truth
 
 
@@ -192,7 +207,7 @@ def bench(
     seed: int = 0,
     alpha: float = 0.05,
     grid: tuple[float, ...] = (0.15, 0.25, 0.55, 0.75),
-    predictors: dict[str, float] | None = None,
+    predictors: dict[str, tuple[float, ...]] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> BenchResult:
     """Coverage and width at ``reviews`` clinician reviews, and reviews to reach the width
