@@ -77,4 +77,13 @@ class AssignForm(forms.Form):
                 self.add_error(
                     "study", f"{dataset.name} has {n} rounds: choose the one to assign in."
                 )
+            study = Study.objects.filter(dataset=dataset).first()
+        if study is not None and study.assignment_mode == Study.AssignmentMode.ADAPTIVE:
+            # Said at preview, not only on Create: its instructions go out in waves, each with
+            # a recorded probability, from the studies page.
+            self.add_error(
+                "study",
+                f"Round {study.round} is assigned adaptively, in waves: assign it from its "
+                "studies page.",
+            )
         return data

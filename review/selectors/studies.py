@@ -3,6 +3,7 @@ instructions have started (their sets are frozen), and a fingerprint every repor
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import QuerySet
 
@@ -66,6 +67,11 @@ class ResponseSetSummary:
     responses: int
     models: dict[str, int] = field(default_factory=dict)  # model name -> responses in the set
     fingerprint: str = ""  # sha256 over (instruction id, model name) pairs, sorted
+    # How the study's instructions were assigned (uniform, or adaptive with its recorded
+    # parameters): an adaptive study's unweighted statistics over-represent the instructions
+    # chosen for doubt, so every report names the design.
+    assignment_mode: str = "uniform"
+    assignment_params: dict[str, object] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -77,6 +83,8 @@ class ResponseSetSummary:
             "responses": self.responses,
             "models": self.models,
             "fingerprint": self.fingerprint,
+            "assignment_mode": self.assignment_mode,
+            "assignment_params": self.assignment_params,
         }
 
 
@@ -102,6 +110,8 @@ def response_set_summary(study: Study) -> ResponseSetSummary:
         responses=len(pairs),
         models=dict(sorted(models.items())),
         fingerprint=digest,
+        assignment_mode=study.assignment_mode,
+        assignment_params=dict(study.assignment_params or {}),
     )
 
 
@@ -145,6 +155,8 @@ class StudyRow:
     summary: ResponseSetSummary
     started: int  # instructions whose response set is frozen
     assignments: int
+    adaptive: Any = None  # review.selectors.adaptive.AdaptiveState, adaptive studies only
+    predictors: list[tuple[int, str]] = field(default_factory=list)
 
 
 def studies_overview(dataset: Dataset) -> tuple[list[StudyRow], list[ModelGroup]]:

@@ -35,7 +35,7 @@ from review.selectors.reviews import (
 )
 from review.selectors.studies import study_current, study_names
 from review.services import reviews as review_services
-from review.services.assignments import assignments_create, assignments_plan
+from review.services.assignments import AssignmentError, assignments_create, assignments_plan
 from review.services.audit import audit_record, audit_record_many
 from review.urlcache import url_for
 
@@ -412,13 +412,17 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
         clinicians = list(data["clinicians"])
         study = data["study"]
         if request.POST.get("action") == "create":
-            plan = assignments_create(
-                instructions=instructions,
-                clinicians=clinicians,
-                overlap=data["overlap"],
-                study=study,
-                actor=request.user,
-            )
+            try:
+                plan = assignments_create(
+                    instructions=instructions,
+                    clinicians=clinicians,
+                    overlap=data["overlap"],
+                    study=study,
+                    actor=request.user,
+                )
+            except AssignmentError as exc:
+                messages.error(request, str(exc))
+                return redirect("admin_assign")
             names = ", ".join(sorted(study_names(set(plan.studies.values())))) or "no study"
             messages.success(
                 request,
