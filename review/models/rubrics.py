@@ -107,7 +107,8 @@ class Rubric(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"rubric v{self.version} of instruction {self.instruction_id} ({self.status})"
+        # Callers listing many select_related("instruction").
+        return f"{self.instruction.instruction_id} v{self.version} ({self.get_status_display()})"
 
 
 class Criterion(models.Model):
