@@ -42,7 +42,7 @@ def test_the_author_writes_with_the_record_and_reference_at_hand(setup, client):
     html = page.content.decode()
     assert instruction.question in html
     assert "REFERENCE: creatinine 1.2 mg/dL." in html
-    assert 'data-testid="excerpt"' in html
+    assert 'data-testid="record-excerpt"' in html
     assert AuditEvent.objects.filter(
         action=AuditEvent.Action.RECORD_VIEWED, object_type="Rubric"
     ).exists()
