@@ -11,6 +11,9 @@ from review.models import CriterionGrade, CriterionGrading, Role, Rubric
 from review.services import grading as grading_services
 from review.services import rubrics as rubric_services
 from tests import factories
+
+# The accessibility scan's browser context (it watches for CSP violations) and its tab.
+from tests.e2e.test_accessibility import context, tab  # noqa: F401
 from tests.review import review_data
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -109,3 +112,45 @@ def test_a_rubric_is_written_accepted_and_graded(live_server, page):
     }
     assert by_grader[graders[0].pk] == [False, False, False, True]
     assert by_grader[graders[1].pk] == [False, True, True, True]
+
+
+def test_rubric_pages_have_no_axe_violations(live_server, tab):  # noqa: F811
+    from tests.e2e.test_accessibility import visit
+
+    base, page = live_server.url, tab
+    factories.active_dua()
+    dataset = review_data.make_dataset("e2e-rubrics-axe")
+    patient = review_data.make_record(dataset, "P-AXE", n_events=40)
+    first = review_data.make_instruction(dataset, patient, "I-AXE-1", n_responses=2)
+    second = review_data.make_instruction(dataset, patient, "I-AXE-2", n_responses=2)
+    study = factories.put_in_study(first, second)
+    author = factories.make_user("author@example.edu", roles=[Role.CLINICIAN])
+    reviewer = factories.make_user("reviewer@example.edu", roles=[Role.CLINICIAN])
+    admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
+    criteria = [
+        rubric_services.CriterionInput("Names the value.", 5, ("axis:accuracy",)),
+        rubric_services.CriterionInput("Invents one.", -5, ()),
+    ]
+    accepted = rubric_services.rubric_assign(
+        instruction=first, author=author, reviewer=reviewer, actor=None
+    )
+    rubric_services.rubric_save_criteria(rubric=accepted, actor=author, criteria=criteria)
+    rubric_services.rubric_submit(rubric=accepted, actor=author)
+    accepted = rubric_services.rubric_accept(rubric=accepted, actor=reviewer)
+    (grading,) = grading_services.gradings_assign(
+        rubric=accepted, study=study, clinicians=[reviewer], actor=None
+    )
+    in_review = rubric_services.rubric_assign(
+        instruction=second, author=author, reviewer=reviewer, actor=None
+    )
+    rubric_services.rubric_save_criteria(rubric=in_review, actor=author, criteria=criteria)
+
+    _sign_in(page, live_server, author)
+    visit(page, base, reverse("rubric_work"), "rubric work")
+    visit(page, base, reverse("rubric_write", args=[in_review.pk]), "rubric writing")
+    rubric_services.rubric_submit(rubric=in_review, actor=author)
+    _sign_in(page, live_server, reviewer)
+    visit(page, base, reverse("rubric_review", args=[in_review.pk]), "rubric review")
+    visit(page, base, reverse("grading_page", args=[grading.pk]), "grading")
+    _sign_in(page, live_server, admin)
+    visit(page, base, reverse("admin_rubrics", args=[dataset.pk]), "admin rubrics")
