@@ -106,3 +106,16 @@ def test_admins_assign_import_and_export(setup, client):
     export = client.get(reverse("admin_rubrics_export", args=[instruction.dataset_id]))
     body = b"".join(export.streaming_content).decode()
     assert body.count("\n") == 1 and '"prompt_id": "I-2"' in body
+
+
+def test_the_django_admin_shows_rubrics_read_only_and_audits_the_view(setup, client):
+    _, _, _, rubric = setup
+    admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
+    factories.sign_in(client, admin)
+    page = client.get(reverse("admin:review_rubric_change", args=[rubric.pk]))
+    assert page.status_code == 200
+    assert AuditEvent.objects.filter(
+        action=AuditEvent.Action.ADMIN_VIEWED, object_type="Rubric"
+    ).exists()
+    response = client.post(reverse("admin:review_rubric_change", args=[rubric.pk]), {})
+    assert response.status_code == 403
