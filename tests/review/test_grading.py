@@ -213,3 +213,23 @@ def test_save_and_submit_over_http(setup, client):
     assert post("grading_save", []).status_code == 404
     assert CriterionGrading.objects.get().status == "submitted"
     assert Rubric.objects.get().status == "accepted"
+
+
+def test_submitted_grade_rows_carry_the_version_points_and_tags(setup):
+    from review.selectors.rubrics import submitted_grade_rows
+
+    grading, clinician, criteria, rubric = setup
+    dataset = rubric.instruction.dataset
+    services.grading_save_draft(
+        grading_id=grading.pk, clinician=clinician, payload={"edits": _all(grading, criteria)}
+    )
+    assert submitted_grade_rows(dataset=dataset) == []  # a draft is no grade yet
+    services.grading_submit(grading_id=grading.pk, clinician=clinician, payload={})
+    rows = submitted_grade_rows(dataset=dataset)
+    assert len(rows) == 4
+    assert {(r.rubric_version, r.points, r.tags) for r in rows} == {
+        (1, 7, ("axis:accuracy",)),
+        (1, -8, ("axis:accuracy",)),
+    }
+    assert {r.model_name for r in rows} == set(review_data.MODEL_NAMES[:2])
+    assert submitted_grade_rows(dataset=dataset, rubric_ids=[rubric.pk + 1]) == []
