@@ -91,8 +91,20 @@ def test_a_rubric_is_written_accepted_and_graded(live_server, page):
     expect(criteria.nth(2)).to_have_attribute("data-met", "false")
     page.get_by_test_id("submit-grading").click()
     expect(page.locator("#submit-errors")).to_contain_text("1 not marked yet")
+    # The session ends: the verdict is kept and said to be unsaved; signing in again (the
+    # sign-in window tells every page of this browser) sends it.
+    page.context.clear_cookies(name="sessionid")
     criteria.nth(3).focus()
     page.keyboard.press("n")
+    expect(page.get_by_test_id("save-status")).to_contain_text("Signed out")
+    expect(page.locator("#signin-open")).to_be_visible()
+    client = Client()
+    factories.sign_in(client, graders[0])
+    page.context.add_cookies(
+        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
+    )
+    page.evaluate("new BroadcastChannel('medalign-session').postMessage('signed-in')")
+    expect(page.get_by_test_id("save-status")).to_contain_text("All changes saved")
     page.get_by_test_id("submit-grading").click()
     expect(page.get_by_test_id("save-status")).to_contain_text("Submitted")
 
@@ -100,7 +112,14 @@ def test_a_rubric_is_written_accepted_and_graded(live_server, page):
     _sign_in(page, live_server, graders[1])
     grading = CriterionGrading.objects.get(clinician=graders[1])
     page.goto(live_server.url + reverse("grading_page", args=[grading.pk]))
-    for i, verdict in enumerate(["Met", "Not met", "Met", "Met"]):
+    # The server cannot be reached for the first verdict: the page never says "saved" before
+    # the server acknowledged it, keeps it, and sends it once the server answers again.
+    page.route("**/draft/", lambda route: route.abort())
+    criteria.nth(0).get_by_role("button", name="Met", exact=True).click()
+    expect(page.get_by_test_id("save-status")).to_contain_text("Not saved yet")
+    page.unroute("**/draft/")
+    expect(page.get_by_test_id("save-status")).to_contain_text("All changes saved", timeout=15_000)
+    for i, verdict in enumerate(["Not met", "Met", "Met"], start=1):
         criteria.nth(i).get_by_role("button", name=verdict, exact=True).click()
     page.get_by_test_id("submit-grading").click()
     expect(page.get_by_test_id("save-status")).to_contain_text("Submitted")
