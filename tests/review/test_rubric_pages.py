@@ -119,3 +119,17 @@ def test_the_django_admin_shows_rubrics_read_only_and_audits_the_view(setup, cli
     ).exists()
     response = client.post(reverse("admin:review_rubric_change", args=[rubric.pk]), {})
     assert response.status_code == 403
+
+
+def test_rubric_work_opens_the_record_to_its_clinicians_only(setup, client):
+    instruction, author, reviewer, _ = setup
+    url = reverse("record_events", args=[instruction.pk])
+    for user, status in ((author, 200), (reviewer, 200)):
+        factories.sign_in(client, user)
+        assert client.get(url, headers={"Accept": "application/json"}).status_code == status
+    stranger = factories.make_user("stranger@example.edu", roles=[Role.CLINICIAN])
+    factories.sign_in(client, stranger)
+    assert client.get(url, headers={"Accept": "application/json"}).status_code == 404
+    assert AuditEvent.objects.filter(
+        action=AuditEvent.Action.RECORD_VIEWED, actor=reviewer, details__view="timeline"
+    ).exists()
