@@ -50,6 +50,10 @@ def test_a_rubric_is_written_accepted_and_graded(live_server, page):
     page.get_by_test_id("to-write").get_by_role("link").click()
     expect(page.get_by_test_id("references")).to_contain_text("REFERENCE: creatinine")
     expect(page.get_by_test_id("record-excerpt")).to_be_visible()
+    # The whole record is a search away, as on the review page.
+    page.get_by_label("Search the record").fill("pericardial effusion")
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(page.get_by_test_id("record-list")).to_contain_text("pericardial effusion")
     page.get_by_label("New criterion", exact=True).nth(0).fill(
         "States the latest creatinine with its date."
     )
