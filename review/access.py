@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, transaction
+from django.db.models import Q
 from django.db.models.fields.files import FieldFile
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -37,12 +38,14 @@ from medalign_site.prepared import PreparedQuery
 from review.models import (
     AccessApplication,
     Assignment,
+    CriterionGrading,
     DUASignature,
     DUAVersion,
     Instruction,
     Patient,
     Review,
     Role,
+    Rubric,
     User,
 )
 
@@ -409,14 +412,65 @@ def assignment_get_for_clinician(user: User, *, assignment_id: int) -> Assignmen
 
 
 def instruction_get_for_clinician(user: User, *, instruction_id: int) -> Instruction:
-    """An instruction the clinician is assigned to (admins: any), or 404."""
+    """An instruction the clinician is assigned to, or holds rubric work on (writing,
+    reviewing or grading its rubric); admins: any. Else 404."""
     qs = Instruction.objects.select_related("dataset", "patient")
     if not user_access(user).is_admin:
         qs = qs.filter(assignments__clinician=user)
     try:
         return qs.get(pk=instruction_id)
     except Instruction.DoesNotExist:
-        raise Http404 from None
+        pass
+    # Rubric work is the rarer path: asked only once the ranking assignment is not there.
+    rubric_work = Q(rubrics__author=user) | Q(rubrics__reviewer=user) | Q(gradings__clinician=user)
+    found = (
+        Instruction.objects.select_related("dataset", "patient")
+        .filter(rubric_work, pk=instruction_id)
+        .distinct()
+        .first()
+    )
+    if found is None:
+        raise Http404
+    return found
+
+
+def rubric_get_for_author(user: User, *, rubric_id: int) -> Rubric:
+    """A rubric version the clinician was asked to write, or 404."""
+    rubric = (
+        Rubric.objects.select_related("instruction__dataset", "instruction__patient")
+        .filter(pk=rubric_id, author=user)
+        .first()
+    )
+    if rubric is None:
+        raise Http404
+    return rubric
+
+
+def rubric_get_for_reviewer(user: User, *, rubric_id: int) -> Rubric:
+    """A rubric version the clinician was asked to review (never their own), or 404."""
+    rubric = (
+        Rubric.objects.select_related("instruction__dataset", "instruction__patient")
+        .filter(pk=rubric_id, reviewer=user)
+        .exclude(author=user)
+        .first()
+    )
+    if rubric is None:
+        raise Http404
+    return rubric
+
+
+def grading_get_for_clinician(user: User, *, grading_id: int) -> CriterionGrading:
+    """The clinician's own grading assignment, or 404."""
+    grading = (
+        CriterionGrading.objects.select_related(
+            "instruction__dataset", "instruction__patient", "rubric"
+        )
+        .filter(pk=grading_id, clinician=user)
+        .first()
+    )
+    if grading is None:
+        raise Http404
+    return grading
 
 
 def patient_get_for_user(user: User, *, patient_id: int) -> Patient:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from review.views import accounts, clinician, core, manage, studies
+from review.views import accounts, clinician, core, manage, rubrics, studies
 
 urlpatterns = [
     path("", core.home, name="home"),
@@ -109,5 +109,21 @@ urlpatterns += [
     ),
 ]
 
+# --- rubrics: writing, reviewing, grading; the admin's page (review.views.rubrics) ----------
+urlpatterns += [
+    path("rubrics/", rubrics.rubric_work, name="rubric_work"),
+    path("rubrics/<int:rubric_id>/write/", rubrics.rubric_write, name="rubric_write"),
+    path("rubrics/<int:rubric_id>/review/", rubrics.rubric_review, name="rubric_review"),
+    path("gradings/<int:grading_id>/", rubrics.grading_page, name="grading_page"),
+    path("gradings/<int:grading_id>/draft/", rubrics.grading_save, name="grading_save"),
+    path("gradings/<int:grading_id>/submit/", rubrics.grading_submit, name="grading_submit"),
+    path("manage/rubrics/<int:dataset_id>/", rubrics.admin_rubrics, name="admin_rubrics"),
+    path(
+        "manage/rubrics/<int:dataset_id>/export.jsonl",
+        rubrics.admin_rubrics_export,
+        name="admin_rubrics_export",
+    ),
+]
+
 # Keep the imports used until the sections above are filled in.
-__all__ = ["accounts", "clinician", "core", "manage", "studies"]
+__all__ = ["accounts", "clinician", "core", "manage", "rubrics", "studies"]

@@ -19,6 +19,7 @@ from .records import (
     TaxonomyEntry,
 )
 from .reviews import Assignment, ErrorTag, ResponseJudgement, Review, response_label
+from .rubrics import Criterion, CriterionGrade, CriterionGrading, Rubric
 from .studies import Study, StudyResponse
 from .vocabulary import EventNameSynonym
 
@@ -26,6 +27,9 @@ __all__ = [
     "AccessApplication",
     "Assignment",
     "AuditEvent",
+    "Criterion",
+    "CriterionGrade",
+    "CriterionGrading",
     "DUASignature",
     "DUAVersion",
     "Dataset",
@@ -41,6 +45,7 @@ __all__ = [
     "RejectedEmailDomain",
     "ResponseJudgement",
     "Review",
+    "Rubric",
     "Role",
     "Study",
     "StudyResponse",

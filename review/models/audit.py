@@ -56,6 +56,9 @@ class AuditEvent(models.Model):
         SESSIONS_ENDED = "sessions_ended", "Sessions ended"
         DATASET_DELETED = "dataset_deleted", "Dataset deleted"
         EMAIL_VERIFIED = "email_verified", "Institutional email verified"
+        RUBRIC_CHANGED = "rubric_changed", "Rubric written, reviewed or imported"
+        GRADING_SAVED = "grading_saved", "Criterion grading draft saved"
+        GRADING_SUBMITTED = "grading_submitted", "Criterion grading submitted"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

@@ -145,6 +145,56 @@ def _review(w: Any) -> Any:
     return review_get_or_start(assignment=w.assignment)
 
 
+def _rubric_instruction(w: Any, suffix: str) -> Any:
+    from review.models import Instruction
+
+    instruction, _ = Instruction.objects.get_or_create(
+        dataset=w.dataset,
+        instruction_id=f"I-MATRIX-{suffix}",
+        defaults={"question": "Synthetic?", "patient": w.patient, "person_id": "P-MATRIX-1"},
+    )
+    return instruction
+
+
+def _rubric_to_write(w: Any) -> Any:
+    from review.models import Rubric
+
+    rubric, _ = Rubric.objects.get_or_create(
+        instruction=_rubric_instruction(w, "W"), version=1, defaults={"author": w.clinician}
+    )
+    return rubric
+
+
+def _rubric_to_review(w: Any) -> Any:
+    from review.models import Rubric
+
+    rubric, _ = Rubric.objects.get_or_create(
+        instruction=_rubric_instruction(w, "R"),
+        version=1,
+        defaults={
+            "author": w.clinician_other,
+            "reviewer": w.clinician,
+            "status": Rubric.Status.IN_REVIEW,
+        },
+    )
+    return rubric
+
+
+def _grading(w: Any) -> Any:
+    from review.models import Criterion, CriterionGrading, Rubric
+
+    instruction = _rubric_instruction(w, "G")
+    rubric, created = Rubric.objects.get_or_create(
+        instruction=instruction, version=1, defaults={"status": Rubric.Status.ACCEPTED}
+    )
+    if created:
+        Criterion.objects.create(rubric=rubric, text="Synthetic criterion.", points=5)
+    grading, _ = CriterionGrading.objects.get_or_create(
+        study=_study(w), instruction=instruction, rubric=rubric, clinician=w.clinician
+    )
+    return grading
+
+
 RULES: dict[str, Rule] = {
     # --- core -------------------------------------------------------------------------------
     "home": R(anon=LOGIN, unapproved=APP, approved="200|302", admin="200"),
@@ -233,6 +283,53 @@ RULES: dict[str, Rule] = {
         kwargs=lambda w: {"review_id": _review(w).pk},
     ),
     "session_resumed": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
+    # --- rubrics (review.views.rubrics): only the author writes, only the named reviewer
+    # reviews, only the assigned clinician grades; admins assign, import and export.
+    "rubric_work": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
+    "rubric_write": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        clinician="200",
+        clinician_other="404",
+        kwargs=lambda w: {"rubric_id": _rubric_to_write(w).pk},
+    ),
+    "rubric_review": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        clinician="200",
+        clinician_other="404",  # the author never reviews their own
+        kwargs=lambda w: {"rubric_id": _rubric_to_review(w).pk},
+    ),
+    "grading_page": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        clinician="200",
+        clinician_other="404",
+        kwargs=lambda w: {"grading_id": _grading(w).pk},
+    ),
+    "grading_save": R(
+        anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
+        unapproved="403",
+        approved="404",
+        clinician="400",
+        clinician_other="404",
+        method="POST",
+        kwargs=lambda w: {"grading_id": _grading(w).pk},
+    ),
+    "grading_submit": R(
+        anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
+        unapproved="403",
+        approved="404",
+        clinician="400",
+        clinician_other="404",
+        method="POST",
+        kwargs=lambda w: {"grading_id": _grading(w).pk},
+    ),
+    "admin_rubrics": admin_only(kwargs=lambda w: {"dataset_id": w.dataset.pk}),
+    "admin_rubrics_export": admin_only(kwargs=lambda w: {"dataset_id": w.dataset.pk}),
     "admin_assign": admin_only(),
     # --- admins' progress pages and reopening (review.views.manage) -------------------------
     "progress_index": admin_only(),

@@ -1,0 +1,293 @@
+/* MedAlign Review: grading responses against a rubric (criterion met / not met).
+ *
+ * The review page's save protocol (review.js; review/services/grading.py has the server's half):
+ * every change is an edit {handle, field: "c<criterion>", value, at}; edits wait in `pending`,
+ * mirrored in sessionStorage until the server acknowledges them, so a reload, a crash or a
+ * sign-out loses nothing; resending is always safe (the server keeps the later edit per key);
+ * the status says "saved" only when nothing is pending and the server said so; submit carries
+ * the last edits itself and is idempotent.
+ */
+(function () {
+  "use strict";
+
+  var dataEl = document.getElementById("grading-data");
+  var form = document.getElementById("grading-form");
+  if (!dataEl || !form) return;
+  var data = JSON.parse(dataEl.textContent);
+  var editable = Boolean(data.editable);
+  var values = data.values;
+  var statusEl = document.getElementById("save-status");
+  var announcer = document.getElementById("announcer");
+  var submitBtn = document.getElementById("submit-grading");
+  var errorsEl = document.getElementById("submit-errors");
+  var noticeBar = document.getElementById("notice-bar");
+  var noticeText = document.getElementById("notice-text");
+  var SAVE_DEBOUNCE_MS = 600;
+  var MAX_RETRY_MS = 10000;
+
+  var storageKey = "medalign-grading:" + data.owner + ":" + data.grading;
+  var store = (function () { try { return window.sessionStorage; } catch (e) { return null; } })();
+  var saved = null;
+  try { saved = store && JSON.parse(store.getItem(storageKey) || "null"); } catch (e) { saved = null; }
+  var tab = saved && saved.tab ? saved.tab : Math.random().toString(36).slice(2) + Date.now().toString(36);
+  var seq = saved && saved.seq ? saved.seq : 0;
+  var pending = editable && saved && Array.isArray(saved.edits) ? saved.edits : [];
+  pending.forEach(function (e) { values[e.handle + "." + e.field] = e.value; });
+
+  function persist() {
+    if (!store) return;
+    try {
+      if (pending.length || seq) store.setItem(storageKey, JSON.stringify({ tab: tab, seq: seq, edits: pending }));
+    } catch (e) { /* storage full or off: the edits are still in memory */ }
+  }
+  function forget() {
+    pending = [];
+    if (store) try { store.removeItem(storageKey); } catch (e) { /* ignore */ }
+  }
+  function setStatus(state, text) { statusEl.dataset.state = state; statusEl.textContent = text; }
+  function announce(text) {
+    announcer.textContent = "";
+    window.setTimeout(function () { announcer.textContent = text; }, 30);
+  }
+  function notice(text) { noticeText.textContent = text; noticeBar.hidden = !text; }
+  function changes(n) { return n + " change" + (n === 1 ? "" : "s"); }
+
+  /* ---------------------------------------------------------------- rows */
+  var rows = Array.prototype.slice.call(form.querySelectorAll("li.criterion"));
+  function keyOf(row) { return row.dataset.handle + "." + row.dataset.field; }
+  function render(row) {
+    var v = values[keyOf(row)];
+    row.dataset.met = v === null || v === undefined ? "" : String(v);
+    row.querySelectorAll("button[data-value]").forEach(function (b) {
+      b.setAttribute("aria-pressed", String(v !== null && v !== undefined && String(v) === b.dataset.value));
+      b.disabled = !editable;
+    });
+  }
+  rows.forEach(render);
+
+  function describe(row) {
+    return "Response " + data.labels[row.dataset.handle] + ", criterion " + (Array.prototype.indexOf.call(row.parentNode.children, row) + 1);
+  }
+
+  function mark(row, value, advance) {
+    if (!editable) return;
+    var key = keyOf(row);
+    if (values[key] === value && !advance) value = null; // pressing again clears
+    values[key] = value;
+    pending = pending.filter(function (e) { return e.handle + "." + e.field !== key; });
+    pending.push({ handle: row.dataset.handle, field: row.dataset.field, value: value, at: Date.now() });
+    persist();
+    render(row);
+    announce(describe(row) + (value === null ? " cleared" : value ? " met" : " not met") + ".");
+    schedule(SAVE_DEBOUNCE_MS);
+    if (advance) focusRow(rows.indexOf(row) + 1);
+  }
+
+  function focusRow(i) {
+    var row = rows[Math.max(0, Math.min(rows.length - 1, i))];
+    if (row) { row.focus(); row.scrollIntoView({ block: "nearest" }); }
+  }
+
+  form.addEventListener("click", function (event) {
+    var b = event.target.closest("button[data-value]");
+    if (!b) return;
+    mark(b.closest("li.criterion"), b.dataset.value === "true", false);
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    var row = event.target.closest && event.target.closest("li.criterion");
+    if (!row || event.target !== row) return;
+    var i = rows.indexOf(row);
+    var key = event.key.toLowerCase();
+    var handled = true;
+    if (key === "y" || key === "m") mark(row, true, true);
+    else if (key === "n" || key === "x") mark(row, false, true);
+    else if (key === "0" || key === "backspace" || key === "delete") mark(row, null, false);
+    else if (key === "j" || key === "arrowdown") focusRow(i + 1);
+    else if (key === "k" || key === "arrowup") focusRow(i - 1);
+    else handled = false;
+    if (handled) event.preventDefault();
+  });
+
+  /* ---------------------------------------------------------------- the server */
+  function csrfToken() {
+    var m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    if (m) return decodeURIComponent(m[1]);
+    var input = form.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+  function request(url, payload, keepalive) {
+    return fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      redirect: "manual",
+      keepalive: Boolean(keepalive),
+      headers: { Accept: "application/json", "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+      body: JSON.stringify(payload),
+    }).then(function (response) {
+      var type = response.headers.get("Content-Type") || "";
+      var body = type.indexOf("application/json") >= 0 ? response.json().catch(function () { return {}; }) : Promise.resolve({});
+      return body.then(function (json) {
+        // A redirect or an HTML page means the session is gone.
+        var status = response.type === "opaqueredirect" ? 401 : response.status;
+        if (status === 200 && type.indexOf("application/json") < 0) status = 401;
+        return { status: status, body: json };
+      });
+    });
+  }
+
+  var timer = null;
+  var inFlight = null;
+  var retryMs = 0;
+  var stopped = false;
+  var submitting = false;
+  var activeSeconds = 0;
+  var lastActivity = Date.now();
+  ["keydown", "pointerdown", "scroll"].forEach(function (name) {
+    document.addEventListener(name, function () { lastActivity = Date.now(); }, { passive: true, capture: true });
+  });
+  window.setInterval(function () {
+    if (editable && document.visibilityState === "visible" && Date.now() - lastActivity < 60000) activeSeconds += 1;
+  }, 1000);
+
+  function batch() {
+    seq += 1;
+    persist();
+    return { edits: pending.slice(), tab: tab, seq: seq, active_seconds: Math.min(activeSeconds, 86400) };
+  }
+  function schedule(ms) {
+    if (stopped) return;
+    window.clearTimeout(timer);
+    timer = window.setTimeout(flush, ms);
+    if (pending.length) setStatus("pending", "Saving soon: " + changes(pending.length) + " not saved yet.");
+  }
+  function acknowledge(sent) {
+    pending = pending.filter(function (e) { return sent.edits.indexOf(e) < 0; });
+    activeSeconds = Math.max(0, activeSeconds - sent.active_seconds);
+    persist();
+    retryMs = 0;
+  }
+  function two(n) { return (n < 10 ? "0" : "") + n; }
+  function flush() {
+    timer = null;
+    if (inFlight || stopped || submitting || !editable || !pending.length) return inFlight;
+    var sent = batch();
+    setStatus("saving", "Saving…");
+    inFlight = request(data.urls.save, sent)
+      .then(function (res) { handle(res, sent); })
+      .catch(function () { trouble("You are offline or the server cannot be reached."); })
+      .finally(function () { inFlight = null; });
+    return inFlight;
+  }
+  function handle(res, sent) {
+    if (res.status === 200) {
+      acknowledge(sent);
+      notice("");
+      if (pending.length) schedule(SAVE_DEBOUNCE_MS);
+      else { var t = new Date(); setStatus("saved", "All changes saved at " + two(t.getHours()) + ":" + two(t.getMinutes()) + "."); }
+      return;
+    }
+    if (res.status === 401) {
+      setStatus("signed-out", "Signed out: " + changes(pending.length) + " kept on this page, not saved yet.");
+      notice("Your session has ended. Sign in again (in another tab) and your changes are sent; they stay on this page meanwhile.");
+      window.clearTimeout(timer);
+      timer = window.setTimeout(submitting ? submitNow : flush, 15000);
+      return;
+    }
+    if (res.status === 409 && res.body.error === "read_only") return submittedElsewhere(res.body);
+    if (res.status === 400) {
+      var m = /^edits\[(\d+)\]/.exec(res.body.field || "");
+      var bad = m && sent.edits[Number(m[1])];
+      pending = bad ? pending.filter(function (e) { return e !== bad; }) : [];
+      persist();
+      setStatus("error", "One change was refused: " + (res.body.message || "the server refused it") + ".");
+      if (pending.length) schedule(SAVE_DEBOUNCE_MS);
+      return;
+    }
+    trouble(res.body.message || "The server had a problem saving (" + res.status + ").");
+  }
+  function trouble(message) {
+    retryMs = retryMs ? Math.min(retryMs * 2, MAX_RETRY_MS) : 1000;
+    setStatus("offline", "Not saved yet: " + changes(pending.length) + " waiting. " + message + " Trying again in " + Math.max(1, Math.round(retryMs / 1000)) + " s.");
+    window.clearTimeout(timer);
+    timer = window.setTimeout(submitting ? submitNow : flush, retryMs);
+  }
+  function lock() {
+    editable = false;
+    rows.forEach(render);
+    submitBtn.disabled = true;
+  }
+  function submittedElsewhere(body) {
+    stopped = true;
+    window.clearTimeout(timer);
+    forget();
+    lock();
+    var unapplied = body.unapplied || [];
+    setStatus("conflict", "Submitted elsewhere: read-only.");
+    showErrors([(body.message || "This grading was submitted elsewhere") + ". " +
+      (unapplied.length ? unapplied.length + " change(s) made here were not applied." : "Everything you changed here is in the submitted grading.")]);
+  }
+  window.addEventListener("online", function () { if (pending.length) schedule(0); });
+  window.addEventListener("pagehide", function () {
+    if (editable && !stopped && !submitting && pending.length) request(data.urls.save, batch(), true).catch(function () {});
+  });
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "hidden" && editable && !stopped && !submitting && pending.length) {
+      request(data.urls.save, batch(), true).catch(function () {});
+    }
+  });
+
+  /* ---------------------------------------------------------------- submit */
+  function showErrors(list) {
+    errorsEl.replaceChildren();
+    if (!list.length) { errorsEl.hidden = true; return; }
+    var ul = document.createElement("ul");
+    list.forEach(function (text) { var li = document.createElement("li"); li.textContent = text; ul.append(li); });
+    errorsEl.append(ul);
+    errorsEl.hidden = false;
+    errorsEl.focus();
+  }
+  function unmarked() {
+    return rows.filter(function (row) { var v = values[keyOf(row)]; return v === null || v === undefined; });
+  }
+  function submitNow() {
+    window.clearTimeout(timer);
+    timer = null;
+    setStatus("saving", "Submitting…");
+    var sent = batch();
+    request(data.urls.submit, sent).then(function (res) {
+      if (res.status === 200 && res.body.status === "submitted") {
+        stopped = true;
+        forget();
+        lock();
+        setStatus("submitted", "Submitted. Thank you. The grading is now read-only.");
+        showErrors([]);
+        announce("Grading submitted.");
+      } else if (res.status === 401 || res.status >= 500) {
+        handle(res, sent);
+      } else if (res.status === 409 && res.body.error === "read_only") {
+        submitting = false;
+        submittedElsewhere(res.body);
+      } else {
+        submitting = false;
+        submitBtn.disabled = false;
+        if (pending.length) schedule(SAVE_DEBOUNCE_MS); // a refused submit applied nothing: save the edits as a draft
+        setStatus("error", "Not submitted: " + (res.body.message || "the server refused it") + ".");
+        showErrors([res.body.message || "The server refused the grading."]);
+      }
+    }).catch(function () { trouble("You are offline or the server cannot be reached."); });
+  }
+  submitBtn.addEventListener("click", function () {
+    if (!editable || submitting) return;
+    var left = unmarked();
+    if (left.length) {
+      showErrors(["Mark every criterion for every response: " + left.length + " not marked yet (first: " + describe(left[0]) + ")."]);
+      left[0].focus();
+      return;
+    }
+    submitting = true;
+    submitBtn.disabled = true;
+    submitNow();
+  });
+  if (pending.length) schedule(0);
+})();
