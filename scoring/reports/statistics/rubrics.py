@@ -71,7 +71,8 @@ __all__ = [
 class Verdicts:
     """One row per verdict: a rater's "met" on one (response, criterion).
 
-    ``rater``: a clinician's key, or ``GRADER``; ``met``: 1.0, 0.0, or nan (missing). ``points``,
+    ``rater``: a clinician's key, or ``GRADER`` (``GRADER:<config id>`` when several);
+    ``met``: 1.0, 0.0, or nan (missing). ``points``,
     ``tags`` and ``version`` describe each criterion; ``cluster`` names each response's cluster
     (its patient, or its instruction).
     """
@@ -118,7 +119,13 @@ class Verdicts:
         return self.subset(keep)
 
     def clinicians(self) -> list[str]:
-        return sorted({str(r) for r in self.rater if r != GRADER})
+        """Every rater but the graders (``GRADER``, or a key starting with it)."""
+        return sorted({str(r) for r in self.rater if not is_grader(str(r))})
+
+
+def is_grader(rater: str) -> bool:
+    """Graders are ``GRADER`` or ``GRADER:<config>``; every other rater is a clinician."""
+    return rater == GRADER or rater.startswith(GRADER + ":")
 
 
 # --- scores ---------------------------------------------------------------------------------
@@ -155,7 +162,7 @@ def clinician_mean_scores(scores: Mapping[str, Mapping[int, float]]) -> dict[int
     """Each response's clinicians' score: the mean of every clinician's own score of it."""
     sums: dict[int, list[float]] = {}
     for rater, per_response in scores.items():
-        if rater == GRADER:
+        if is_grader(rater):
             continue
         for response, value in per_response.items():
             sums.setdefault(response, []).append(value)
