@@ -60,18 +60,18 @@ def graded(data):  # noqa: F811
 
 
 def test_rubric_scores_are_metric_columns_of_the_report(graded) -> None:
-    data, _, config = graded
-    inputs = selectors.report_inputs(dataset=data.dataset)
+    d, _, config = graded
+    inputs = selectors.report_inputs(dataset=d.dataset)
     keys = [m["key"] for m in inputs.metrics]
     assert keys[-2:] == ["rubric-clinicians", f"rubric-grader-{config.pk}"]
-    rows = inputs.table.response == data.responses[0][0].pk
+    rows = inputs.table.response == d.responses[0][0].pk
     # model-a: (8 + 4) / 12 = 1 for both clinicians and the grader
     assert (inputs.scores["rubric-clinicians"][rows] == 1.0).all()
-    third = inputs.table.response == data.responses[0][2].pk
+    third = inputs.table.response == d.responses[0][2].pk
     # the third model invents a value: -6 / 12 -> 0; the grader's missing verdict leaves out
     # the 8-point criterion: (0 - 6) / 4 -> 0 too
     assert (inputs.scores[f"rubric-grader-{config.pk}"][third] == 0.0).all()
-    second = inputs.table.response == data.responses[0][1].pk
+    second = inputs.table.response == d.responses[0][1].pk
     # model-b: c1 8/12, c2 12/12: mean 5/6
     assert inputs.scores["rubric-clinicians"][second] == pytest.approx(5 / 6)
     report = _done_report(data)
@@ -82,7 +82,7 @@ def test_rubric_scores_are_metric_columns_of_the_report(graded) -> None:
 def test_the_report_sets_scores_side_by_side_and_the_grader_beside_the_clinicians(
     graded, client
 ) -> None:
-    data, _, config = graded
+    d, _, config = graded
     report = _done_report(data)
     section = report.results["rubrics"]
     assert section["n_clinicians"] == 2
@@ -95,17 +95,17 @@ def test_the_report_sets_scores_side_by_side_and_the_grader_beside_the_clinician
     agreement = grader["agreement"]["overall"]
     assert agreement["missing_grader_verdicts"] == 2
     assert [r["rater"] for r in agreement["per_clinician"]] == sorted(
-        [data.c1.pseudonym, data.c2.pseudonym]
+        [d.c1.pseudonym, d.c2.pseudonym]
     )
     assert set(grader["agreement"]["per_version"]) == {"v1"}
     assert agreement["leave_one_out"]["grader_f1"] is not None
     # the page: the section, the grader's F1 beside the clinicians', no names
-    client.force_login(data.researcher)
+    client.force_login(d.researcher)
     html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
     assert "Rubric scores, and the grader against the clinicians" in html
     assert 'data-testid="rubric-scores"' in html and 'data-testid="rubric-f1"' in html
     assert "Rubric grader (grader-70b)" in html
-    assert data.c1.pseudonym in html and "c1@example.edu" not in html
+    assert d.c1.pseudonym in html and "c1@example.edu" not in html
     assert "Invents a value" not in html  # no criterion text in a report
 
 
