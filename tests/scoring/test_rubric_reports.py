@@ -74,7 +74,7 @@ def test_rubric_scores_are_metric_columns_of_the_report(graded) -> None:
     second = inputs.table.response == d.responses[0][1].pk
     # model-b: c1 8/12, c2 12/12: mean 5/6
     assert inputs.scores["rubric-clinicians"][second] == pytest.approx(5 / 6)
-    report = _done_report(data)
+    report = _done_report(d)
     correlated = {r["metric"] for r in report.results["correlation"]}
     assert {"rubric-clinicians", f"rubric-grader-{config.pk}"} <= correlated
 
@@ -83,7 +83,7 @@ def test_the_report_sets_scores_side_by_side_and_the_grader_beside_the_clinician
     graded, client
 ) -> None:
     d, _, config = graded
-    report = _done_report(data)
+    report = _done_report(d)
     section = report.results["rubrics"]
     assert section["n_clinicians"] == 2
     [grader] = section["graders"]
