@@ -136,3 +136,30 @@ def test_an_unknown_model_is_refused(db) -> None:
     with pytest.raises(grading.GradingRunError, match="unknown model"):
         grading.grading_run_create(dataset=dataset, model="endpoint:999")
     assert Criterion.objects.exists()
+
+
+def test_a_researcher_starts_a_run_and_follows_it(
+    endpoint, client, django_capture_on_commit_callbacks
+) -> None:
+    from django.urls import reverse
+
+    from review.models import Role
+    from tests import factories
+
+    dataset, _ = rubric_dataset(n_instructions=1, draft_too=False)
+    _, key = endpoint([("text", verdict(True)), ("text", "not json")])
+    researcher = factories.make_user("res@example.edu", roles=[Role.RESEARCHER])
+    client.force_login(researcher)
+    page = client.get(reverse("grading_runs")).content.decode()
+    assert key in page and "Start grading" in page
+    form = {"dataset": dataset.pk, "model": key, "record_tokens": 256, "max_new_tokens": 64}
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = client.post(reverse("grading_runs"), {**form, "retries": 0})
+    run = GradingRun.objects.get()
+    assert answer.status_code == 302 and answer["Location"] == reverse(
+        "grading_run_detail", args=[run.pk]
+    )
+    html = client.get(answer["Location"]).content.decode()
+    assert "met 1 · not met 0 · missing (answer did not parse) 5" in html
+    progress = client.get(reverse("grading_run_progress", args=[run.pk])).json()
+    assert progress["produced"] == 6 and progress["status"] == "done"
