@@ -1,6 +1,6 @@
 """Reads for rubric work: a clinician's rubrics to write, review and grade; a rubric with its
-criteria; the grading page. Model names never leave this module (responses are masked and
-addressed by per-grading handles, as on the review page)."""
+criteria; the grading page (responses masked and addressed by per-grading handles, as on the
+review page; no model name reaches it); and the submitted grades, for analyses."""
 
 from dataclasses import dataclass, field
 
@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 from review.blinding import mask_model_names
 from review.models import (
     Criterion,
+    CriterionGrade,
     CriterionGrading,
     Dataset,
     ReferenceResponse,
@@ -125,3 +126,58 @@ def grading_page_data(grading: CriterionGrading) -> GradingPage:
     criteria = rubric_criteria(grading.rubric)
     values = grading_values(grading, criteria=[c.pk for c in criteria])
     return GradingPage(responses=responses, criteria=criteria, values=values)
+
+
+@dataclass(frozen=True)
+class GradeRow:
+    """One submitted clinician verdict, with what analyses group by (model names included:
+    for researchers' reports, never for clinicians' pages)."""
+
+    clinician_id: int
+    response_id: int
+    model_name: str
+    instruction_id: int
+    rubric_id: int
+    rubric_version: int
+    criterion_id: int
+    points: int
+    tags: tuple[str, ...]
+    met: bool | None
+
+
+def submitted_grade_rows(
+    *, dataset: Dataset, rubric_ids: list[int] | None = None
+) -> list[GradeRow]:
+    """Every submitted clinician grade of the dataset (rows exist only once a grading is
+    submitted), optionally of some rubric versions only: one query."""
+    qs = CriterionGrade.objects.filter(rubric__instruction__dataset=dataset)
+    if rubric_ids is not None:
+        qs = qs.filter(rubric_id__in=rubric_ids)
+    return [
+        GradeRow(
+            clinician_id=row[0],
+            response_id=row[1],
+            model_name=row[2],
+            instruction_id=row[3],
+            rubric_id=row[4],
+            rubric_version=row[5],
+            criterion_id=row[6],
+            points=row[7],
+            tags=tuple(row[8] or ()),
+            met=row[9],
+        )
+        for row in qs.order_by(
+            "rubric_id", "response_id", "criterion_id", "clinician_id"
+        ).values_list(
+            "clinician_id",
+            "response_id",
+            "response__model_name",
+            "rubric__instruction_id",
+            "rubric_id",
+            "rubric__version",
+            "criterion_id",
+            "criterion__points",
+            "criterion__tags",
+            "met",
+        )
+    ]

@@ -189,9 +189,19 @@
     }
     if (res.status === 401) {
       setStatus("signed-out", "Signed out: " + changes(pending.length) + " kept on this page, not saved yet.");
-      notice("Your session has ended. Sign in again (in another tab) and your changes are sent; they stay on this page meanwhile.");
+      notice("Your session has ended. Sign in again and your changes are sent; they stay on this page meanwhile.");
+      signinLink.href = (res.body && res.body.login_url) || data.urls.login;
+      signinLink.hidden = false;
       window.clearTimeout(timer);
       timer = window.setTimeout(submitting ? submitNow : flush, 15000);
+      return;
+    }
+    if (res.status === 403 && res.body.error !== "csrf") {
+      // Access lapsed (revoked, expired, a new DUA): retrying cannot help until the clinician
+      // acts; the edits stay in this tab.
+      window.clearTimeout(timer);
+      setStatus("blocked", "Not saved: " + (res.body.requirement ? res.body.requirement + " needed" : "access needed") + ", " + changes(pending.length) + " kept on this page.");
+      notice(res.body.message || "Your access to the records needs attention.");
       return;
     }
     if (res.status === 409 && res.body.error === "read_only") return submittedElsewhere(res.body);
@@ -228,6 +238,23 @@
       (unapplied.length ? unapplied.length + " change(s) made here were not applied." : "Everything you changed here is in the submitted grading.")]);
   }
   window.addEventListener("online", function () { if (pending.length) schedule(0); });
+  // Signing in again (the window the link opens, or any tab) sends what was kept at once.
+  var signinLink = document.getElementById("signin-open");
+  signinLink.addEventListener("click", function (event) {
+    event.preventDefault();
+    window.open(signinLink.href, "medalign-signin", "width=520,height=720");
+  });
+  function resume() {
+    signinLink.hidden = true;
+    notice("");
+    if (stopped) return;
+    if (submitting) submitNow();
+    else schedule(0);
+  }
+  if ("BroadcastChannel" in window) new BroadcastChannel("medalign-session").addEventListener("message", resume);
+  window.addEventListener("message", function (event) {
+    if (event.origin === window.location.origin && event.data === "medalign-signed-in") resume();
+  });
   window.addEventListener("pagehide", function () {
     if (editable && !stopped && !submitting && pending.length) request(data.urls.save, batch(), true).catch(function () {});
   });
