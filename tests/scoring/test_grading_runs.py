@@ -163,3 +163,50 @@ def test_a_researcher_starts_a_run_and_follows_it(
     assert "met 1 · not met 0 · missing (answer did not parse) 5" in html
     progress = client.get(reverse("grading_run_progress", args=[run.pk])).json()
     assert progress["produced"] == 6 and progress["status"] == "done"
+
+
+def test_a_dead_workers_grading_batch_is_requeued_by_the_sweep_and_finishes(
+    endpoint, settings, monkeypatch
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scoring.grading.tasks import grading_batch
+    from scoring.models import GradingBatch
+    from scoring.runs import machinery
+
+    sent: list[int] = []
+    monkeypatch.setattr(
+        grading_batch, "apply_async", lambda args, queue=None, **kw: sent.append(args[0])
+    )
+    dataset, _ = rubric_dataset(n_instructions=1, draft_too=False)
+    server, key = endpoint([("text", verdict(True))])
+    run = grading.grading_run_create(
+        dataset=dataset, model=key, options={"retries": 0, "record_tokens": 256}, enqueue=False
+    )
+    [batch] = run.batches.all()
+    claim = machinery.batch_claim(kind=grading.GRADING, batch_id=batch.pk, task_id="t-1")
+    assert claim is not None  # then the worker dies: no heartbeat, no verdicts
+    later = timezone.now() + timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT + 1)
+    result = machinery.runs_sweep(now=later)
+    assert ("grading", batch.pk) in result.requeued and sent == [batch.pk]
+    assert grading.grading_batch_execute(batch_id=batch.pk, task_id="t-2") == 6
+    run.refresh_from_db()
+    assert run.status == GradingRun.Status.DONE
+    assert GradingBatch.objects.get(pk=batch.pk).attempts == 2
+    assert len(server.requests) == 6
+
+
+def test_manage_py_grade_runs_inline_and_resumes(endpoint, capsys) -> None:
+    from django.core.management import call_command
+
+    dataset, _ = rubric_dataset(n_instructions=1, draft_too=False)
+    server, key = endpoint([("text", verdict(True))] * 2 + ["no-choices"])
+    call_command("grade", dataset=dataset.name, model=key, inline=True, retries=0)
+    run = GradingRun.objects.get()
+    assert run.status == GradingRun.Status.FAILED
+    assert "batch" in capsys.readouterr().err
+    server.script = [("text", verdict(False))]
+    call_command("grade", resume=run.pk, inline=True)
+    assert "done, 6 of 6 verdicts" in capsys.readouterr().out
