@@ -35,10 +35,11 @@ class Command(BaseCommand):
                 self.stdout.write(f"{choice.key}\t{choice.description}")
             return
         inline = bool(options["inline"])
-        if options["resume"]:
-            run = GradingRun.objects.filter(pk=options["resume"]).first()
+        resume = options["resume"]
+        if isinstance(resume, int):
+            run = GradingRun.objects.filter(pk=resume).first()
             if run is None:
-                raise CommandError(f"no grading run {options['resume']}")
+                raise CommandError(f"no grading run {resume}")
             run = grading.grading_run_resume(run=run, enqueue=not inline)
         else:
             dataset = Dataset.objects.filter(name=options["dataset"]).first()
