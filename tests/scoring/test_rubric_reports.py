@@ -115,3 +115,28 @@ def test_a_report_without_rubric_grades_says_so(data, client) -> None:  # noqa: 
     client.force_login(data.researcher)
     html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
     assert 'data-testid="rubrics-none"' in html
+
+
+def test_the_rubric_tables_are_exported(graded) -> None:
+    from scoring.reports import exports
+
+    d, _, config = graded
+    report = _done_report(d)
+    scores = exports.rows(report, "rubric_scores")
+    overall = [r for r in scores if r["part"] == "overall" and r["model"] == "model-b"]
+    assert {(r["rater"], round(r["mean"], 4)) for r in overall} == {
+        ("clinicians", round(5 / 6, 4)),
+        ("grader", round(2 / 3, 4)),
+    }
+    agreement = exports.rows(report, "rubric_agreement")
+    pooled = [r for r in agreement if r["row"] == "pooled"]
+    assert {r["group"] for r in pooled} == {
+        "overall",
+        "tag:axis:accuracy",
+        "tag:axis:completeness",
+        "version:v1",
+    }
+    assert all(r["grader"] == config.pk for r in agreement)
+    assert d.c1.pseudonym in {r["row"] for r in agreement}
+    csv_text = exports.to_csv(report, "rubric_agreement")
+    assert csv_text.splitlines()[0].startswith("grader,grader_label,group,row,macro_f1")
