@@ -173,6 +173,8 @@ class CriterionGrading(models.Model):
     submitted_at = models.DateTimeField(null=True, blank=True)
     time_spent_seconds = models.PositiveIntegerField(default=0)
     submission_token = models.UUIDField(default=uuid.uuid4, editable=False)
+    # Autosave writes one audit row per grading per minute at most (as for reviews); the last.
+    save_audited_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["clinician", "id"]

@@ -3,6 +3,7 @@
 from review.services.demo_accounts import demo_accounts
 from review.services.demo_assignments import demo_assignments
 from review.services.demo_reviews import demo_simulated_reviews
+from review.services.demo_rubrics import demo_rubrics
 
 
 def demo_accounts_and_assignments(*, dataset_name: str) -> list[str]:
@@ -10,4 +11,5 @@ def demo_accounts_and_assignments(*, dataset_name: str) -> list[str]:
     lines = demo_accounts()
     lines += demo_assignments(dataset_name=dataset_name)
     lines += demo_simulated_reviews(dataset_name=dataset_name)
+    lines += demo_rubrics(dataset_name=dataset_name)
     return lines

@@ -4,9 +4,11 @@ the page's blinding and audit."""
 
 import json
 import time
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from review.models import AuditEvent, CriterionGrade, CriterionGrading, Role, Rubric
 from review.services import grading as services
@@ -233,3 +235,23 @@ def test_submitted_grade_rows_carry_the_version_points_and_tags(setup):
     }
     assert {r.model_name for r in rows} == set(review_data.MODEL_NAMES[:2])
     assert submitted_grade_rows(dataset=dataset, rubric_ids=[rubric.pk + 1]) == []
+
+
+def test_autosave_is_audited_once_a_minute_at_most(setup):
+    grading, clinician, criteria, _ = setup
+    for i, value in enumerate([True, False, True]):
+        services.grading_save_draft(
+            grading_id=grading.pk,
+            clinician=clinician,
+            payload={"edits": [_edit(grading.handles[0], criteria[0], value, at=1_000 + i)]},
+        )
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.GRADING_SAVED).count() == 1
+    CriterionGrading.objects.filter(pk=grading.pk).update(
+        save_audited_at=timezone.now() - timedelta(minutes=2)
+    )
+    services.grading_save_draft(
+        grading_id=grading.pk,
+        clinician=clinician,
+        payload={"edits": [_edit(grading.handles[0], criteria[1], True)]},
+    )
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.GRADING_SAVED).count() == 2

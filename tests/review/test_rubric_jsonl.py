@@ -104,3 +104,53 @@ def test_export_gives_the_latest_accepted_version(dataset):
     ]
     every = list(rubrics_export(dataset=dataset, actor=None, all_versions=True))
     assert len(every) == 2
+
+
+def test_assign_rubrics_rotates_authors_with_a_second_clinician_as_reviewer(dataset):
+    a = factories.make_user("a@example.edu", roles=[Role.CLINICIAN])
+    b = factories.make_user("b@example.edu", roles=[Role.CLINICIAN])
+    out = io.StringIO()
+    call_command(
+        "assign_rubrics",
+        dataset=dataset.name,
+        authors="a@example.edu,b@example.edu",
+        reviewers="a@example.edu,b@example.edu",
+        stdout=out,
+    )
+    assert "Asked for 2 rubric(s)" in out.getvalue()
+    pairs = set(Rubric.objects.values_list("author__email", "reviewer__email"))
+    assert pairs == {("a@example.edu", "b@example.edu"), ("b@example.edu", "a@example.edu")}
+    call_command(
+        "assign_rubrics",
+        dataset=dataset.name,
+        authors="a@example.edu",
+        reviewers="b@example.edu",
+        stdout=out,
+    )
+    assert Rubric.objects.count() == 2  # open versions are not asked for again
+    for rubric in Rubric.objects.all():
+        author = a if rubric.author_id == a.pk else b
+        reviewer = b if author is a else a
+        services.rubric_save_criteria(
+            rubric=rubric, actor=author, criteria=[services.CriterionInput("Good.", 5, ())]
+        )
+        services.rubric_submit(rubric=rubric, actor=author)
+        services.rubric_accept(rubric=rubric, actor=reviewer)
+    factories.put_in_study(*dataset.instructions.all())
+    out = io.StringIO()
+    call_command(
+        "assign_rubrics",
+        dataset=dataset.name,
+        grade=True,
+        clinicians="a@example.edu,b@example.edu",
+        stdout=out,
+    )
+    assert "Created 4 grading assignment(s) for 2 rubric(s)." in out.getvalue()
+    with pytest.raises(CommandError, match="second clinician"):
+        call_command(
+            "assign_rubrics",
+            dataset=dataset.name,
+            authors="a@example.edu",
+            reviewers="a@example.edu",
+            revise=True,
+        )

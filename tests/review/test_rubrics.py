@@ -135,3 +135,23 @@ def test_it_checks_each_criterion(row, field):
     with pytest.raises(RubricError) as caught:
         services.criterion_input(row)
     assert caught.value.field == field
+
+
+def test_the_demo_gives_each_demo_clinician_rubric_work_once(db):
+    from review.models import CriterionGrading
+    from review.selectors.rubrics import clinician_rubric_work
+    from review.services.demo_assignments import DEMO_CLINICIANS
+    from review.services.demo_rubrics import demo_rubrics
+
+    dataset = make_dataset("demo")
+    patient = make_record(dataset, "P-DEMO", n_events=20)
+    instructions = [make_instruction(dataset, patient, f"I-{i}") for i in range(5)]
+    factories.put_in_study(*instructions)
+    one, two = (factories.make_user(e, roles=[Role.CLINICIAN]) for e in DEMO_CLINICIANS)
+    assert "2 accepted" in demo_rubrics(dataset_name="demo")[0]
+    assert demo_rubrics(dataset_name="demo") == ["Demo rubrics: already there."]
+    statuses = sorted(Rubric.objects.values_list("status", flat=True))
+    assert statuses == ["accepted", "accepted", "draft", "in_review"]
+    assert CriterionGrading.objects.count() == 4
+    work = clinician_rubric_work(two)
+    assert (len(work.to_write), len(work.to_review), len(work.to_grade)) == (1, 1, 2)
