@@ -34,6 +34,7 @@ Pure numpy; no Django.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -225,6 +226,9 @@ def _macro_f1_counts(counts: Array) -> Array:
         denom_not = 2 * tn + fp + fn
         f1_met = np.where(denom_met > 0, 2 * tp / np.where(denom_met > 0, denom_met, 1), np.nan)
         f1_not = np.where(denom_not > 0, 2 * tn / np.where(denom_not > 0, denom_not, 1), np.nan)
+    with warnings.catch_warnings():
+        # A resample holding only clusters without items has neither class: nan, dropped later.
+        warnings.simplefilter("ignore", RuntimeWarning)
         out: Array = np.nanmean(np.stack([f1_met, f1_not]), axis=0)
     return out
 
