@@ -468,6 +468,7 @@ SCORING_IMPORT_AT_START = env_bool("SCORING_IMPORT_AT_START", False)
 # llama.cpp) are picked from the admin's allowlist (Admin -> Generation endpoints), empty at first.
 GENERATION_MODEL_DIR = Path(env_str("GENERATION_MODEL_DIR", str(DATA_DIR / "models"))).resolve()
 GENERATION_BATCH_SIZE = env_int("GENERATION_BATCH_SIZE", 8, minimum=1)  # instructions per task
+GRADING_BATCH_SIZE = env_int("GRADING_BATCH_SIZE", 8, minimum=1)  # responses per grading task
 # Prompts hold patient text: only their sha256 and token counts are stored, unless this is set.
 GENERATION_STORE_PROMPTS = env_bool("GENERATION_STORE_PROMPTS", False)
 # The LLM jury's judges: a JSON list of model specs, e.g.

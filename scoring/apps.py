@@ -29,6 +29,7 @@ class ScoringConfig(AppConfig):
         from scoring import receivers  # noqa: F401 - API tokens end with access changes
         from scoring.generation import backends
         from scoring.generation import runs as generation_runs  # noqa: F401
+        from scoring.grading import runs as grading_runs  # noqa: F401
         from scoring.runs import scoring  # noqa: F401
 
         backends.set_allowlist(_endpoint_allowed)

@@ -15,12 +15,13 @@ from celery.signals import worker_process_init
 from django.conf import settings
 
 from scoring.generation.tasks import generation_batch
+from scoring.grading.tasks import grading_batch
 from scoring.reports.tasks import compute_report
 from scoring.runs.tasks import score_batch, sweep_runs
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["compute_report", "generation_batch", "score_batch", "sweep_runs"]
+__all__ = ["compute_report", "generation_batch", "grading_batch", "score_batch", "sweep_runs"]
 
 
 @worker_process_init.connect

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from scoring.generation import views as generation_views
+from scoring.grading import views as grading_views
 from scoring.reports import api, views
 from scoring.runs import views as run_views
 
@@ -32,6 +33,24 @@ urlpatterns += [
         "runs/<int:run_id>/progress.json", run_views.run_progress_json, name="scoring_run_progress"
     ),
     path("runs/<int:run_id>/resume/", run_views.run_resume, name="scoring_run_resume"),
+]
+
+# --- grading runs (scoring.grading.views; progress, resume: scoring.runs.views) -------------------
+urlpatterns += [
+    path("grading/", grading_views.grading_runs, name="grading_runs"),
+    path("grading/<int:run_id>/", grading_views.grading_run_detail, name="grading_run_detail"),
+    path(
+        "grading/<int:run_id>/progress.json",
+        run_views.run_progress_json,
+        {"kind": "grading"},
+        name="grading_run_progress",
+    ),
+    path(
+        "grading/<int:run_id>/resume/",
+        run_views.run_resume,
+        {"kind": "grading"},
+        name="grading_run_resume",
+    ),
 ]
 
 # --- generation runs (scoring.generation.views; progress, resume: scoring.runs.views) ---------

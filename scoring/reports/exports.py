@@ -34,6 +34,8 @@ TABLES = (
     "style_control",
     "reviews",
     "variants",
+    "rubric_scores",
+    "rubric_agreement",
 )
 FORMATS = ("csv", "json")
 TABLE_LABELS = {
@@ -51,6 +53,8 @@ TABLE_LABELS = {
     "style_control": "Style control",
     "reviews": "Reviews (incl. left out)",
     "variants": "Model variants",
+    "rubric_scores": "Rubric scores (clinicians and graders)",
+    "rubric_agreement": "Rubric grader against clinicians",
 }
 
 CORRELATION_COLUMNS = [
@@ -190,6 +194,17 @@ SECTION_COLUMNS: dict[str, list[str]] = {
         "n_judgements", "distinct_ranks", "skipped", "excluded", "learned_fold",
     ],
     "variants": ["model", "base_model", "context_length"],
+    "rubric_scores": [
+        "grader", "grader_label", "part", "rater", "model", "mean", "ci_low", "ci_high",
+        "n_responses", "n_clusters", "note",
+    ],
+    "rubric_agreement": [
+        "grader", "grader_label", "group", "row", "macro_f1", "kappa", "n_items",
+        "loo_clinician_f1", "loo_grader_f1", "loo_items", "grader_f1", "grader_ci_low",
+        "grader_ci_high", "clinicians_f1", "clinicians_ci_low", "clinicians_ci_high",
+        "difference", "difference_ci_low", "difference_ci_high", "n_clusters",
+        "missing_grader_verdicts", "verdict",
+    ],
 }  # fmt: skip
 
 
@@ -333,12 +348,82 @@ def _section_rows(report: CorrelationReport, table: str) -> list[dict[str, Any]]
         return out
     if table == "reviews":
         return _review_rows(report)
+    if table == "rubric_scores":
+        return _rubric_score_rows(results.get("rubrics") or {})
+    if table == "rubric_agreement":
+        return _rubric_agreement_rows(results.get("rubrics") or {})
     if table == "variants":
         return [
             {"model": name, **v}
             for name, v in (report.provenance.get("model_variants") or {}).items()
         ]
     raise ValueError(f"unknown table {table!r}")
+
+
+def _rubric_score_rows(section: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per model: the clinicians' and each grader's rubric scores, overall and per tag."""
+    out: list[dict[str, Any]] = []
+
+    def add(grader: Any, label: str, table: dict[str, Any], raters: tuple[str, ...]) -> None:
+        parts = [("overall", table.get("overall") or {})] + [
+            (f"tag:{t}", v) for t, v in sorted((table.get("per_tag") or {}).items())
+        ]
+        for part, sides in parts:
+            for rater in raters:
+                for row in sides.get(rater, []):
+                    out.append(
+                        {"grader": grader, "grader_label": label, "part": part, "rater": rater,
+                         **row}
+                    )  # fmt: skip
+
+    for g in section.get("graders", []):
+        add(g["config_id"], g["label"], g.get("scores") or {}, ("clinicians", "grader"))
+    if not section.get("graders") and section.get("clinicians"):
+        add(None, "", section["clinicians"], ("clinicians",))
+    return out
+
+
+def _rubric_agreement_rows(section: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each grader against the clinicians: a pooled row and a row per clinician, per group."""
+    out: list[dict[str, Any]] = []
+    for g in section.get("graders", []):
+        agreement = g.get("agreement") or {}
+        groups = [("overall", agreement.get("overall"))]
+        groups += [(f"tag:{t}", a) for t, a in sorted((agreement.get("per_tag") or {}).items())]
+        groups += [
+            (f"version:{v}", a) for v, a in sorted((agreement.get("per_version") or {}).items())
+        ]
+        for group, a in groups:
+            if not a:
+                continue
+            loo = a.get("leave_one_out") or {}
+            direct = a.get("grader_vs_clinicians") or {}
+            base = {"grader": g["config_id"], "grader_label": g["label"], "group": group}
+            out.append(
+                {
+                    **base,
+                    "row": "pooled",
+                    "macro_f1": direct.get("macro_f1"),
+                    "kappa": direct.get("kappa"),
+                    "n_items": direct.get("n_items"),
+                    "loo_items": loo.get("n_items"),
+                    "grader_f1": loo.get("grader_f1"),
+                    "grader_ci_low": (loo.get("grader_ci") or [None, None])[0],
+                    "grader_ci_high": (loo.get("grader_ci") or [None, None])[1],
+                    "clinicians_f1": loo.get("clinicians_f1"),
+                    "clinicians_ci_low": (loo.get("clinicians_ci") or [None, None])[0],
+                    "clinicians_ci_high": (loo.get("clinicians_ci") or [None, None])[1],
+                    "difference": loo.get("difference"),
+                    "difference_ci_low": (loo.get("difference_ci") or [None, None])[0],
+                    "difference_ci_high": (loo.get("difference_ci") or [None, None])[1],
+                    "n_clusters": a.get("n_clusters"),
+                    "missing_grader_verdicts": a.get("missing_grader_verdicts"),
+                    "verdict": a.get("verdict"),
+                }
+            )
+            for r in a.get("per_clinician", []):
+                out.append({**base, "row": r["rater"], **r})
+    return out
 
 
 def _review_rows(report: CorrelationReport) -> list[dict[str, Any]]:

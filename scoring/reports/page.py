@@ -171,6 +171,7 @@ def report_page(results: dict[str, Any]) -> dict[str, Any]:
         ],
         "breakdowns": _breakdown_tables(results),
         "context": _context_tables(results.get("context_length") or {}),
+        "rubrics": _rubrics(results.get("rubrics")),
         "counts": results.get("counts", {}),
         "labels": labels,
     }
@@ -362,6 +363,100 @@ def _breakdown_tables(results: dict[str, Any]) -> list[dict[str, Any]]:
             )
         tables.append({"by": by, "title": title, "rows": rows})
     return tables
+
+
+def _score_rows(
+    clinicians: list[dict[str, Any]], grader: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One row per model: the clinicians' and the grader's mean rubric score side by side."""
+    by_model: dict[str, dict[str, Any]] = {}
+    for side, rows in (("clinicians", clinicians), ("grader", grader)):
+        for r in rows:
+            by_model.setdefault(r["model"], {"model": r["model"]})[side] = (
+                f"{_ci(r, 'mean', 'ci_low', 'ci_high', 'note')} (n={r['n_responses']})"
+            )
+    return [{"clinicians": "n/a", "grader": "n/a", **by_model[m]} for m in sorted(by_model)]
+
+
+def _agreement(section: dict[str, Any] | None) -> dict[str, Any]:
+    if not section:
+        return {}
+    loo = section.get("leave_one_out") or {}
+    direct = section.get("grader_vs_clinicians") or {}
+    clinician_ci = loo.get("clinicians_ci") or [None, None]
+    grader_ci = loo.get("grader_ci") or [None, None]
+    diff_ci = loo.get("difference_ci") or [None, None]
+    return {
+        "grader": interval(loo.get("grader_f1"), grader_ci[0], grader_ci[1]),
+        "clinicians": interval(loo.get("clinicians_f1"), clinician_ci[0], clinician_ci[1]),
+        "difference": interval(loo.get("difference"), diff_ci[0], diff_ci[1]),
+        "direct": interval(direct.get("macro_f1"), direct.get("ci_low"), direct.get("ci_high")),
+        "direct_kappa": number(direct.get("kappa")),
+        "n_items": loo.get("n_items", 0),
+        "per_clinician": [
+            {
+                "rater": r["rater"],
+                "f1": number(r.get("macro_f1")),
+                "kappa": number(r.get("kappa")),
+                "n": r.get("n_items", 0),
+                "loo_clinician": number(r.get("loo_clinician_f1")),
+                "loo_grader": number(r.get("loo_grader_f1")),
+                "loo_n": r.get("loo_items", 0),
+            }
+            for r in section.get("per_clinician", [])
+        ],
+        "verdict": section.get("verdict", ""),
+        "note": section.get("note", ""),
+        "missing": section.get("missing_grader_verdicts", 0),
+    }
+
+
+def _rubrics(section: dict[str, Any] | None) -> dict[str, Any]:
+    """The rubric section: scores side by side, and each grader against the clinicians."""
+    if not section:
+        return {}
+    clinicians = section.get("clinicians") or {}
+    graders = []
+    for g in section.get("graders", []):
+        scores = g.get("scores") or {}
+        agreement = g.get("agreement") or {}
+        tags = sorted(scores.get("per_tag", {}))
+        graders.append(
+            {
+                "label": g["label"],
+                "config_id": g["config_id"],
+                "prompt": (g.get("provenance") or {}).get("prompt", ""),
+                "rows": _score_rows(
+                    scores.get("overall", {}).get("clinicians", []),
+                    scores.get("overall", {}).get("grader", []),
+                ),
+                "tags": [
+                    {
+                        "tag": t,
+                        "rows": _score_rows(
+                            scores["per_tag"][t].get("clinicians", []),
+                            scores["per_tag"][t].get("grader", []),
+                        ),
+                    }
+                    for t in tags
+                ],
+                "agreement": _agreement(agreement.get("overall")),
+                "agreement_tags": [
+                    {"name": t, **_agreement(a)}
+                    for t, a in sorted((agreement.get("per_tag") or {}).items())
+                ],
+                "agreement_versions": [
+                    {"name": v, **_agreement(a)}
+                    for v, a in sorted((agreement.get("per_version") or {}).items())
+                ],
+            }
+        )
+    return {
+        "n_clinicians": section.get("n_clinicians", 0),
+        "n_verdicts": section.get("n_verdicts", 0),
+        "clinician_rows": _score_rows((clinicians.get("overall") or {}).get("clinicians", []), []),
+        "graders": graders,
+    }
 
 
 def _pct(value: Any) -> str:

@@ -20,6 +20,7 @@ from scoring.models import (
     ModelVariant,
 )
 from scoring.reports.statistics import JudgementTable
+from scoring.rubric_scores import rubric_expand
 
 
 @dataclass(frozen=True)
@@ -146,18 +147,26 @@ def aligned_scores(
         row_of_response=row_of_response,
         n_rows=n,
     )
-    metrics = [
-        {
-            "key": keys[c.pk],
-            "config_id": c.pk,
-            "backend": c.backend,
-            "label": c.label,
-            "identity": c.identity,
-            "provenance": c.provenance,
-            "identity_hash": c.identity_hash,
-        }
-        for c in configs
-    ] + judge_metrics
+    # Rubric scores (clinicians' and each model grader's), columns like any metric.
+    rubric_metrics = rubric_expand(
+        scores=scores, truncated=truncated, row_of_response=row_of_response, n_rows=n
+    )
+    metrics = (
+        [
+            {
+                "key": keys[c.pk],
+                "config_id": c.pk,
+                "backend": c.backend,
+                "label": c.label,
+                "identity": c.identity,
+                "provenance": c.provenance,
+                "identity_hash": c.identity_hash,
+            }
+            for c in configs
+        ]
+        + judge_metrics
+        + rubric_metrics
+    )
     return scores, truncated, metrics
 
 

@@ -206,6 +206,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
     from scoring.reports.analysis import metric_provenance as analysis_provenance
     from scoring.reports.release_judgements import release_inputs
     from scoring.reports.selectors import report_inputs, response_style
+    from scoring.rubric_scores import rubric_section
 
     with transaction.atomic():
         report = (
@@ -296,6 +297,17 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             _release_comparison(report, study, table, params) if source == "app" else None
         )
         results["metric_provenance"] = metric_provenance
+        # Rubric scores side by side and the graders against the clinicians, on the study's
+        # response set (scoring.rubric_scores); None when nothing of it was graded.
+        results["rubrics"] = rubric_section(
+            response_ids=ModelResponse.objects.filter(studies__study=study).values_list(
+                "pk", flat=True
+            ),
+            n_resamples=int(params["n_resamples"]),
+            seed=int(params["seed"]),
+            confidence=float(params["confidence"]),
+            min_clusters=int(params.get("min_clusters", st.MIN_CLUSTERS)),
+        )
         results["responses"] = response_rows(
             inputs.table,
             scores,
@@ -458,8 +470,11 @@ def _learned_metric_fit(inputs: Any, *, seed: int) -> dict[str, Any]:
     def rows(texts: list[str]) -> numpy.ndarray:
         return emb[[index[t] for t in texts]]
 
+    from scoring.rubric_scores import CLINICIANS_KEY
+
     features, names = learned.build_features(
-        inputs.scores,
+        # The clinicians' rubric score is a human judgement, not a metric: never a feature.
+        {k: v for k, v in inputs.scores.items() if k != CLINICIANS_KEY},
         numpy.array([len(t.split()) for t in responses], dtype=float),
         rows(questions),
         rows(responses),

@@ -105,6 +105,15 @@ PAGES = {
         "generation_run_progress",
         "generation_run_resume",
     ),
+    "grading": RunPages(
+        "Grading run",
+        "Grading runs",
+        "verdicts",
+        "grading_runs",
+        "grading_run_detail",
+        "grading_run_progress",
+        "grading_run_resume",
+    ),
 }
 
 

@@ -126,6 +126,19 @@ def _generation_run(w: Any) -> Any:
     return run
 
 
+def _grading_run(w: Any) -> Any:
+    from scoring.models import GradingRun, MetricConfig
+
+    config, _ = MetricConfig.objects.get_or_create(
+        identity_hash="matrix-grader",
+        defaults={"backend": "rubric-grader", "identity": {}, "label": "grader"},
+    )
+    run, _ = GradingRun.objects.get_or_create(
+        dataset=w.patient.dataset, config=config, defaults={"total": 0}
+    )
+    return run
+
+
 def _report(w: Any) -> Any:
     from scoring.models import CorrelationReport
 
@@ -394,6 +407,32 @@ RULES: dict[str, Rule] = {
         researcher="405",
         admin="405",
         kwargs=lambda w: {"run_id": _generation_run(w).pk},
+    ),
+    # --- grading runs: researchers and admins --------------------------------------------------
+    "grading_runs": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "grading_run_detail": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="200",
+        admin="200",
+        kwargs=lambda w: {"run_id": _grading_run(w).pk},
+    ),
+    "grading_run_progress": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="200",
+        admin="200",
+        kwargs=lambda w: {"run_id": _grading_run(w).pk},
+    ),
+    "grading_run_resume": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="404",
+        researcher="405",
+        admin="405",
+        kwargs=lambda w: {"run_id": _grading_run(w).pk},
     ),
     # --- reports, exports, tokens and the token API (scoring.reports.views, scoring.reports.api) ------------
     "scoring_reports": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),

@@ -1,0 +1,142 @@
+"""Rubric scores in the correlation report: clinicians' and the grader's side by side, each a
+metric column, and the grader's macro-F1 beside the clinicians' against each other."""
+
+import pytest
+from django.urls import reverse
+
+from scoring.models import GraderVerdict, MetricConfig
+from scoring.reports import selectors
+from tests.scoring.rubric_data import accepted_rubric, people, submit_grades
+from tests.scoring.test_reports import _done_report, data  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.django_db
+
+
+def grader_config() -> MetricConfig:
+    return MetricConfig.objects.create(
+        backend="rubric-grader",
+        identity={"backend": "rubric-grader", "prompt": "medalign-rubric@abc"},
+        provenance={
+            "metric": "rubric-grader",
+            "model": "grader-70b",
+            "prompt": "medalign-rubric@abc",
+        },
+        identity_hash="hash-grader",
+        label="Rubric grader (grader-70b)",
+    )
+
+
+@pytest.fixture
+def graded(data):  # noqa: F811
+    """Both instructions' rubrics accepted; c1 and c2 grade every response; the grader agrees
+    with c1 everywhere except one item, and one of its verdicts is missing."""
+    author, reviewer = people()
+    rubrics = [accepted_rubric(i, author, reviewer) for i in data.instructions]
+    config = grader_config()
+    for rubric, responses in zip(rubrics, data.responses, strict=True):
+        criteria = list(rubric.criteria.order_by("order"))
+        # model-a meets the positives, model-b the first only, the third invents a value
+        truth = {
+            (r.pk, c.pk): [[True, True, False], [True, False, False], [False, False, True]][k][j]
+            for k, r in enumerate(responses)
+            for j, c in enumerate(criteria)
+        }
+        submit_grades(rubric, data.c1, truth)
+        c2 = dict(truth)
+        c2[(responses[1].pk, criteria[1].pk)] = True  # c2 dissents once
+        submit_grades(rubric, data.c2, c2)
+        for (response_id, criterion_id), met in truth.items():
+            GraderVerdict.objects.create(
+                config=config,
+                response_id=response_id,
+                rubric=rubric,
+                criterion_id=criterion_id,
+                criteria_met=None
+                if criterion_id == criteria[0].pk and response_id == responses[2].pk
+                else met,
+                prompt_sha256="0" * 64,
+            )
+    return data, rubrics, config
+
+
+def test_rubric_scores_are_metric_columns_of_the_report(graded) -> None:
+    d, _, config = graded
+    inputs = selectors.report_inputs(dataset=d.dataset)
+    keys = [m["key"] for m in inputs.metrics]
+    assert keys[-2:] == ["rubric-clinicians", f"rubric-grader-{config.pk}"]
+    rows = inputs.table.response == d.responses[0][0].pk
+    # model-a: (8 + 4) / 12 = 1 for both clinicians and the grader
+    assert (inputs.scores["rubric-clinicians"][rows] == 1.0).all()
+    third = inputs.table.response == d.responses[0][2].pk
+    # the third model invents a value: -6 / 12 -> 0; the grader's missing verdict leaves out
+    # the 8-point criterion: (0 - 6) / 4 -> 0 too
+    assert (inputs.scores[f"rubric-grader-{config.pk}"][third] == 0.0).all()
+    second = inputs.table.response == d.responses[0][1].pk
+    # model-b: c1 8/12, c2 12/12: mean 5/6
+    assert inputs.scores["rubric-clinicians"][second] == pytest.approx(5 / 6)
+    report = _done_report(d)
+    correlated = {r["metric"] for r in report.results["correlation"]}
+    assert {"rubric-clinicians", f"rubric-grader-{config.pk}"} <= correlated
+
+
+def test_the_report_sets_scores_side_by_side_and_the_grader_beside_the_clinicians(
+    graded, client
+) -> None:
+    d, _, config = graded
+    report = _done_report(d)
+    section = report.results["rubrics"]
+    assert section["n_clinicians"] == 2
+    [grader] = section["graders"]
+    overall = grader["scores"]["overall"]
+    by_model = {r["model"]: r["mean"] for r in overall["clinicians"]}
+    assert by_model["model-a"] == 1.0 and by_model["model-b"] == pytest.approx(5 / 6)
+    assert {r["model"]: r["mean"] for r in overall["grader"]}["model-b"] == pytest.approx(2 / 3)
+    assert set(grader["scores"]["per_tag"]) == {"axis:accuracy", "axis:completeness"}
+    agreement = grader["agreement"]["overall"]
+    assert agreement["missing_grader_verdicts"] == 2
+    assert [r["rater"] for r in agreement["per_clinician"]] == sorted(
+        [d.c1.pseudonym, d.c2.pseudonym]
+    )
+    assert set(grader["agreement"]["per_version"]) == {"v1"}
+    assert agreement["leave_one_out"]["grader_f1"] is not None
+    # the page: the section, the grader's F1 beside the clinicians', no names
+    client.force_login(d.researcher)
+    html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert "Rubric scores, and the grader against the clinicians" in html
+    assert 'data-testid="rubric-scores"' in html and 'data-testid="rubric-f1"' in html
+    assert "Rubric grader (grader-70b)" in html
+    assert d.c1.pseudonym in html and "c1@example.edu" not in html
+    assert "Invents a value" not in html  # no criterion text in a report
+
+
+def test_a_report_without_rubric_grades_says_so(data, client) -> None:  # noqa: F811
+    report = _done_report(data)
+    assert report.results["rubrics"] is None
+    client.force_login(data.researcher)
+    html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert 'data-testid="rubrics-none"' in html
+
+
+def test_the_rubric_tables_are_exported(graded) -> None:
+    from scoring.reports import exports
+
+    d, _, config = graded
+    report = _done_report(d)
+    scores = exports.rows(report, "rubric_scores")
+    overall = [r for r in scores if r["part"] == "overall" and r["model"] == "model-b"]
+    assert {(r["rater"], round(r["mean"], 4)) for r in overall} == {
+        ("clinicians", round(5 / 6, 4)),
+        ("grader", round(2 / 3, 4)),
+    }
+    agreement = exports.rows(report, "rubric_agreement")
+    pooled = [r for r in agreement if r["row"] == "pooled"]
+    assert {r["group"] for r in pooled} == {
+        "overall",
+        "tag:axis:accuracy",
+        "tag:axis:completeness",
+        "version:v1",
+    }
+    assert all(r["grader"] == config.pk for r in agreement)
+    assert d.c1.pseudonym in {r["row"] for r in agreement}
+    csv_text = exports.to_csv(report, "rubric_agreement")
+    assert csv_text.splitlines()[0].startswith("grader,grader_label,group,row,macro_f1")
