@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('review', '0017_rubrics'),
+        ('review', '0018_rubrics'),
         ('scoring', '0009_api_token_expiry_and_public_endpoints'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
