@@ -1,0 +1,177 @@
+"""Prediction-powered estimates and the power calculator in a report (issue 26 items 1-2): the
+predictor on every response of the study, the section, its exports, the page."""
+
+import csv
+import io
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from django.urls import reverse
+
+from review.models import Dataset, Instruction, ModelResponse, ResponseJudgement, Review, Role
+from scoring.models import CorrelationReport, MetricConfig, MetricScore
+from scoring.reports import exports, prediction, services
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+MODELS = ("model-a", "model-b", "model-c")
+N_INSTRUCTIONS = 16
+N_REVIEWED = 8
+
+
+def _config(backend: str) -> MetricConfig:
+    return MetricConfig.objects.create(
+        backend=backend,
+        identity={"backend": backend},
+        identity_hash=f"hash-{backend}",
+        label=backend.upper(),
+    )
+
+
+def make_study(n_instructions=N_INSTRUCTIONS, n_reviewed=N_REVIEWED, seed=0):
+    """A dataset whose study holds every instruction; the first ``n_reviewed`` reviewed by two
+    clinicians; COMET tracks the clinicians' latent quality, BLEU is noise."""
+    rng = np.random.default_rng(seed)
+    d = SimpleNamespace()
+    d.researcher = factories.make_user("researcher@example.edu", roles=[Role.RESEARCHER])
+    d.admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
+    clinicians = [
+        factories.make_user(f"c{k}@example.edu", roles=[Role.CLINICIAN]) for k in range(2)
+    ]
+    d.dataset = Dataset.objects.create(name="ppi", is_synthetic=True)
+    comet, bleu = _config("comet"), _config("bleu")
+    strength = np.array([1.0, 0.0, -1.0])
+    instructions = []
+    for i in range(n_instructions):
+        instruction = Instruction.objects.create(
+            dataset=d.dataset, instruction_id=f"I{i:02d}", question="q", person_id=f"P{i}"
+        )
+        instructions.append(instruction)
+        latent = strength + rng.normal(size=3)
+        responses = [
+            ModelResponse.objects.create(instruction=instruction, model_name=m, text=f"r{i}{m}")
+            for m in MODELS
+        ]
+        for response, q in zip(responses, latent, strict=True):
+            MetricScore.objects.create(
+                response=response, config=comet, value=q + rng.normal(0, 0.3)
+            )
+            MetricScore.objects.create(response=response, config=bleu, value=rng.normal())
+        factories.put_in_study(instruction)
+        if i >= n_reviewed:
+            continue
+        for clinician in clinicians:
+            seen = latent + rng.normal(0, 0.5, size=3)
+            ranks = (-seen).argsort().argsort() + 1
+            assignment = factories.assign(instruction, clinician)
+            review = Review.objects.create(
+                assignment=assignment,
+                status=Review.Status.SUBMITTED,
+                shown_order=[r.pk for r in responses],
+            )
+            ResponseJudgement.objects.bulk_create(
+                ResponseJudgement(
+                    review=review,
+                    response=r,
+                    position=k,
+                    rank=int(ranks[k]),
+                    is_correct=bool(seen[k] > 0),
+                )
+                for k, r in enumerate(responses)
+            )
+    d.instructions = instructions
+    return d
+
+
+def _report(d, **kw):
+    report = services.report_create(
+        dataset=d.dataset, actor=d.researcher, n_resamples=200, seed=3, enqueue=False, **kw
+    )
+    return services.report_compute(report_id=report.pk)
+
+
+def test_auto_picks_the_jury_then_learned_then_comet_in_a_fixed_order():
+    metrics = [{"key": "bleu", "backend": "bleu"}, {"key": "comet", "backend": "comet"}]
+    assert prediction.choose_predictor("auto", metrics) == "comet"
+    assert prediction.choose_predictor("auto", metrics, learned=True) == "learned"
+    jury = [*metrics, {"key": "jury", "backend": "jury"}]
+    assert prediction.choose_predictor("auto", jury, learned=True) == "jury"
+    assert prediction.choose_predictor("none", jury) is None
+    assert prediction.choose_predictor("bleu", metrics) == "bleu"
+    with pytest.raises(prediction.PredictorError):
+        prediction.choose_predictor("meteor", metrics)
+
+
+def test_the_report_sets_prediction_powered_estimates_beside_the_clinicians():
+    d = make_study()
+    report = _report(d)
+    assert report.status == CorrelationReport.Status.DONE, report.error
+    section = report.results["prediction_powered"]
+    assert section["predictor"] == "comet"
+    est = section["estimates"]
+    # Every instruction of the study, reviewed or not, is a unit (one patient each).
+    assert est["n_units"] == N_INSTRUCTIONS and est["n_labelled_units"] == N_REVIEWED
+    assert est["reviews"] == 2 * N_REVIEWED
+    rows = est["rows"]
+    assert {r["target"] for r in rows} == {"correct", "rank", "win"}
+    assert len([r for r in rows if r["target"] == "win"]) == 3
+    for r in rows:
+        assert r["n"] == N_REVIEWED and r["n_unlabelled"] == N_INSTRUCTIONS - N_REVIEWED
+        assert r["ci_low"] <= r["estimate"] <= r["ci_high"]
+    # The clinicians-only share correct is the mean over reviewed instructions.
+    a = next(r for r in rows if r["target"] == "correct" and r["model"] == "model-a")
+    judged = ResponseJudgement.objects.filter(response__model_name="model-a")
+    per_instruction = {}
+    for j in judged.values("response__instruction_id", "is_correct"):
+        per_instruction.setdefault(j["response__instruction_id"], []).append(j["is_correct"])
+    assert a["classical"] == pytest.approx(np.mean([np.mean(v) for v in per_instruction.values()]))
+    # COMET tracks the clinicians' ranks: the mean rank interval is narrower with it.
+    rank_a = next(r for r in rows if r["target"] == "rank" and r["model"] == "model-a")
+    assert rank_a["width_ratio"] < 1 and rank_a["effective_reviews"] > est["reviews"]
+    plan = {t["target"]: t for t in section["power"]["targets"]}
+    assert set(plan) == {"top_two", "margin", "metric_tau"}
+    assert plan["margin"]["labelled_units"] == N_REVIEWED
+    assert "SECRET" not in json.dumps(section)
+
+
+def test_a_report_can_ask_for_no_predictor_or_name_one_it_lacks():
+    d = make_study()
+    none = _report(d, ppi_predictor="none")
+    assert none.results["prediction_powered"]["predictor"] is None
+    missing = _report(d, ppi_predictor="meteor")
+    assert missing.status == CorrelationReport.Status.DONE
+    assert "no metric 'meteor'" in missing.results["prediction_powered"]["error"]
+
+
+def test_the_sections_are_exported_and_shown(client):
+    d = make_study()
+    report = _report(d, ppi_predictor="bleu")
+    assert report.results["prediction_powered"]["predictor"] == "bleu"
+    for table in ("prediction_powered", "power"):
+        document = json.loads(exports.to_json(report, table))
+        assert document["rows"], table
+        assert set(document["rows"][0]) == set(exports.columns(report, table))
+        rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, table))))
+        assert len(rows) == len(document["rows"])
+        assert rows[0]["predictor"] == "bleu"
+    assert json.loads(exports.to_json(report, "power"))["parameters"]["ppi_predictor"] == "bleu"
+    factories.sign_in(client, d.researcher)
+    page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert 'data-testid="ppi-table"' in page and 'data-testid="power-table"' in page
+    assert "clinician reviews" in page
+
+
+def test_the_learned_predictor_is_cross_fitted_by_patient_folds():
+    d = make_study(seed=1)
+    report = _report(d, learned_metric=True, ppi_predictor="learned")
+    assert report.status == CorrelationReport.Status.DONE, report.error
+    section = report.results["prediction_powered"]
+    assert section["predictor"] == "learned", section
+    est = section["estimates"]
+    assert est["cross_fitted"] is True
+    rows = [r for r in est["rows"] if math.isfinite(r["ci_low"] or math.nan)]
+    assert rows and all(r["method"].startswith("cross-prediction") for r in rows)
