@@ -150,3 +150,87 @@ def section(
         power=power,
     )
     return out
+
+
+def study_power(
+    *,
+    dataset: Any,
+    predictor: str = AUTO,
+    metric_a: str | None = None,
+    metric_b: str | None = None,
+    margin: float = DEFAULT_MARGIN,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """The admin's power calculator for a dataset's current study, from the reviews so far
+    (the app's reviews, clustered as a report does by default): the targets' plans with and
+    without the predictor, and the choices the page offers. Numbers only; about 15 queries."""
+    from review.selectors.studies import study_current
+    from scoring.reports.page import power_rows
+    from scoring.reports.selectors import report_inputs, study_responses
+
+    study = study_current(dataset)
+    out: dict[str, Any] = {
+        "study": study,
+        "predictor": None,
+        "predictor_label": "",
+        "metrics": [],
+        "rows": [],
+        "error": "",
+        "margin": margin,
+        "margin_points": f"{margin * 100:g}",
+        "metric_a": metric_a,
+        "metric_b": metric_b,
+    }
+    if study is None:
+        out["error"] = "this dataset has no study yet"
+        return out
+    inputs = report_inputs(dataset=dataset, study=study)
+    out["metrics"] = [{"key": m["key"], "label": m["label"]} for m in inputs.metrics]
+    if len(inputs.table) == 0:
+        out["error"] = "no submitted reviews yet"
+        return out
+    try:
+        key = choose_predictor(predictor, inputs.metrics)
+    except PredictorError as exc:
+        out["error"] = str(exc)
+        return out
+    keys, unit = st.choose_clusters(
+        np.asarray(inputs.instruction_code), np.asarray(inputs.patient), "auto"
+    )
+    table = inputs.table.with_clusters(keys)
+    responses = study_responses(dataset=dataset, study=study)
+    known = set(inputs.scores)
+    if metric_a not in known or metric_b not in known:
+        metric_a = metric_b = None
+    labels = {m["key"]: m["label"] for m in inputs.metrics}
+    # With no predictor the plan still gives the clinicians-only counts: a constant predictor
+    # has lam = 0, so "with the predictor" is then the same as without.
+    constant = np.zeros(len(responses.response_ids))
+    result = section(
+        table,
+        responses,
+        predictor=key,
+        label=labels.get(key or "", key or ""),
+        preds=predictions(responses, key or "", unit, values=None if key else constant),
+        table_scores=inputs.scores,
+        confidence=confidence,
+        metric_a=metric_a,
+        metric_b=metric_b,
+        margin=margin,
+        estimates=False,
+    )
+    plan = result.get("power") or {}
+    out.update(
+        predictor=key,
+        predictor_label=result["predictor_label"],
+        rows=power_rows(plan),
+        metric_a=plan.get("metric_a"),
+        metric_b=plan.get("metric_b"),
+        unit=unit,
+        reviews=plan.get("reviews"),
+        n_units=plan.get("n_units"),
+        n_labelled_units=plan.get("n_labelled_units"),
+    )
+    if key is None:
+        out["error"] = "no metric is scored on this study's responses to serve as a predictor"
+    return out

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from review.models import Dataset, Instruction, ModelResponse, ResponseJudgement, Review, Role
 from scoring.models import CorrelationReport, MetricConfig, MetricScore
@@ -175,3 +176,37 @@ def test_the_learned_predictor_is_cross_fitted_by_patient_folds():
     assert est["cross_fitted"] is True
     rows = [r for r in est["rows"] if math.isfinite(r["ci_low"] or math.nan)]
     assert rows and all(r["method"].startswith("cross-prediction") for r in rows)
+
+
+# --- the admin's progress page -------------------------------------------------------------------
+def test_the_progress_page_says_how_many_more_reviews_each_target_needs(client):
+    d = make_study()
+    factories.sign_in(client, d.admin)
+    url = reverse("progress_dataset", args=[d.dataset.pk])
+    page = client.get(url + "?predictor=comet&margin=10").content.decode()
+    assert 'data-testid="power-calculator"' in page
+    assert 'data-testid="power-margin"' in page and 'data-testid="power-top_two"' in page
+    assert "within ±10 points" in page and "COMET" in page
+    # The numbers are the statistics module's on the same reviews (clinicians only: by hand).
+    from scoring.reports.prediction import study_power
+
+    plan = study_power(dataset=d.dataset, predictor="comet", margin=0.10)
+    margin = next(r for r in plan["rows"] if r["target"] == "margin")
+    assert escape(margin["classical_text"]) in page and escape(margin["ppi_text"]) in page
+    judged = ResponseJudgement.objects.values("response__instruction_id", "response__model_name")
+    by_cell = {}
+    for j in judged.values("response__instruction_id", "response__model_name", "is_correct"):
+        key = (j["response__model_name"], j["response__instruction_id"])
+        by_cell.setdefault(key, []).append(j["is_correct"])
+    z = 1.959963984540054
+    worst = max(
+        math.ceil(
+            np.var([np.mean(v) for (m, _), v in by_cell.items() if m == model]) / (0.1 / z) ** 2
+        )
+        for model in MODELS
+    )
+    assert margin["classical_units"] == worst
+    assert margin["classical_more_reviews"] == max(0, worst - N_REVIEWED) * 2
+    # A bad margin falls back to 5 points; an unknown predictor says so.
+    assert "within ±5 points" in client.get(url + "?margin=abc").content.decode()
+    assert "No metric" in client.get(url + "?predictor=meteor").content.decode()
