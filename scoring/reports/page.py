@@ -177,7 +177,12 @@ def report_page(results: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- prediction-powered estimates and the reviews still needed ----------------------------------
-TARGET_NAMES = {"correct": "Share correct", "rank": "Mean rank", "win": "Win rate"}
+TARGET_NAMES = {
+    "correct": "Share correct",
+    "rank": "Mean rank",
+    "bt": "Bradley-Terry strength",
+    "win": "Win rate",
+}
 
 
 def prediction_powered_page(section: dict[str, Any] | None) -> dict[str, Any]:
@@ -187,7 +192,7 @@ def prediction_powered_page(section: dict[str, Any] | None) -> dict[str, Any]:
     estimates = section.get("estimates") or {}
     rows = []
     for r in estimates.get("rows", []):
-        digits = 2 if r["target"] == "rank" else 3
+        digits = 2 if r["target"] in ("rank", "bt") else 3
         rows.append(
             {
                 **r,

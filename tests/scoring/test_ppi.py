@@ -324,3 +324,68 @@ def test_power_analysis_plans_every_target_from_the_study_so_far():
     tau = by["metric_tau"]
     assert tau["current"] > 0  # m1 tracks the clinicians, m2 is noise
     assert tau["labelled_units"] == 30
+
+
+# --- Bradley-Terry -----------------------------------------------------------------------------
+def _single_games(seed, n=60, big_n=300, m=3):
+    """Units of one game each between two of ``m`` models, binary outcomes: the case where the
+    units' estimating equation is ppi_py's logistic regression."""
+    rng = np.random.default_rng(seed)
+    strength = np.linspace(1.0, -1.0, m)[: m - 1]
+    d = m - 1
+
+    def games(k):
+        x = np.zeros((k, d))
+        for row in range(k):
+            i, j = rng.choice(m, size=2, replace=False)
+            if i < d:
+                x[row, i] += 1
+            if j < d:
+                x[row, j] -= 1
+        p = 1 / (1 + np.exp(-(x @ strength)))
+        return x, (rng.random(k) < p).astype(float), np.clip(p + rng.normal(0, 0.2, k), 0, 1)
+
+    x, y, yhat = games(n)
+    xu, _, yhat_u = games(big_n)
+    return x, y, yhat, xu, yhat_u
+
+
+@pytest.mark.parametrize("m", [2, 3])
+def test_bradley_terry_with_one_game_per_unit_is_ppi_pys_logistic_regression(m):
+    from scoring.reports.statistics.ppi import ppi_logistic_units
+
+    x, y, yhat, xu, yhat_u = _single_games(m, m=m)
+    ones, ones_u = np.ones((x.shape[0], 1)), np.ones((xu.shape[0], 1))
+    fit = ppi_logistic_units(
+        x[:, None, :], y[:, None], yhat[:, None], ones, xu[:, None, :], yhat_u[:, None], ones_u
+    )
+    point = ppi_py.ppi_logistic_pointestimate(x, y, yhat, xu, yhat_u, lam=fit.lam)
+    assert fit.theta == pytest.approx(point, abs=1e-6)
+    lo, hi = ppi_py.ppi_logistic_ci(x, y, yhat, xu, yhat_u, alpha=0.05, lam=fit.lam)
+    z = sps.norm.ppf(0.975)
+    se = np.sqrt(np.diag(fit.cov))
+    assert fit.theta - z * se == pytest.approx(lo, abs=1e-5)
+    assert fit.theta + z * se == pytest.approx(hi, abs=1e-5)
+    # The tuning is the library's formula, unclipped, at the lam = 1 fit.
+    from ppi_py.ppi import _logistic_get_stats
+
+    at_one = ppi_py.ppi_logistic_pointestimate(x, y, yhat, xu, yhat_u, lam=1)
+    stats = _logistic_get_stats(
+        at_one, x, y, yhat, xu, yhat_u, np.ones(len(y)), np.ones(len(yhat_u))
+    )
+    assert fit.lam == pytest.approx(_calc_lam_glm(*stats), rel=1e-4)
+    # Clinicians only: the plain logistic fit of the labelled games.
+    classical = ppi_py.ppi_logistic_pointestimate(x, y, yhat, xu, yhat_u, lam=0)
+    assert fit.classical_theta == pytest.approx(classical, abs=1e-6)
+
+
+def test_bradley_terry_rows_are_centred_strengths_ordered_as_the_truth():
+    table, predictions, _ = study(seed=9, n_inst=120, reviewed=60, quality=2.0)
+    out = estimate_targets(table, predictions)
+    bt = {r["model"]: r for r in out["rows"] if r["target"] == "bt"}
+    assert set(bt) == set(MODELS)
+    assert sum(r["estimate"] for r in bt.values()) == pytest.approx(0, abs=1e-9)
+    assert bt["alpha"]["estimate"] > bt["beta"]["estimate"] > bt["gamma"]["estimate"]
+    for r in bt.values():
+        assert r["ci_low"] < r["estimate"] < r["ci_high"]
+        assert r["ci_high"] - r["ci_low"] < r["classical_ci_high"] - r["classical_ci_low"]

@@ -50,7 +50,7 @@ def test_the_report_sets_prediction_powered_estimates_beside_the_clinicians():
     assert est["n_units"] == N_INSTRUCTIONS and est["n_labelled_units"] == N_REVIEWED
     assert est["reviews"] == 2 * N_REVIEWED
     rows = est["rows"]
-    assert {r["target"] for r in rows} == {"correct", "rank", "win"}
+    assert {r["target"] for r in rows} == {"correct", "rank", "bt", "win"}
     assert len([r for r in rows if r["target"] == "win"]) == 3
     for r in rows:
         assert r["n"] == N_REVIEWED and r["n_unlabelled"] == N_INSTRUCTIONS - N_REVIEWED

@@ -471,6 +471,8 @@ def estimate_targets(
         for k, model in enumerate(data.models):
             est = _column(arrays, (k,), confidence)
             rows.append(_row(target, model, None, est, per_unit))
+    for model, est in bradley_terry_targets(data, confidence):
+        rows.append(_row("bt", model, None, est, per_unit))
     arrays = target_arrays(data, "win")
     for i, a in enumerate(data.models):
         for j, b in enumerate(data.models):
@@ -502,3 +504,198 @@ def _row(
         else math.nan,
         "effective_reviews": est.effective_n * per_unit,
     }
+
+
+# --- Bradley-Terry strengths ----------------------------------------------------------------------
+# ``ppi_py`` has logistic regression (``ppi_logistic_ci``) but for independent rows with binary
+# labels; a Bradley-Terry fit has several games per unit (every pair of models in every review of
+# an instruction), half wins for ties, and a design without a reference. So the same rectified
+# estimating equation is solved here with each unit's gradient summed over its games, and the
+# library's sandwich variance taken over units. With one game per unit and binary labels it is
+# the library's estimator exactly (tested).
+
+
+@dataclass(frozen=True, eq=False)
+class LogisticUnits:
+    """A prediction-powered logistic fit over units: parameters, covariance, ``lam``, and the
+    clinicians-only fit on the labelled units beside it."""
+
+    theta: Array
+    cov: Array
+    lam: float
+    classical_theta: Array
+    classical_cov: Array
+    n: int
+    n_unlabelled: int
+
+
+def _expit(z: Array) -> Array:
+    out: Array = 0.5 * (1.0 + np.tanh(0.5 * z))
+    return out
+
+
+def _unit_grads(x: Array, y: Array, w: Array, theta: Array) -> Array:
+    """Per unit: ``sum_g w_g x_g (sigma(x_g . theta) - y_g)`` (``ppi_py``'s sign)."""
+    mu = _expit(x @ theta)
+    resid = np.where(w > 0, mu - np.nan_to_num(y), 0.0) * w
+    out: Array = np.einsum("ugd,ug->ud", x, resid)
+    return out
+
+
+def _unit_hessian(x: Array, w: Array, theta: Array) -> Array:
+    """Sum over units and games of ``w sigma (1 - sigma) x x^T``, ``(d, d)``."""
+    mu = _expit(x @ theta)
+    out: Array = np.einsum("ugd,ug,uge->de", x, w * mu * (1.0 - mu), x)
+    return out
+
+
+def _solve(
+    x_lab: Array, y: Array, yhat: Array, w_lab: Array, x_unl: Array, yhat_unl: Array,
+    w_unl: Array, lam: float, labelled_only: bool = False,
+) -> Array:  # fmt: skip
+    """Root of the rectified estimating equation by Newton steps with the pooled Hessian::
+
+    lam / N sum_unl ghat_u(theta) + 1 / n sum_lab (g_u(theta) - lam ghat_u(theta)) = 0
+    """
+    n, big_n, d = x_lab.shape[0], x_unl.shape[0], x_lab.shape[-1]
+    theta = np.zeros(d)
+    for _ in range(100):
+        g = _unit_grads(x_lab, y, w_lab, theta).sum(axis=0) / n
+        if not labelled_only:
+            g += lam * (
+                _unit_grads(x_unl, yhat_unl, w_unl, theta).sum(axis=0) / big_n
+                - _unit_grads(x_lab, yhat, w_lab, theta).sum(axis=0) / n
+            )
+        h = _unit_hessian(x_lab, w_lab, theta) / n
+        if not labelled_only:
+            h = (_unit_hessian(x_lab, w_lab, theta) + _unit_hessian(x_unl, w_unl, theta)) / (
+                n + big_n
+            )
+        step = np.linalg.solve(h + 1e-12 * np.eye(d), g)
+        theta = theta - step
+        if np.max(np.abs(step)) < 1e-12:
+            break
+    return theta
+
+
+def ppi_logistic_units(
+    x_lab: Array,
+    y: Array,
+    yhat: Array,
+    w_lab: Array,
+    x_unl: Array,
+    yhat_unl: Array,
+    w_unl: Array,
+    lam: float | None = None,
+) -> LogisticUnits:
+    """Prediction-powered logistic regression (no intercept) over units of weighted games.
+
+    ``x_*``: ``(units, games, d)`` designs; ``y``/``yhat``: ``(units, games)`` outcomes in
+    [0, 1]; ``w_*``: each game's weight (0: no game). ``lam`` None: PPI++'s optimum (the
+    library's ``_calc_lam_glm`` formula at the ``lam = 1`` fit, unclipped). Covariance as
+    ``ppi_py.ppi_logistic_ci``: ``H^-1 (n/N Var(lam ghat_unl) + Var(g - lam ghat)) H^-1 / n``
+    with ``H`` the pooled Hessian per unit; the clinicians-only fit uses the labelled units
+    alone (``H^-1 Var(g) H^-1 / n``, cluster-robust).
+    """
+    n, big_n = x_lab.shape[0], x_unl.shape[0]
+    args = (x_lab, y, yhat, w_lab, x_unl, yhat_unl, w_unl)
+
+    def stats(theta: Array) -> tuple[Array, Array, Array, Array]:
+        grads = _unit_grads(x_lab, y, w_lab, theta)
+        grads_hat = _unit_grads(x_lab, yhat, w_lab, theta)
+        grads_hat_unl = _unit_grads(x_unl, yhat_unl, w_unl, theta)
+        hessian = (_unit_hessian(x_lab, w_lab, theta) + _unit_hessian(x_unl, w_unl, theta)) / (
+            n + big_n
+        )
+        return grads, grads_hat, grads_hat_unl, np.linalg.inv(hessian)
+
+    if lam is None:
+        grads, grads_hat, grads_hat_unl, inv_h = stats(_solve(*args, lam=1.0))
+        gc, hc = grads - grads.mean(axis=0), grads_hat - grads_hat.mean(axis=0)
+        cov_grads = (gc.T @ hc + hc.T @ gc) / n
+        var_hat = np.atleast_2d(np.cov(np.concatenate([grads_hat, grads_hat_unl]).T))
+        denom = 2.0 * (1.0 + n / big_n) * np.trace(inv_h @ var_hat @ inv_h)
+        lam = float(np.trace(inv_h @ cov_grads @ inv_h) / denom) if denom > 0 else 0.0
+    theta = _solve(*args, lam=lam)
+    grads, grads_hat, grads_hat_unl, inv_h = stats(theta)
+    var_unl = np.atleast_2d(np.cov((lam * grads_hat_unl).T))
+    var = np.atleast_2d(np.cov((grads - lam * grads_hat).T))
+    cov = inv_h @ (n / big_n * var_unl + var) @ inv_h / n
+    c_theta = _solve(*args, lam=0.0, labelled_only=True)
+    c_grads = _unit_grads(x_lab, y, w_lab, c_theta)
+    c_inv = np.linalg.inv(_unit_hessian(x_lab, w_lab, c_theta) / n)
+    c_cov = c_inv @ np.atleast_2d(np.cov(c_grads.T)) @ c_inv / n
+    return LogisticUnits(theta, cov, float(lam), c_theta, c_cov, n, big_n)
+
+
+def bradley_terry_targets(
+    data: UnitData, confidence: float = 0.95
+) -> list[tuple[str, MeanEstimate]]:
+    """Bradley-Terry log-strengths per model (mean zero over models), prediction-powered.
+
+    Games: every pair of models on every instruction, the clinicians' credit (1, 1/2, 0; the
+    mean over the instruction's reviews) or the predictor's; a unit's gradient is the mean over
+    its (reviewed, for the labelled side) instructions of the sum over pairs, as the other
+    estimates take the mean over a unit's instructions. The last model is the reference of the
+    fit; the strengths are then centred, with their covariance."""
+    m = len(data.models)
+    if m < 2 or data.fold_values is not None:
+        return []
+    pairs = [(i, j) for i in range(m) for j in range(i + 1, m)]
+    d = m - 1
+    design = np.zeros((len(pairs), d))
+    for g, (i, j) in enumerate(pairs):
+        if i < d:
+            design[g, i] += 1.0
+        if j < d:
+            design[g, j] -= 1.0
+    ii = np.array([p[0] for p in pairs])
+    jj = np.array([p[1] for p in pairs])
+    y_inst = data.y_win[:, ii, jj]
+    f_inst = _impute(data.f_win)[:, ii, jj]
+    labelled_units = np.zeros(data.n_units, dtype=bool)
+    labelled_units[data.unit[data.reviewed]] = True
+    # Per unit: the mean over its instructions (reviewed ones for the labelled side) of each
+    # pair's outcome; the weight of a pair is the share of those instructions that judged it.
+    y_unit = _unit_mean(y_inst, data.unit, data.reviewed, data.n_units)[labelled_units]
+    f_lab = _unit_mean(f_inst, data.unit, data.reviewed, data.n_units)[labelled_units]
+    f_unl = _unit_mean(f_inst, data.unit, ~data.reviewed, data.n_units)[~labelled_units]
+    n, big_n = y_unit.shape[0], f_unl.shape[0]
+    if n < MIN_LABELLED or big_n < 1:
+        return []
+    w_lab = (~np.isnan(y_unit)).astype(float)
+    w_unl = np.ones(f_unl.shape)
+    x_lab = np.broadcast_to(design, (n, *design.shape))
+    x_unl = np.broadcast_to(design, (big_n, *design.shape))
+    fit = ppi_logistic_units(
+        x_lab, np.nan_to_num(y_unit), np.nan_to_num(f_lab), w_lab, x_unl, f_unl, w_unl
+    )
+    z = _z(confidence)
+    embed = np.vstack([np.eye(d), np.zeros((1, d))])
+    centre = np.eye(m) - 1.0 / m
+    lift = centre @ embed
+    strength, c_strength = lift @ fit.theta, lift @ fit.classical_theta
+    se = np.sqrt(np.clip(np.diag(lift @ fit.cov @ lift.T), 0.0, None))
+    c_se = np.sqrt(np.clip(np.diag(lift @ fit.classical_cov @ lift.T), 0.0, None))
+    method = "prediction-powered Bradley-Terry (rectified logistic estimating equation)"
+    return [
+        (
+            model,
+            MeanEstimate(
+                float(strength[k]),
+                float(strength[k] - z * se[k]),
+                float(strength[k] + z * se[k]),
+                float(se[k]),
+                float(c_strength[k]),
+                float(c_strength[k] - z * c_se[k]),
+                float(c_strength[k] + z * c_se[k]),
+                float(c_se[k]),
+                fit.lam,
+                n,
+                big_n,
+                _effective_n(n, float(c_se[k]), float(se[k])),
+                method,
+            ),  # fmt: skip
+        )
+        for k, model in enumerate(data.models)
+    ]
