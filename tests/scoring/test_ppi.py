@@ -19,6 +19,7 @@ from scoring.reports.statistics.ppi import (
     estimate_targets,
     optimal_lambda,
     ppi_mean,
+    ppi_mean_clustered,
     target_arrays,
     unit_data,
 )
@@ -163,8 +164,7 @@ def test_share_correct_is_ppi_py_on_per_instruction_means():
          for i in range(25)]
     )  # fmt: skip
     f = np.asarray(predictions.value)[np.asarray(predictions.model) == "beta"]
-    lam = optimal_lambda(y, f[:25], f[25:])
-    lo, hi = ppi_py.ppi_mean_ci(y, f[:25], f[25:], alpha=0.05, lam=lam)
+    lo, hi = ppi_py.ppi_mean_ci(y, f[:25], f[25:], alpha=0.05, lam=beta["lam"])
     assert (beta["ci_low"], beta["ci_high"]) == pytest.approx((lo[0], hi[0]), rel=1e-10)
     assert beta["classical"] == pytest.approx(y.mean())
     assert beta["n"] == 25 and beta["n_unlabelled"] == 35
@@ -182,8 +182,9 @@ def test_mean_rank_uses_the_predictors_ranks_within_each_instruction():
         [np.asarray(table.rank)[mine & (np.asarray(table.instruction) == i)].mean()
          for i in range(25)]
     )  # fmt: skip
-    lam = optimal_lambda(y, predicted_rank[:25], predicted_rank[25:])
-    lo, hi = ppi_py.ppi_mean_ci(y, predicted_rank[:25], predicted_rank[25:], alpha=0.05, lam=lam)
+    lo, hi = ppi_py.ppi_mean_ci(
+        y, predicted_rank[:25], predicted_rank[25:], alpha=0.05, lam=row["lam"]
+    )
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo[0], hi[0]), rel=1e-10)
     assert row["lam"] > 0
 
@@ -201,8 +202,7 @@ def test_win_rate_uses_the_predictors_order_of_the_pair():
     rank = np.asarray(table.rank).reshape(50, 3)
     credit = (rank[:, 0] < rank[:, 2]) + 0.5 * (rank[:, 0] == rank[:, 2])
     y = credit.reshape(25, 2).mean(axis=1)
-    lam = optimal_lambda(y, f[:25], f[25:])
-    lo, hi = ppi_py.ppi_mean_ci(y, f[:25], f[25:], alpha=0.05, lam=lam)
+    lo, hi = ppi_py.ppi_mean_ci(y, f[:25], f[25:], alpha=0.05, lam=row["lam"])
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo[0], hi[0]), rel=1e-10)
     # One row per unordered pair: 3 models, 3 pairs.
     assert sum(r["target"] == "win" for r in out["rows"]) == 3
@@ -212,9 +212,59 @@ def test_units_are_patients_when_instructions_share_records():
     table, predictions, _ = study(shared_patients=True)
     data = unit_data(table, predictions)
     assert data.n_units == 30
+    # The power calculator's units: 25 reviewed instructions touch 13 patients (0..12).
     arrays = target_arrays(data, "correct")
-    # 25 reviewed instructions touch 13 patients (0..12); the other 17 are unlabelled.
     assert arrays.y.shape == (13, 3) and arrays.yhat_unlabelled.shape == (17, 3)
+    # The estimates use every instruction; patient 12 has one reviewed and one unreviewed
+    # instruction, so its cluster straddles the two sides.
+    out = estimate_targets(table, predictions)
+    beta = next(r for r in out["rows"] if r["target"] == "correct" and r["model"] == "beta")
+    assert beta["n"] == 25 and beta["n_unlabelled"] == 35
+    y = np.asarray(table.correct).reshape(25, 2, 3)[:, :, 1].mean(axis=1)
+    f = np.asarray(predictions.value).reshape(60, 3)[:, 1]
+    by_hand = ppi_mean_clustered(y, f[:25], np.arange(25) // 2, f[25:], np.arange(25, 60) // 2)
+    assert beta["estimate"] == pytest.approx(by_hand.estimate)
+    assert beta["ci_high"] - beta["ci_low"] == pytest.approx(by_hand.ci_high - by_hand.ci_low)
+
+
+def test_clustered_mean_with_one_instruction_per_cluster_is_ppi_pys():
+    y, yhat, yu = fixed_data()
+    n, big_n = len(y), len(yu)
+    est = ppi_mean_clustered(y, yhat, np.arange(n), yu, n + np.arange(big_n), 0.9)
+    lo, hi = ppi_py.ppi_mean_ci(y, yhat, yu, alpha=0.1, lam=est.lam)
+    assert (est.ci_low, est.ci_high) == pytest.approx((lo[0], hi[0]), rel=1e-10)
+    # Its lam minimises the variance: no narrower interval at the library's, at 0 or at 1.
+    for lam in (optimal_lambda(y, yhat, yu), 0.0, 1.0):
+        other = ppi_mean_clustered(y, yhat, np.arange(n), yu, n + np.arange(big_n), lam=lam)
+        assert est.se <= other.se + 1e-15
+    c_lo, c_hi = ppi_py.classical_mean_ci(y, alpha=0.1)
+    assert (est.classical_ci_low, est.classical_ci_high) == pytest.approx((c_lo, c_hi))
+    # Cross-fitted: crossppi_mean_ci's estimator.
+    folds = np.column_stack([yu + k * 0.01 for k in range(3)])
+    cross = ppi_mean_clustered(
+        y, yhat, np.arange(n), folds.mean(axis=1), n + np.arange(big_n), 0.9, cross_fitted=True
+    )
+    lo, hi = ppi_py.crossppi_mean_ci(y, yhat, folds, alpha=0.1)
+    assert (cross.ci_low, cross.ci_high) == pytest.approx(
+        (np.ravel(lo)[0], np.ravel(hi)[0]), rel=1e-10
+    )
+
+
+def test_clustered_variance_worked_by_hand():
+    # Three reviewed instructions (patients 0, 1, 2) and two unreviewed (patients 0 and 1):
+    # patients 0 and 1 straddle the two sides. lam = 1, y = (1, 0, 1), f = (.8, .2, .5) on the
+    # reviewed, (.6, .4) on the others; psi_c = a_c + b_c with
+    # a_c = sum over c's reviewed of (y - ybar) / 3 and
+    # b_c = sum over c's unreviewed of (f - .5) / 2 - sum over c's reviewed of (f - .5) / 3.
+    y, f_lab, f_unl = np.array([1.0, 0.0, 1.0]), np.array([0.8, 0.2, 0.5]), np.array([0.6, 0.4])
+    too_few = ppi_mean_clustered(y[:2], f_lab[:2], [0, 1], f_unl, [0, 1], lam=1.0)
+    assert too_few.n == 2 and math.isnan(too_few.se)  # below MIN_LABELLED: no interval
+    est = ppi_mean_clustered(y, f_lab, [0, 1, 2], f_unl, [0, 1], lam=1.0)
+    ybar, fbar = 2 / 3, 0.5
+    a = np.array([(1 - ybar) / 3, (0 - ybar) / 3, (1 - ybar) / 3])
+    b = np.array([(0.6 - 0.5) / 2 - (0.8 - fbar) / 3, (0.4 - 0.5) / 2 - (0.2 - fbar) / 3, 0.0])
+    assert est.se == pytest.approx(math.sqrt(((a + b) ** 2).sum()))
+    assert est.estimate == pytest.approx(0.5 + ybar - fbar)
 
 
 def test_cross_fitted_predictor_goes_through_crossppi():

@@ -9,28 +9,31 @@ and the predictor's ``Yhat``) and ``N`` unlabelled ones (``Yhat`` only)::
 
 The second term (the "rectifier") removes whatever bias the predictor has, so the interval is
 valid however good or bad the predictions are; the better they track ``Y``, the narrower it is.
-``lam`` is chosen to minimise the variance (``cov(Y, Yhat) / ((1 + n/N) var(Yhat))``, the
-PPI++ power tuning, *unclipped* here: a metric's scores live on their own scale, a BLEU of 0.3
-may mean "correct" and a predicted rank runs the other way, and ``lam`` is what rescales them;
-``lam = 0`` is the clinicians-only estimate, so a useless predictor costs almost nothing).
+``lam`` is chosen to minimise the variance (PPI++'s power tuning; ``ppi_py`` computes it as
+``cov(Y, Yhat) / ((1 + n/N) var(Yhat))``), *unclipped* here: a metric's scores live on their
+own scale, a BLEU of 0.3 may mean "correct" and a predicted rank runs the other way, and
+``lam`` is what rescales them; ``lam = 0`` is the clinicians-only estimate, so a useless
+predictor costs almost nothing.
 
-The unit is the report's resampling unit (the patient when instructions share records, else the
-instruction): a labelled unit has at least one reviewed instruction, its ``Y`` the mean over its
-reviewed instructions of the mean over their reviews, its ``Yhat`` the predictor's mean over the
-same instructions; an unlabelled unit has none, its ``Yhat`` the predictor's mean over all its
-instructions. Labelled and unlabelled units are disjoint, as ``ppi_py`` assumes.
+Here the labelled units are the reviewed instructions (``Y``: the mean over their reviews), the
+unlabelled ones every other instruction of the study: the two sets are disjoint, as ``ppi_py``
+assumes. Instructions of one patient are not independent, so the variance is a sum over the
+report's resampling clusters of each cluster's contribution to both means
+(:func:`ppi_mean_clustered`); with one instruction per cluster it is ``ppi_py``'s own.
 
-Three estimands per model, each a mean over units, so each is one call of ``ppi_py``'s
-``ppi_mean_ci``: the share judged correct (``Yhat``: the predictor's score), the mean rank
-(``Yhat``: the response's rank by the predictor among the instruction's responses) and, per
-pair of models, the win rate (``Yhat``: 1, 1/2 or 0 as the predictor orders the pair). A
-predictor learned from the same clinicians (the learned metric) is used by cross-prediction
-(``crossppi_mean_ci``): each labelled unit is predicted by the fold model that never saw its
-patient, every unlabelled unit by the mean of the fold models.
+Three estimands per model, each a mean over instructions (``ppi_py``'s ``ppi_mean_ci`` when
+clusters are instructions): the share judged correct (``Yhat``: the predictor's score), the
+mean rank (``Yhat``: the response's rank by the predictor among the instruction's responses)
+and, per pair of models, the win rate (``Yhat``: 1, 1/2 or 0 as the predictor orders the pair).
+A predictor learned from the same clinicians (the learned metric) is used by cross-prediction
+(``crossppi_mean_ci``): each reviewed instruction is predicted by the fold model that never saw
+its patient, every other one by the mean of the fold models.
 
-``effective_n`` is how many labelled units the classical interval would need to be as narrow
-as the prediction-powered one (``n * se_classical^2 / se_ppi^2``); the report turns it into
-clinician reviews at the study's reviews per unit.
+Bradley-Terry strengths solve the rectified logistic estimating equation the same way
+(:func:`ppi_logistic_units`). ``effective_n`` is how many reviewed instructions the classical
+interval would need to be as narrow as the prediction-powered one
+(``n * se_classical^2 / se_ppi^2``); the report turns it into clinician reviews at the study's
+reviews per reviewed instruction.
 """
 
 from __future__ import annotations
@@ -192,6 +195,72 @@ def _effective_n(n: int, classical_se: float, se: float) -> float:
     if not (se > 0 and math.isfinite(classical_se)):
         return math.nan
     return n * (classical_se / se) ** 2
+
+
+def _cluster_sums(values: Array, cluster: Array, n_clusters: int) -> Array:
+    out: Array = np.bincount(cluster, weights=values, minlength=n_clusters)
+    return out
+
+
+def ppi_mean_clustered(
+    y: Array,
+    f_lab: Array,
+    cluster_lab: Array,
+    f_unl: Array,
+    cluster_unl: Array,
+    confidence: float = 0.95,
+    *,
+    lam: float | None = None,
+    cross_fitted: bool = False,
+) -> MeanEstimate:
+    """The prediction-powered mean over instructions with a cluster-robust variance.
+
+    ``y``/``f_lab``: the reviewed instructions' outcome and prediction; ``f_unl``: the others'
+    predictions; ``cluster_*``: each instruction's cluster (integer codes shared by both sides:
+    a patient's reviewed and unreviewed instructions are one cluster). The estimate is
+    ``lam mean(f_unl) + mean(y - lam f_lab)``; its influence per cluster ``c``::
+
+        psi_c = sum_{reviewed i in c} ((y_i - ybar) - lam (f_i - fbar_lab)) / n
+              + lam sum_{unreviewed i in c} (f_i - fbar_unl) / N
+
+    and ``se^2 = sum_c psi_c^2``. When every cluster is one instruction this is exactly
+    ``ppi_py.ppi_mean_ci`` (its ``std`` divides by n, as here); when a patient's instructions
+    fall on both sides, the covariance between the two means is counted, not assumed away.
+    ``lam`` None: the value minimising ``se^2`` (PPI++'s tuning, done on the clustered
+    variance). ``cross_fitted``: ``f_lab`` out-of-fold, ``f_unl`` the fold models' mean,
+    ``lam = 1`` (``ppi_py.crossppi_mean_ci``'s estimator).
+    """
+    y, f_lab, f_unl = (np.asarray(a, dtype=float).reshape(-1) for a in (y, f_lab, f_unl))
+    c_lab = np.asarray(cluster_lab, dtype=np.int64).reshape(-1)
+    c_unl = np.asarray(cluster_unl, dtype=np.int64).reshape(-1)
+    n, big_n = y.shape[0], f_unl.shape[0]
+    method = (
+        "cross-prediction-powered mean (fold models), cluster-robust"
+        if cross_fitted
+        else "PPI++ mean (power-tuned lambda, unclipped), cluster-robust"
+    )
+    if n < MIN_LABELLED or big_n < 1:
+        return _nan_estimate(n, big_n, method)
+    z = _z(confidence)
+    g = int(max(c_lab.max(initial=-1), c_unl.max(initial=-1))) + 1
+    a = _cluster_sums((y - y.mean()) / n, c_lab, g)
+    b = _cluster_sums((f_unl - f_unl.mean()) / big_n, c_unl, g) - _cluster_sums(
+        (f_lab - f_lab.mean()) / n, c_lab, g
+    )
+    if cross_fitted:
+        lam = 1.0
+    elif lam is None:
+        bb = float(b @ b)
+        lam = -float(a @ b) / bb if bb > 0 else 0.0
+    estimate = lam * float(f_unl.mean()) + float((y - lam * f_lab).mean())
+    se = math.sqrt(float(((a + lam * b) ** 2).sum()))
+    c_est = float(y.mean())
+    c_se = math.sqrt(float((a**2).sum()))
+    return MeanEstimate(
+        estimate, estimate - z * se, estimate + z * se, se,
+        c_est, c_est - z * c_se, c_est + z * c_se, c_se,
+        float(lam), n, big_n, _effective_n(n, c_se, se), method,
+    )  # fmt: skip
 
 
 # --- from judgements and predictions to units ----------------------------------------------------
@@ -435,25 +504,73 @@ def _derive(values: Array, target: str) -> Array:
     return _pair_credit(values)
 
 
-def _column(arrays: TargetArrays, index: tuple[int, ...], confidence: float) -> MeanEstimate:
-    at: Any = (slice(None), *index)  # every unit, this column
+@dataclass(frozen=True, eq=False)
+class InstructionArrays:
+    """One estimand per instruction: the reviewed instructions' ``y`` and ``f``, the others'
+    ``f``, and both sides' cluster codes; columns = the estimand's entries."""
+
+    y: Array
+    f_lab: Array
+    f_unl: Array
+    cluster_lab: Array
+    cluster_unl: Array
+    cross_fitted: bool
+
+
+def instruction_arrays(data: UnitData, target: str) -> InstructionArrays:
+    """Per instruction, an estimand's outcome (reviewed ones) and prediction (all): "correct",
+    "rank" or "win". A cross-fitted predictor gives reviewed instructions their out-of-fold
+    prediction and the others the mean of the fold models' (each derived, then averaged)."""
+    y_all = {"correct": data.y_correct, "rank": data.y_rank, "win": data.y_win}[target]
+    reviewed = data.reviewed
+    if data.fold_values is not None and data.fold_of is not None:
+        k = data.fold_values.shape[-1]
+        values = _calibrate_folds(data) if target == "correct" else data.fold_values
+        own = np.where(data.fold_of >= 0, data.fold_of, 0)
+        oof = np.take_along_axis(values, own[:, None, None], axis=2)[..., 0]
+        oof[data.fold_of < 0] = np.nan
+        f_lab = _impute(_derive(oof, target))[reviewed]
+        per_fold = np.stack([_impute(_derive(values[..., j], target)) for j in range(k)], -1)
+        f_unl = per_fold.mean(axis=-1)[~reviewed]
+    else:
+        f = _impute({"correct": data.f_correct, "rank": data.f_rank, "win": data.f_win}[target])
+        f_lab, f_unl = f[reviewed], f[~reviewed]
+    return InstructionArrays(
+        y_all[reviewed],
+        f_lab,
+        f_unl,
+        data.unit[reviewed],
+        data.unit[~reviewed],
+        data.fold_values is not None,
+    )
+
+
+def _column(arrays: InstructionArrays, index: tuple[int, ...], confidence: float) -> MeanEstimate:
+    at: Any = (slice(None), *index)  # every instruction, this column
     y = arrays.y[at]
     ok = ~np.isnan(y)
-    yhat = arrays.yhat[at][ok]
-    if arrays.yhat_folds is not None:
-        return crossppi_mean(y[ok], yhat, arrays.yhat_folds[at], confidence)
-    return ppi_mean(y[ok], yhat, arrays.yhat_unlabelled[at], confidence)
+    return ppi_mean_clustered(
+        y[ok],
+        arrays.f_lab[at][ok],
+        arrays.cluster_lab[ok],
+        arrays.f_unl[at],
+        arrays.cluster_unl,
+        confidence,
+        cross_fitted=arrays.cross_fitted,
+    )
 
 
 def estimate_targets(
     table: JudgementTable, predictions: Predictions, confidence: float = 0.95
 ) -> dict[str, Any]:
-    """Every prediction-powered estimate of the report: per model the share correct and the
-    mean rank, per ordered pair of models the win rate; each beside the clinicians-only
-    estimate on the same units, with its effective number of labelled units and of reviews."""
+    """Every prediction-powered estimate of the report: per model the share correct, the mean
+    rank and the Bradley-Terry strength, per pair of models the win rate; each beside the
+    clinicians-only estimate on the same reviewed instructions, with its effective number of
+    reviewed instructions and of reviews (at the reviews per reviewed instruction so far)."""
     data = unit_data(table, predictions)
     labelled = int(np.unique(data.unit[data.reviewed]).shape[0])
-    per_unit = data.reviews / labelled if labelled else math.nan
+    n_reviewed = int(data.reviewed.sum())
+    per_unit = data.reviews / n_reviewed if n_reviewed else math.nan
     out: dict[str, Any] = {
         "models": data.models,
         "n_units": data.n_units,
@@ -467,13 +584,13 @@ def estimate_targets(
     }
     rows = []
     for target in ("correct", "rank"):
-        arrays = target_arrays(data, target)
+        arrays = instruction_arrays(data, target)
         for k, model in enumerate(data.models):
             est = _column(arrays, (k,), confidence)
             rows.append(_row(target, model, None, est, per_unit))
     for model, est in bradley_terry_targets(data, confidence):
         rows.append(_row("bt", model, None, est, per_unit))
-    arrays = target_arrays(data, "win")
+    arrays = instruction_arrays(data, "win")
     for i, a in enumerate(data.models):
         for j, b in enumerate(data.models):
             if i < j:  # the win rate of b over a is 1 minus this one
@@ -587,6 +704,8 @@ def ppi_logistic_units(
     yhat_unl: Array,
     w_unl: Array,
     lam: float | None = None,
+    cluster_lab: Array | None = None,
+    cluster_unl: Array | None = None,
 ) -> LogisticUnits:
     """Prediction-powered logistic regression (no intercept) over units of weighted games.
 
@@ -595,7 +714,10 @@ def ppi_logistic_units(
     library's ``_calc_lam_glm`` formula at the ``lam = 1`` fit, unclipped). Covariance as
     ``ppi_py.ppi_logistic_ci``: ``H^-1 (n/N Var(lam ghat_unl) + Var(g - lam ghat)) H^-1 / n``
     with ``H`` the pooled Hessian per unit; the clinicians-only fit uses the labelled units
-    alone (``H^-1 Var(g) H^-1 / n``, cluster-robust).
+    alone (``H^-1 Var(g) H^-1 / n``). ``cluster_*`` (integer codes shared by both sides):
+    units of one cluster are not independent, so the two variances become one sum over
+    clusters of the units' centred contributions (each side scaled by its ``n / (n - 1)`` as
+    ``np.cov`` does): the library's formula when no cluster spans two units.
     """
     n, big_n = x_lab.shape[0], x_unl.shape[0]
     args = (x_lab, y, yhat, w_lab, x_unl, yhat_unl, w_unl)
@@ -618,14 +740,33 @@ def ppi_logistic_units(
         lam = float(np.trace(inv_h @ cov_grads @ inv_h) / denom) if denom > 0 else 0.0
     theta = _solve(*args, lam=lam)
     grads, grads_hat, grads_hat_unl, inv_h = stats(theta)
-    var_unl = np.atleast_2d(np.cov((lam * grads_hat_unl).T))
-    var = np.atleast_2d(np.cov((grads - lam * grads_hat).T))
-    cov = inv_h @ (n / big_n * var_unl + var) @ inv_h / n
+    c_lab = np.arange(n) if cluster_lab is None else np.asarray(cluster_lab, dtype=np.int64)
+    c_unl = n + np.arange(big_n) if cluster_unl is None else np.asarray(cluster_unl, dtype=np.int64)
+    meat = _cluster_meat(grads - lam * grads_hat, c_lab, lam * grads_hat_unl, c_unl)
+    cov = inv_h @ meat @ inv_h
     c_theta = _solve(*args, lam=0.0, labelled_only=True)
     c_grads = _unit_grads(x_lab, y, w_lab, c_theta)
     c_inv = np.linalg.inv(_unit_hessian(x_lab, w_lab, c_theta) / n)
-    c_cov = c_inv @ np.atleast_2d(np.cov(c_grads.T)) @ c_inv / n
+    c_meat = _cluster_meat(c_grads, c_lab, np.zeros((0, c_grads.shape[1])), c_unl[:0])
+    c_cov = c_inv @ c_meat @ c_inv
     return LogisticUnits(theta, cov, float(lam), c_theta, c_cov, n, big_n)
+
+
+def _cluster_meat(lab: Array, c_lab: Array, unl: Array, c_unl: Array) -> Array:
+    """``sum_c psi_c psi_c^T`` with ``psi_c`` the sum over the cluster's labelled rows of
+    ``(lab - mean) / n`` and over its unlabelled rows of ``(unl - mean) / N``, each side scaled
+    by ``sqrt(rows / (rows - 1))``."""
+    d = lab.shape[1]
+    g = int(max(c_lab.max(initial=-1), c_unl.max(initial=-1))) + 1
+    psi = np.zeros((g, d))
+    for rows, codes in ((lab, c_lab), (unl, c_unl)):
+        k = rows.shape[0]
+        if k < 2:
+            continue
+        scaled = (rows - rows.mean(axis=0)) / k * math.sqrt(k / (k - 1))
+        np.add.at(psi, codes, scaled)
+    out: Array = psi.T @ psi
+    return out
 
 
 def bradley_terry_targets(
@@ -634,10 +775,11 @@ def bradley_terry_targets(
     """Bradley-Terry log-strengths per model (mean zero over models), prediction-powered.
 
     Games: every pair of models on every instruction, the clinicians' credit (1, 1/2, 0; the
-    mean over the instruction's reviews) or the predictor's; a unit's gradient is the mean over
-    its (reviewed, for the labelled side) instructions of the sum over pairs, as the other
-    estimates take the mean over a unit's instructions. The last model is the reference of the
-    fit; the strengths are then centred, with their covariance."""
+    mean over the instruction's reviews) on reviewed instructions, the predictor's on the
+    others (and, for the rectifier, on the reviewed ones); an instruction's gradient sums its
+    games, and instructions of one cluster (patient) are one unit of the variance. The last
+    model is the fit's reference; the strengths are then centred, with their covariance. Not
+    for a cross-fitted predictor."""
     m = len(data.models)
     if m < 2 or data.fold_values is not None:
         return []
@@ -651,33 +793,30 @@ def bradley_terry_targets(
             design[g, j] -= 1.0
     ii = np.array([p[0] for p in pairs])
     jj = np.array([p[1] for p in pairs])
-    y_inst = data.y_win[:, ii, jj]
+    y_inst = data.y_win[:, ii, jj][data.reviewed]
     f_inst = _impute(data.f_win)[:, ii, jj]
-    labelled_units = np.zeros(data.n_units, dtype=bool)
-    labelled_units[data.unit[data.reviewed]] = True
-    # Per unit: the mean over its instructions (reviewed ones for the labelled side) of each
-    # pair's outcome; the weight of a pair is the share of those instructions that judged it.
-    y_unit = _unit_mean(y_inst, data.unit, data.reviewed, data.n_units)[labelled_units]
-    f_lab = _unit_mean(f_inst, data.unit, data.reviewed, data.n_units)[labelled_units]
-    f_unl = _unit_mean(f_inst, data.unit, ~data.reviewed, data.n_units)[~labelled_units]
-    n, big_n = y_unit.shape[0], f_unl.shape[0]
+    f_lab, f_unl = f_inst[data.reviewed], f_inst[~data.reviewed]
+    n, big_n = y_inst.shape[0], f_unl.shape[0]
     if n < MIN_LABELLED or big_n < 1:
         return []
-    w_lab = (~np.isnan(y_unit)).astype(float)
-    w_unl = np.ones(f_unl.shape)
-    x_lab = np.broadcast_to(design, (n, *design.shape))
-    x_unl = np.broadcast_to(design, (big_n, *design.shape))
+    w_lab = (~np.isnan(y_inst)).astype(float)
     fit = ppi_logistic_units(
-        x_lab, np.nan_to_num(y_unit), np.nan_to_num(f_lab), w_lab, x_unl, f_unl, w_unl
+        np.broadcast_to(design, (n, *design.shape)),
+        np.nan_to_num(y_inst),
+        f_lab,
+        w_lab,
+        np.broadcast_to(design, (big_n, *design.shape)),
+        f_unl,
+        np.ones(f_unl.shape),
+        cluster_lab=data.unit[data.reviewed],
+        cluster_unl=data.unit[~data.reviewed],
     )
     z = _z(confidence)
-    embed = np.vstack([np.eye(d), np.zeros((1, d))])
-    centre = np.eye(m) - 1.0 / m
-    lift = centre @ embed
+    lift = (np.eye(m) - 1.0 / m) @ np.vstack([np.eye(d), np.zeros((1, d))])
     strength, c_strength = lift @ fit.theta, lift @ fit.classical_theta
     se = np.sqrt(np.clip(np.diag(lift @ fit.cov @ lift.T), 0.0, None))
     c_se = np.sqrt(np.clip(np.diag(lift @ fit.classical_cov @ lift.T), 0.0, None))
-    method = "prediction-powered Bradley-Terry (rectified logistic estimating equation)"
+    method = "prediction-powered Bradley-Terry (rectified logistic equation), cluster-robust"
     return [
         (
             model,
