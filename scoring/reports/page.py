@@ -229,17 +229,15 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == value
 
 
-def _need(target: dict[str, Any], method: str) -> str:
-    """“+N reviews (M instructions in all)”, or why there is no number."""
+def _need(target: dict[str, Any], method: str, unit: str) -> str:
+    """“+N reviews (M patients reviewed in all)”, or why there is no number."""
     units, more = target.get(f"{method}_units"), target.get(f"{method}_more_reviews")
     if units is None:
         if target.get("labelled_units", 0) < 3:
             return "too few reviews to plan from"
-        if method == "ppi":
-            return f"not reachable within the study's {target.get('total_units')} units"
         return "no target (no difference to detect)"
     text = "already reached" if not more else f"+{more:,} reviews"
-    text += f" ({units:,} units reviewed in all"
+    text += f" ({units:,} {unit}s reviewed in all"
     if target.get(f"{method}_beyond_study"):
         text += f", more than the study's {target.get('total_units'):,}"
     return text + ")"
@@ -250,11 +248,12 @@ def power_rows(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
     predictor (shared by the report page and the admin's progress page)."""
     if not plan:
         return []
+    unit = str(plan.get("unit") or "unit")
     return [
         {
             **t,
-            "classical_text": _need(t, "classical"),
-            "ppi_text": _need(t, "ppi"),
+            "classical_text": _need(t, "classical", unit),
+            "ppi_text": _need(t, "ppi", unit),
         }
         for t in plan.get("targets", [])
     ]

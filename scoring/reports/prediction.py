@@ -123,6 +123,7 @@ def section(
     margin: float = DEFAULT_MARGIN,
     power: float = DEFAULT_POWER,
     estimates: bool = True,
+    unit: str = "unit",
 ) -> dict[str, Any]:
     """The report's prediction-powered section: the predictor, its estimates, the plan."""
     out: dict[str, Any] = {
@@ -148,6 +149,7 @@ def section(
         margin=margin,
         confidence=confidence,
         power=power,
+        unit_name=unit,
     )
     return out
 
@@ -218,6 +220,7 @@ def study_power(
         metric_b=metric_b,
         margin=margin,
         estimates=False,
+        unit=unit,
     )
     plan = result.get("power") or {}
     out.update(

@@ -443,6 +443,7 @@ def _prediction_powered(
         preds=preds,
         table_scores=scores,
         confidence=float(params.get("confidence", 0.95)),
+        unit=unit,
     )
 
 

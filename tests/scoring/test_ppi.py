@@ -439,3 +439,12 @@ def test_bradley_terry_rows_are_centred_strengths_ordered_as_the_truth():
     for r in bt.values():
         assert r["ci_low"] < r["estimate"] < r["ci_high"]
         assert r["ci_high"] - r["ci_low"] < r["classical_ci_high"] - r["classical_ci_low"]
+
+
+def test_a_target_beyond_the_study_falls_back_to_the_clinicians_count():
+    table, predictions, _ = study(seed=10, n_inst=30, reviewed=25, quality=2.0)
+    plan = power_analysis(table, predictions, margin=0.01, unit_name="instruction")
+    margin = next(t for t in plan["targets"] if t["target"] == "margin")
+    assert margin["classical_units"] > 30 and margin["classical_beyond_study"]
+    assert margin["ppi_units"] == margin["classical_units"] and margin["ppi_beyond_study"]
+    assert plan["unit"] == "instruction"

@@ -140,6 +140,11 @@ def _plan(
         "reviews_per_unit": per_unit,
         "columns": detail,
     }
+    if need["ppi"] is None and need["classical"] is not None and n_now >= MIN_LABELLED:
+        # Not reachable within the study even with the predictor: more instructions must be
+        # added and reviewed, and once every instruction is reviewed the predictor adds
+        # nothing, so the count is the clinicians-only one.
+        need["ppi"] = max(need["classical"], n_total)
     for method in ("classical", "ppi"):
         n = need[method]
         out[f"{method}_units"] = n
@@ -168,11 +173,14 @@ def power_analysis(
     margin: float = DEFAULT_MARGIN,
     confidence: float = 0.95,
     power: float = DEFAULT_POWER,
+    unit_name: str = "unit",
 ) -> dict[str, Any]:
-    """The three targets' plans. ``table_scores``/``prediction_scores``: metric scores aligned
-    with the table's rows and with the predictions' rows (for the tau target; left out when
-    either metric is missing). Cross-fitted predictors are planned as fixed ones (the fold
-    models' mean), which their fold-to-fold spread makes slightly optimistic."""
+    """The three targets' plans (``unit_name``: what a unit is, "patient" or "instruction").
+
+    ``table_scores``/``prediction_scores``: metric scores aligned with the table's rows and
+    with the predictions' rows (for the tau target; left out when either metric is missing).
+    Cross-fitted predictors are planned as fixed ones (the fold models' mean), which their
+    fold-to-fold spread makes slightly optimistic."""
     if not 0.0 < margin < 1.0:
         raise ValueError("margin must be between 0 and 1")
     if not 0.5 <= power < 1.0:
@@ -279,6 +287,7 @@ def power_analysis(
         "metric_a": metric_a,
         "metric_b": metric_b,
         "n_units": n_total,
+        "unit": unit_name,
         "n_labelled_units": labelled,
         "reviews": data.reviews,
         "reviews_per_unit": per_unit,
