@@ -8,7 +8,9 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
+from scoring.reports import services
 from scoring.reports.prediction import study_power
+from tests.e2e.test_accessibility import assert_no_axe_violations
 from tests.scoring.ppi_data import make_study
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -39,6 +41,7 @@ def test_the_admin_sees_how_many_more_reviews_each_target_needs(live_server, pag
         expected["top_two"]["classical_text"]
     )
     expect(calculator).to_contain_text("Predictor: COMET")
+    assert_no_axe_violations(page, "progress dataset with the power calculator")
 
     # Another margin and predictor: the page recalculates.
     calculator.get_by_label("Predictor").select_option("bleu")
@@ -56,3 +59,19 @@ def test_the_admin_sees_how_many_more_reviews_each_target_needs(live_server, pag
     expect(page.get_by_test_id("power-calculator")).to_contain_text("Predictor: BLEU")
     # Half the margin's width needs about a quarter of the reviews, clinicians only.
     assert wider["margin"]["classical_units"] < expected["margin"]["classical_units"]
+
+
+def test_the_report_shows_prediction_powered_estimates(live_server, page):
+    d = make_study()
+    report = services.report_create(
+        dataset=d.dataset, actor=d.researcher, n_resamples=200, seed=1, enqueue=False
+    )
+    services.report_compute(report_id=report.pk)
+    _sign_in(page, live_server, d.researcher)
+    page.goto(live_server.url + reverse("scoring_report_detail", args=[report.pk]))
+    section = page.get_by_test_id("ppi-section")
+    expect(section).to_contain_text("COMET")
+    expect(section.get_by_test_id("ppi-table")).to_contain_text("Bradley-Terry strength")
+    expect(section.get_by_test_id("ppi-effective")).to_contain_text("clinician reviews")
+    expect(section.get_by_test_id("power-margin")).to_contain_text("within ±5 points")
+    assert_no_axe_violations(page, "report with prediction-powered estimates")
