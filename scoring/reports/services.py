@@ -405,7 +405,6 @@ def _prediction_powered(
     """Prediction-powered estimates and the reviews still needed, with the report's predictor
     on every response of the study (scoring.reports.prediction)."""
     from scoring.reports import prediction
-    from scoring.reports.analysis import prediction_powered_results
     from scoring.reports.selectors import study_responses
 
     responses = study_responses(
@@ -435,6 +434,33 @@ def _prediction_powered(
         preds = prediction.predictions(responses, key, unit, values=values, folds=folds, fold=fold)
     elif key is not None:
         preds = prediction.predictions(responses, key, unit)
+    try:
+        return _prediction_powered_results(
+            inputs, responses, key, labels, preds, scores, params, unit
+        )
+    except (ValueError, ArithmeticError, numpy.linalg.LinAlgError) as exc:
+        # An auxiliary section must not fail the report: it says it could not be computed.
+        logger.warning("report %s: prediction-powered section failed: %s", report.pk, exc)
+        return {
+            "predictor": key,
+            "error": f"could not be computed ({type(exc).__name__})",
+            "estimates": None,
+            "power": None,
+        }
+
+
+def _prediction_powered_results(
+    inputs: Any,
+    responses: Any,
+    key: str | None,
+    labels: dict[str, str],
+    preds: Any,
+    scores: dict[str, Any],
+    params: dict[str, Any],
+    unit: str,
+) -> dict[str, Any]:
+    from scoring.reports.analysis import prediction_powered_results
+
     return prediction_powered_results(
         inputs.table,
         responses,

@@ -448,3 +448,15 @@ def test_a_target_beyond_the_study_falls_back_to_the_clinicians_count():
     assert margin["classical_units"] > 30 and margin["classical_beyond_study"]
     assert margin["ppi_units"] == margin["classical_units"] and margin["ppi_beyond_study"]
     assert plan["unit"] == "instruction"
+
+
+def test_no_bradley_terry_rows_when_a_model_never_loses():
+    table, predictions, _ = study(seed=11)
+    rank = np.asarray(table.rank).copy()
+    rank[np.asarray(table.model) == "alpha"] = 0.0  # alpha ranked first in every review
+    never_loses = JudgementTable(
+        **{**{f: getattr(table, f) for f in table.__dataclass_fields__}, "rank": rank}
+    )
+    out = estimate_targets(never_loses, predictions)
+    assert not [r for r in out["rows"] if r["target"] == "bt"]
+    assert [r for r in out["rows"] if r["target"] == "correct"]  # the rest is still there

@@ -50,6 +50,9 @@ from .table import Array, JudgementTable, _as_float
 
 # Fewer labelled units than this: no interval (a variance from 2 points says nothing).
 MIN_LABELLED = 3
+# A Bradley-Terry log-strength beyond this has run off to infinity (a model that never won or
+# never lost; the leaderboard's fit adds pseudo-wins, an unbiased estimating equation cannot).
+MAX_LOG_STRENGTH = 20.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -800,17 +803,25 @@ def bradley_terry_targets(
     if n < MIN_LABELLED or big_n < 1:
         return []
     w_lab = (~np.isnan(y_inst)).astype(float)
-    fit = ppi_logistic_units(
-        np.broadcast_to(design, (n, *design.shape)),
-        np.nan_to_num(y_inst),
-        f_lab,
-        w_lab,
-        np.broadcast_to(design, (big_n, *design.shape)),
-        f_unl,
-        np.ones(f_unl.shape),
-        cluster_lab=data.unit[data.reviewed],
-        cluster_unl=data.unit[~data.reviewed],
-    )
+    try:
+        fit = ppi_logistic_units(
+            np.broadcast_to(design, (n, *design.shape)),
+            np.nan_to_num(y_inst),
+            f_lab,
+            w_lab,
+            np.broadcast_to(design, (big_n, *design.shape)),
+            f_unl,
+            np.ones(f_unl.shape),
+            cluster_lab=data.unit[data.reviewed],
+            cluster_unl=data.unit[~data.reviewed],
+        )
+    except np.linalg.LinAlgError:
+        return []  # a model that never won or never lost: no finite strengths
+    if not all(
+        np.all(np.isfinite(v)) and np.max(np.abs(v), initial=0.0) < MAX_LOG_STRENGTH
+        for v in (fit.theta, fit.classical_theta, fit.cov, fit.classical_cov)
+    ):
+        return []
     z = _z(confidence)
     lift = (np.eye(m) - 1.0 / m) @ np.vstack([np.eye(d), np.zeros((1, d))])
     strength, c_strength = lift @ fit.theta, lift @ fit.classical_theta
