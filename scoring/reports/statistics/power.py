@@ -1,7 +1,10 @@
 """How many more clinician reviews a question needs, with and without the predictor.
 
-Every target is a mean over units (see ``ppi``), so its standard error after ``n`` labelled
-units out of the study's ``n + N`` follows from a few moments of the data so far:
+Every target is planned as a mean over units (the report's resampling unit; a unit with any
+reviewed instruction counts as reviewed, its predictor as the mean over those instructions, so
+the plan is conservative about the predictor where patients straddle), and its standard error
+after ``n`` reviewed units out of the study's ``n + N`` follows from a few moments of the data
+so far:
 
 - clinicians only: ``se^2 = var(Y) / n``;
 - with the predictor (PPI++ at its optimal ``lam`` for that ``n``)::

@@ -146,9 +146,10 @@ def _classical(y: Array, confidence: float) -> tuple[float, float, float, float]
 def ppi_mean(
     y: Array, yhat: Array, yhat_unlabelled: Array, confidence: float = 0.95
 ) -> MeanEstimate:
-    """Prediction-powered mean with power tuning (``ppi_py.ppi_mean_ci`` at the unclipped
-    optimal ``lam``), beside the classical CLT interval (``ppi_py.classical_mean_ci``) on the
-    same labelled units."""
+    """The library's prediction-powered mean for independent units (what
+    :func:`ppi_mean_clustered` reduces to with one instruction per cluster; kept as the
+    reference it is tested against): ``ppi_py.ppi_mean_ci`` at the unclipped optimal ``lam``,
+    beside the classical CLT interval (``ppi_py.classical_mean_ci``) on the same units."""
     from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
     y, yhat, yu = (np.asarray(a, dtype=float).reshape(-1) for a in (y, yhat, yhat_unlabelled))
@@ -444,7 +445,8 @@ class TargetArrays:
 
 
 def target_arrays(data: UnitData, target: str) -> TargetArrays:
-    """The per-unit arrays of one estimand: "correct", "rank" or "win"."""
+    """The per-unit arrays of one estimand ("correct", "rank" or "win"), for the power
+    calculator's plan: a unit with any reviewed instruction is labelled."""
     y_all = {"correct": data.y_correct, "rank": data.y_rank, "win": data.y_win}[target]
     labelled_units = np.zeros(data.n_units, dtype=bool)
     labelled_units[data.unit[data.reviewed]] = True
