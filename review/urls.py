@@ -97,6 +97,16 @@ urlpatterns += [
     ),
     path("manage/study/<int:study_id>/add/", studies.study_add_model, name="admin_study_add_model"),
     path(
+        "manage/study/<int:study_id>/adaptive/",
+        studies.study_adaptive_design,
+        name="admin_study_adaptive_design",
+    ),
+    path(
+        "manage/study/<int:study_id>/wave/",
+        studies.study_adaptive_wave,
+        name="admin_study_adaptive_wave",
+    ),
+    path(
         "manage/study/<int:study_id>/remove/",
         studies.study_remove_model,
         name="admin_study_remove_model",

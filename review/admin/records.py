@@ -21,6 +21,7 @@ from review.models import (
     ModelResponse,
     Patient,
     ReferenceResponse,
+    SamplingDraw,
     Study,
     TaxonomyEntry,
 )
@@ -176,6 +177,16 @@ class StudyAdmin(RecordReadOnlyAdmin):
     list_display = ("name", "dataset", "round", "assignment_mode", "created_at")
     list_filter = ("dataset", "assignment_mode")
     list_select_related = ("dataset",)
+
+
+@admin.register(SamplingDraw)
+class SamplingDrawAdmin(RecordReadOnlyAdmin):
+    """An adaptive study's recorded probabilities and draws: read-only, written by its waves."""
+
+    list_display = ("study", "wave", "instruction", "probability", "drawn", "created_at")
+    list_filter = ("study", "wave", "drawn")
+    raw_id_fields = ("instruction",)
+    list_select_related = ("study__dataset", "instruction")
 
 
 @admin.register(ReferenceResponse)

@@ -1,25 +1,51 @@
 """Forms of the clinician-review area: bulk assignment (admins)."""
 
+from typing import Any
+
 from django import forms
 
-from review.models import Dataset, User
+from review.access import user_access
+from review.models import Dataset, Study, User
 from review.selectors.assignments import assignment_choices, clinicians_approved
 from review.services.assignments import MAX_OVERLAP
 
 
+class _ClinicianChoice(forms.ModelMultipleChoiceField):
+    """Clinicians by email; one who also holds researcher access is marked, since they can map
+    their own reviews to model names through the exports (issue 23): their reviews are flagged
+    and left out of reports unless a researcher includes them."""
+
+    def label_from_instance(self, obj: Any) -> str:
+        if user_access(obj).is_researcher:
+            return f"{obj.email} (also a researcher: can see model names; reviews left out)"
+        return str(obj.email)
+
+
+class _StudyChoice(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Any) -> str:
+        return f"{obj.dataset.name}: Round {obj.round} ({obj.name})"
+
+
 class AssignForm(forms.Form):
-    """Which instructions (dataset, specialty, category), to whom, with what overlap."""
+    """Which instructions (dataset, specialty, category), in which study, to whom, with what
+    overlap."""
 
     dataset = forms.ModelChoiceField(queryset=Dataset.objects.all(), empty_label=None)
+    study = _StudyChoice(
+        queryset=Study.objects.none(),
+        required=False,
+        empty_label="The dataset's only round (Round 1 is made if it has none)",
+        help_text="The round the new assignments join. Required once a dataset has several.",
+    )
     specialty = forms.ChoiceField(required=False, help_text="Specialty of the author.")
     category = forms.ChoiceField(required=False)
     overlap = forms.IntegerField(
         min_value=1,
         max_value=MAX_OVERLAP,
         initial=2,
-        help_text="Clinicians per instruction. Existing assignments count towards it.",
+        help_text="Clinicians per instruction in that round. Its existing assignments count.",
     )
-    clinicians = forms.ModelMultipleChoiceField(
+    clinicians = _ClinicianChoice(
         queryset=User.objects.none(),
         widget=forms.CheckboxSelectMultiple,
         help_text="Only clinicians with approved, current access are listed.",
@@ -32,3 +58,32 @@ class AssignForm(forms.Form):
         self.fields["category"].choices = [("", "Any category")] + [(c, c) for c in categories]
         approved = [u.pk for u in clinicians_approved()]
         self.fields["clinicians"].queryset = User.objects.filter(pk__in=approved).order_by("email")
+        self.fields["study"].queryset = Study.objects.select_related("dataset").order_by(
+            "dataset__name", "round"
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        dataset, study = data.get("dataset"), data.get("study")
+        if dataset is None:
+            return data
+        if study is not None and study.dataset_id != dataset.pk:
+            self.add_error("study", f"That round is not of {dataset.name}.")
+        elif study is None:
+            # Never a silent choice between rounds: work meant to top up Round 1 would fill
+            # the newest one.
+            n = Study.objects.filter(dataset=dataset).count()
+            if n > 1:
+                self.add_error(
+                    "study", f"{dataset.name} has {n} rounds: choose the one to assign in."
+                )
+            study = Study.objects.filter(dataset=dataset).first()
+        if study is not None and study.assignment_mode == Study.AssignmentMode.ADAPTIVE:
+            # Said at preview, not only on Create: its instructions go out in waves, each with
+            # a recorded probability, from the studies page.
+            self.add_error(
+                "study",
+                f"Round {study.round} is assigned adaptively, in waves: assign it from its "
+                "studies page.",
+            )
+        return data

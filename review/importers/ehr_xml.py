@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from lxml import etree
 
+from .demographics import normalise_sex
 from .errors import Problem
 from .timestamps import BadTimestamp, parse_date, parse_timestamp
 
@@ -194,7 +195,7 @@ def parse_person_text(text: str) -> Demographics:
     fields = {k: v.strip() for k, v in _PERSON_FIELD.findall(" ".join((text or "").split()))}
     return Demographics(
         birth_date=parse_date(fields.pop("Birth", "")),
-        gender=fields.pop("Gender", ""),
+        gender=normalise_sex(fields.pop("Gender", "")),
         race=fields.pop("Race", ""),
         ethnicity=fields.pop("Ethnicity", ""),
         extra=fields,
@@ -411,7 +412,7 @@ def _eventstream_person(elem: "etree._Element") -> Demographics:
             extra[key] = text(path)
     return Demographics(
         birth_date=parse_date(text("birthdate")),
-        gender=text("demographics/gender"),
+        gender=normalise_sex(text("demographics/gender")),
         race=text("demographics/race"),
         ethnicity=text("demographics/ethnicity"),
         extra=extra,

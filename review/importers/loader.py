@@ -78,6 +78,15 @@ class ImportSummary:
     files: dict[str, str] = field(default_factory=dict)  # file -> kind
     counts: Counter = field(default_factory=Counter)
     skipped: Counter = field(default_factory=Counter)  # reason -> rows
+    # MEDS and OMOP: per table or code family, rows "read", rows that "fell back" (a concept
+    # missing from the vocabulary, shown by its source value) and rows "ignored", so a data
+    # manager sees at once whether the cohort came through whole.
+    sources: dict[str, Counter] = field(default_factory=dict)
+    warnings: Counter = field(default_factory=Counter)  # what was read but looks wrong -> rows
+
+    def tally(self, source: str, outcome: str, n: int = 1) -> None:
+        """Count ``n`` rows of ``source`` (a table or code family) as ``outcome``."""
+        self.sources.setdefault(source, Counter())[outcome] += n
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +94,8 @@ class ImportSummary:
             "files": self.files,
             "counts": dict(self.counts),
             "skipped": dict(self.skipped),
+            "sources": {name: dict(counts) for name, counts in self.sources.items()},
+            "warnings": dict(self.warnings),
         }
 
 
@@ -768,12 +779,14 @@ def import_release(
     """Import every release file under ``path`` into dataset ``dataset_name``, all or nothing."""
     # Imported here: both modules build on this one's machinery (writer, id reserver, importer).
     from .meds import find_meds_root, load_meds
-    from .omop import find_omop_tables, load_omop
+    from .omop import find_omop_tables, find_unread_omop_tables, load_omop
 
     path = Path(path)
     meds_root = find_meds_root(path)
     omop_tables = find_omop_tables(path, meds_root)
-    skip = frozenset(omop_tables.values())
+    # The CDM's other tables beside them are ignored by name, not reported as unrecognised.
+    omop_unread = find_unread_omop_tables(path, meds_root) if "person" in omop_tables else {}
+    skip = frozenset(omop_tables.values()) | frozenset(omop_unread.values())
     if meds_root is not None:
         skip |= frozenset(
             p
@@ -816,7 +829,7 @@ def import_release(
             load_meds(importer, meds_root)
             importer.problems.raise_if_any()
         if omop_tables:
-            load_omop(importer, omop_tables)
+            load_omop(importer, omop_tables, omop_unread)
             importer.problems.raise_if_any()
         importer.link_patients()
         importer.changed_instructions.update(

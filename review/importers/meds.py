@@ -5,25 +5,44 @@ their schema is checked against the ``meds`` package's ``DataSchema``. Lossless 
 MEDS writers produce in practice (``string`` for ``large_string``, ``double`` for ``float``,
 other timestamp units) are accepted and cast; anything else is a problem naming the column.
 
-MEDS keeps each subject's rows together, in one shard, sorted by time; the importer relies on
-it (one patient open at a time, memory flat in shard size) and names the row where it breaks.
+MEDS keeps each subject's rows together, sorted by time; the importer relies on it (one
+patient open at a time, memory flat in shard size). Shards are read in name order, so a subject
+whose rows run from the end of one shard into the start of the next is one patient; a subject
+who comes back after others, or rows out of time order, are problems named by row.
 
 Mapping onto the review app's record:
-- null-time rows are static: ``GENDER/…``, ``RACE/…``, ``ETHNICITY/…`` fill the demographics,
-  anything else goes to ``Patient.demographics`` under its code;
+- null-time rows are static: ``GENDER/…`` (or ``SEX/…``), ``RACE/…``, ``ETHNICITY/…`` fill the
+  demographics (the code's description from ``codes.parquet`` first, then the code's rest; sex
+  in one display form), anything else goes to ``Patient.demographics`` under its code; so do
+  ``meds_etl``'s person-table rows, which it dates at birth. A field given again with another
+  value keeps the first, the other beside it, and a warning in the summary;
 - ``MEDS_BIRTH`` sets the birth date (an event dated before it is a problem);
 - a row with free text (a note or report code, text over ``VALUE_MAX`` characters, or several
   lines) becomes a note, radiology report sections included; short text is a value
   (a categorical lab result such as "positive");
-- other rows are coded events, typed by their vocabulary (``LOINC/`` → measurement, …), with the
-  numeric value and the ``unit`` column when the shard has one;
-- encounters: a visit code (``VISIT/…``, ``HOSPITAL_ADMISSION…``, ``ED_REGISTRATION…``) opens one,
-  which ends at the row's ``end`` column when there is one, at a discharge code, or at the next
-  visit; rows outside any visit are grouped by day;
-- exact duplicate rows (same subject, time, code and values) are skipped and counted.
+- other rows are coded events with the numeric value and the ``unit`` column when the shard has
+  one, typed by ``meds_etl``'s ``table`` column where there is one (a SNOMED code from the
+  procedure table is a procedure), else by their vocabulary (``LOINC/`` → measurement, …), else
+  "observation" (counted as fallen back in the summary);
+- encounters: with ``meds_etl``'s ``visit_id`` column, one encounter per visit id, whatever the
+  order of its rows (its visit rows sort after the same day's events), named by its visit row
+  and ending at that row's ``end`` or the visit's last event; visit-detail rows are events of
+  it. Otherwise a visit code (``VISIT/…``, ``HOSPITAL_ADMISSION…``, ``ED_REGISTRATION…``,
+  ``ENCOUNTER…``, ``ADMISSION//…``) opens one, which ends at the row's ``end`` column, at an end
+  code of its own kind (``ED_OUT`` ends the ED stay, ``HOSPITAL_DISCHARGE`` the admission; a
+  ``VISIT/…`` is ended by any end code) or at the next visit of its kind. Visits of another kind
+  stay open beneath a new one: an ED stay inside an admission is its own encounter, and the
+  admission runs on to its discharge. Rows outside any visit are grouped by day;
+- exact duplicate rows (same subject, time, code and values) are skipped and counted;
+- a column that looks like a value under a name MEDS does not read (``numerical_value``,
+  ``value``…) is kept as an event attribute and warned about in the summary.
+
+The summary counts rows per code family (the code's vocabulary): read, fell back (type not
+known), ignored (duplicates).
 """
 
 import json
+from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -39,11 +58,31 @@ from flexible_schema.exceptions import SchemaValidationError
 from review.models import Encounter, Patient
 
 from .columnar import BATCH_ROWS, CohortWriter, batch_rows, local_times
+from .demographics import normalise_sex
 from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
 
 VALUE_MAX = 100  # Event.value's length: longer text is a note, not a value
-VISIT_START = ("VISIT", "HOSPITAL_ADMISSION", "ED_REGISTRATION", "ENCOUNTER")
-VISIT_END = ("HOSPITAL_DISCHARGE", "ED_OUT", "VISIT_END", "ENCOUNTER_END")
+# Visit codes by the vocabulary they start with, and the kind of visit each opens or ends: an
+# end code ends an open visit of its own kind (``ED_OUT`` the emergency-department stay, not
+# the hospital admission it led to). ``ADMISSION``/``DISCHARGE`` are the meds-testing-helpers
+# fixtures' codes, matched whole.
+VISIT_START = {
+    "VISIT": "VISIT",
+    "HOSPITAL_ADMISSION": "HOSPITAL",
+    "ED_REGISTRATION": "ED",
+    "ENCOUNTER": "ENCOUNTER",
+}
+VISIT_END = {
+    "HOSPITAL_DISCHARGE": "HOSPITAL",
+    "ED_OUT": "ED",
+    "VISIT_END": "VISIT",
+    "ENCOUNTER_END": "ENCOUNTER",
+}
+WHOLE_VISIT_START = {"ADMISSION": "HOSPITAL"}
+WHOLE_VISIT_END = {"DISCHARGE": "HOSPITAL"}
+# Kinds of visit any end code may end when none of the code's own kind is open (a
+# ``VISIT/IP`` ended by ``HOSPITAL_DISCHARGE``).
+GENERIC_VISITS = ("VISIT", "ENCOUNTER")
 NOTE_WORDS = ("NOTE", "REPORT", "RADIOLOGY", "IMPRESSION", "FINDINGS")
 EVENT_TYPES = {
     "LOINC": "measurement",
@@ -63,9 +102,32 @@ EVENT_TYPES = {
     "ICD10PCS": "procedure",
     "ICD9PROC": "procedure",
     "PROCEDURE": "procedure",
+    "INFUSION_START": "drug",
+    "INFUSION_END": "drug",
     meds.death_code: "death",
     meds.birth_code: "birth",
 }
+# meds_etl writes the OMOP table each row came from (``table``): the type it names wins over
+# the vocabulary's guess (SNOMED codes name procedures as well as conditions).
+TABLE_EVENT_TYPES = {
+    "condition": "condition",
+    "condition_occurrence": "condition",
+    "procedure": "procedure",
+    "procedure_occurrence": "procedure",
+    "drug_exposure": "drug",
+    "measurement": "measurement",
+    "observation": "observation",
+    "visit": "visit",
+    "visit_occurrence": "visit",
+    "visit_detail": "visit",
+    "device_exposure": "device",
+    "death": "death",
+    "note": "note",
+    "specimen": "specimen",
+}
+# Value columns of the standard, and names a writer may have used instead (MEDS before 0.3
+# wrote ``numerical_value``): those are kept as attributes, with a warning in the summary.
+VALUE_LIKE = ("value", "numerical_value", "numeric", "text", "result", "value_as_number")
 LIFE_EVENT_NAMES = {meds.birth_code: "Birth", meds.death_code: "Death"}
 DEMOGRAPHIC_FIELDS = {"GENDER": "gender", "SEX": "gender", "RACE": "race", "ETHNICITY": "ethnicity"}
 # What the importer accepts for each MEDS column: the standard's type or a lossless variant.
@@ -95,14 +157,22 @@ def vocabulary(code: str) -> str:
     return code.split("/", 1)[0].strip().upper()
 
 
+def _visit_family(vocab: str, prefixes: dict[str, str], whole: dict[str, str]) -> str:
+    for prefix, family in prefixes.items():
+        if vocab.startswith(prefix):
+            return family
+    return whole.get(vocab, "")
+
+
 @lru_cache(maxsize=65536)
-def code_kind(code: str) -> tuple[str, bool, bool]:
-    """(event type, opens a visit, closes a visit): cached, a cohort has few distinct codes."""
+def code_kind(code: str) -> tuple[str, bool, bool, str]:
+    """(event type, opens a visit, closes a visit, the kind of visit): cached, a cohort has
+    few distinct codes. The type is "" when neither the vocabulary nor a visit code tells it."""
     vocab = vocabulary(code)
-    closes = vocab.startswith(VISIT_END)
-    opens = vocab.startswith(VISIT_START) and not closes
-    event_type = EVENT_TYPES.get(vocab) or ("visit" if opens or closes else "observation")
-    return event_type, opens, closes
+    ends = _visit_family(vocab, VISIT_END, WHOLE_VISIT_END)
+    starts = "" if ends else _visit_family(vocab, VISIT_START, WHOLE_VISIT_START)
+    event_type = EVENT_TYPES.get(vocab) or ("visit" if starts or ends else "")
+    return event_type, bool(starts), bool(ends), starts or ends
 
 
 def check_schema(schema: pa.Schema, file: str, importer: _Importer) -> bool:
@@ -160,7 +230,14 @@ class _Code:
     """What a code means for the record, worked out once per distinct code."""
 
     code: str  # cut to Event.code's length
-    event_type: str
+    event_type: str  # "observation" when nothing tells the type (see ``typed``)
+    typed: bool  # the vocabulary or a visit code tells the type
+    family: str  # the code's vocabulary: the summary counts rows by it
+    demographic: str  # the Patient field a GENDER/RACE/ETHNICITY code sets, else ""
+    visit_family: str  # the kind of visit the code opens or closes
+    read_key: str  # the summary's keys for this code's rows: see load_batch's ``tally``
+    fell_back_key: str
+    ignored_key: str
     name: str  # of a coded event
     note_type: str  # of a note with this code
     note_code: bool  # a note or report code: its text is a note whatever its length
@@ -180,8 +257,10 @@ class _Subject:
         "patient_id",
         "encounters",
         "current",
-        "current_is_visit",
         "current_day",
+        "open_visits",
+        "linked_visits",
+        "named_visits",
         "last_time",
         "key_time",
         "same_time_keys",
@@ -197,9 +276,13 @@ class _Subject:
         self.patient = patient
         self.patient_id = patient.pk if patient is not None else None
         self.encounters: list[Encounter] = []
-        self.current: Encounter | None = None
-        self.current_is_visit = False
+        self.current: Encounter | None = None  # the day encounter rows outside visits join
         self.current_day: date | None = None
+        # Visits open now, innermost last: (kind of visit, encounter, its end is known).
+        self.open_visits: list[tuple[str, Encounter, bool]] = []
+        # meds_etl's ``visit_id``: its encounters, and those a visit row has named.
+        self.linked_visits: dict[Any, Encounter] = {}
+        self.named_visits: set[Any] = set()
         self.last_time: datetime | None = None
         self.key_time: object = _UNSET
         self.same_time_keys: set[Any] = set()
@@ -246,6 +329,7 @@ class MedsLoader:
             return
         self.importer.summary.files[file] = "meds"
         extras = [n for n in schema.names if n not in CORE]
+        self._warn_value_like(file, parquet, extras)
         total_rows = max(parquet.metadata.num_rows, 1)
         row = 0
         reported = 0
@@ -276,22 +360,30 @@ class MedsLoader:
         texts = column("text_value")
         ends = local_times(batch.column("end")) if "end" in extras else None
         units = column("unit") if "unit" in extras else None
+        # meds_etl's columns: the OMOP table a row came from, and the visit it belongs to.
+        tables = column("table") if "table" in extras else None
+        visit_ids = column("visit_id") if "visit_id" in extras else None
         extra_columns = [column(name) for name in extras]
         attribute_columns = [
             (name, values)
             for name, values in zip(extras, extra_columns, strict=True)
-            if name not in ("unit", "end")
+            if name not in ("unit", "end", "table")  # visit_id stays: it traces the row
         ]
         rows = self.cohort.rows
         append = rows.append
         codes_known = self.codes
         skipped = self.importer.summary.skipped
+        # "family\0outcome" -> rows (a str caches its hash), added to the summary per batch
+        tally: Counter[str] = Counter()
         subject = self.subject
         for i in range(n):
             row = offset + i + 1
             sid = sids[i]
             if sid is None:
                 self.problem(file, row, "subject_id", "required value is empty")
+                code = codes[i]
+                if code is None or not code.strip():  # every bad field of the row is named
+                    self.problem(file, row, "code", "required value is empty")
                 continue
             if subject is None or sid != subject.subject_id:
                 subject = self._open_subject(file, row, sid)
@@ -332,19 +424,34 @@ class MedsLoader:
                     key = repr(key)  # a list or struct extension column
             else:
                 key = (code, numeric, text)
+            info = codes_known.get(code) or self._code(code)
             if key in subject.same_time_keys:
                 skipped["duplicate MEDS rows"] += 1
+                tally[info.ignored_key] += 1
                 continue
             subject.same_time_keys.add(key)
-            if time is None:
+            table = tables[i] if tables is not None else None
+            if time is None or (table == "person" and info.demographic):
+                # meds_etl dates the person table's sex, race and ethnicity at birth.
                 self._static(subject, code, numeric, text)
+                tally[info.read_key] += 1
                 continue
-            info = codes_known.get(code) or self._code(code)
             if info.birth:
                 self._birth(file, row, subject, time)
             elif subject.first_timed is None:
                 subject.first_timed = (time, row)
-            encounter = self._place(subject, info, time, ends[i] if ends is not None else None)
+            end = ends[i] if ends is not None else None
+            visit_id = visit_ids[i] if visit_ids is not None else None
+            if visit_id is not None and not info.life_event:
+                encounter = self._linked(subject, visit_id, info, time, end)
+            else:
+                encounter = self._place(subject, info, time, end)
+            event_type = info.event_type
+            typed = info.typed
+            if table is not None and table in TABLE_EVENT_TYPES:
+                event_type = TABLE_EVENT_TYPES[table]
+                typed = True
+            tally[info.read_key if typed else info.fell_back_key] += 1
             encounter_id = None
             if encounter is not None:
                 encounter.event_count += 1
@@ -375,19 +482,50 @@ class MedsLoader:
                     value = text.strip()[:VALUE_MAX] if text is not None else ""
                 unit = str(units[i] or "")[:60] if units is not None else ""
                 # fmt: off
-                append((patient_id, encounter_id, subject.events, time, info.event_type,
+                append((patient_id, encounter_id, subject.events, time, event_type,
                         info.code, info.name, value, numeric, unit, "", "", attributes))
                 # fmt: on
             if len(rows) >= EVENT_FLUSH_ROWS:
                 self.cohort.flush()
+        for key, count in tally.items():
+            family, outcome = key.split("\0")
+            self.importer.summary.tally(family, outcome, count)
+
+    def _warn_value_like(self, file: str, parquet: pq.ParquetFile, extras: list[str]) -> None:
+        """A value under a name MEDS does not read is kept as an attribute, not lost silently:
+        the summary says how many rows carry one."""
+        metadata = parquet.metadata
+        names = parquet.schema_arrow.names
+        for name in extras:
+            if name.lower() not in VALUE_LIKE:
+                continue
+            index = names.index(name)
+            rows = metadata.num_rows
+            nulls = 0
+            for group in range(metadata.num_row_groups):
+                stats = metadata.row_group(group).column(index).statistics
+                if stats is not None and stats.has_null_count:
+                    nulls += stats.null_count
+            self.importer.summary.warnings[
+                f"{file}: column {name!r} is not a MEDS value column (numeric_value, "
+                "text_value): its values are kept as event attributes, not as values"
+            ] += rows - nulls
 
     def _code(self, code: str) -> _Code:
-        event_type, opens, closes = code_kind(code)
+        event_type, opens, closes, visit_family = code_kind(code)
         description = self.descriptions.get(code, "")
         upper = code.upper()
+        family = vocabulary(code)
         info = _Code(
             code=code[:120],
-            event_type=event_type[:40],
+            event_type=(event_type or "observation")[:40],
+            typed=bool(event_type),
+            family=family[:60] or code[:60],
+            demographic=DEMOGRAPHIC_FIELDS.get(family, ""),
+            visit_family=visit_family,
+            read_key=f"{family[:60] or code[:60]}\0read",
+            fell_back_key=f"{family[:60] or code[:60]}\0fell back",
+            ignored_key=f"{family[:60] or code[:60]}\0ignored",
             name=(description or LIFE_EVENT_NAMES.get(code, code))[:500],
             note_type=description or code.split("/", 1)[-1].strip("/").replace("//", " "),
             note_code=any(w in upper for w in NOTE_WORDS),
@@ -436,16 +574,40 @@ class MedsLoader:
     def _static(
         self, subject: _Subject, code: str, numeric: float | None, text: str | None
     ) -> None:
+        """A demographic row. The first value of a field is kept; a different one given again
+        is kept beside it and counted in the summary's warnings, never dropped silently."""
         patient = subject.patient
         assert patient is not None
         vocab, _, rest = code.partition("/")
-        value = rest.strip("/") or self.descriptions.get(code, "")
+        # meds_etl writes OMOP's concept codes ("Race/5"): the description names them.
+        value = self.descriptions.get(code, "") or rest.strip("/")
         target = DEMOGRAPHIC_FIELDS.get(vocab.strip().upper())
         if target and value:
-            setattr(patient, target, value[:100] if target != "gender" else value[:32])
+            value = normalise_sex(value)[:32] if target == "gender" else value[:100]
+            current = getattr(patient, target)
+            if not current:
+                setattr(patient, target, value)
+            elif current != value:
+                self._also(subject, f"{target} (also given)", value)
             return
         shown = text if text is not None else (f"{numeric:g}" if numeric is not None else "")
-        patient.demographics[code[:120]] = shown or self.descriptions.get(code, "yes")
+        shown = shown or self.descriptions.get(code, "yes")
+        key = code[:120]
+        current = patient.demographics.get(key)
+        if current is None:
+            patient.demographics[key] = shown
+        elif current != shown:
+            self._also(subject, key, shown)
+
+    def _also(self, subject: _Subject, key: str, value: str) -> None:
+        patient = subject.patient
+        assert patient is not None
+        values = patient.demographics.get(key, "")
+        if value not in values.split("; "):
+            patient.demographics[key] = f"{values}; {value}" if values else value
+        self.importer.summary.warnings[
+            "a subject's demographic row given again with another value (both kept)"
+        ] += 1
 
     def _birth(self, file: str, row: int, subject: _Subject, time: datetime) -> None:
         patient = subject.patient
@@ -465,34 +627,86 @@ class MedsLoader:
         self, subject: _Subject, info: _Code, time: datetime, end: datetime | None
     ) -> Encounter | None:
         """The encounter this row belongs to (opened if need be); see the module docstring."""
-        current = subject.current
         if info.life_event:
-            # Life events belong to no visit; the next row opens its own encounter.
+            # Life events belong to no visit; the next row outside a visit opens its own day.
             subject.current = None
             return None
+        visits = subject.open_visits
+        for _, encounter, end_known in visits:
+            # A visit whose end is known is over once a row comes after it (the list is
+            # rebuilt only then: most rows are inside a visit).
+            if end_known and time > encounter.end:  # type: ignore[operator]
+                visits[:] = [v for v in visits if not (v[2] and time > v[1].end)]  # type: ignore[operator]
+                break
         if info.opens:
-            return self._open_encounter(subject, info.visit_kind, time, end, True)
-        if subject.current_is_visit and current is not None:
-            if info.closes:
-                current.end = time
-                return current
-            if current.end is None or time <= current.end:
-                return current
-        elif current is not None and subject.current_day == time.date():
+            # A visit of the same kind with no end code yet is over; other kinds stay open
+            # beneath it (an ED stay that led to this admission ends at its own ED_OUT).
+            visits[:] = [v for v in visits if v[0] != info.visit_family]
+            encounter = self._new_encounter(subject, info.visit_kind, time, end)
+            visits.append((info.visit_family, encounter, end is not None))
+            subject.current = None
+            return encounter
+        if info.closes:
+            closed = self._close_visit(visits, info.visit_family, time)
+            if closed is not None:
+                return closed
+            # An end code with no visit to end: a row like any other.
+        if visits:
+            return visits[-1][1]
+        current = subject.current
+        if current is not None and subject.current_day == time.date():
             current.end = time
             return current
-        return self._open_encounter(subject, "day (no visit code)", time, time, False)
+        encounter = self._new_encounter(subject, "day (no visit code)", time, time)
+        subject.current = encounter
+        subject.current_day = time.date()
+        return encounter
 
-    def _open_encounter(
-        self, subject: _Subject, kind: str, start: datetime, end: datetime | None, visit: bool
+    @staticmethod
+    def _close_visit(
+        visits: list[tuple[str, Encounter, bool]], family: str, time: datetime
+    ) -> Encounter | None:
+        """End the innermost open visit of ``family``; else, when the innermost open visit is
+        a generic one (``VISIT/…``), that one. Returns the visit ended, if any."""
+        for index in range(len(visits) - 1, -1, -1):
+            if visits[index][0] == family:
+                break
+        else:
+            if not visits or visits[-1][0] not in GENERIC_VISITS:
+                return None
+            index = len(visits) - 1
+        _, encounter, end_known = visits.pop(index)
+        if not end_known:
+            encounter.end = time
+        return encounter
+
+    def _linked(
+        self, subject: _Subject, visit_id: Any, info: _Code, time: datetime, end: datetime | None
+    ) -> Encounter:
+        """The encounter of meds_etl's ``visit_id``: one per visit, whichever rows come first
+        (its visit rows sort after the same day's events), named by its visit row, ending at
+        that row's ``end`` or its last event, whichever is later. Visit-detail rows name the
+        same visit: they are events of its encounter, not encounters of their own."""
+        encounter = subject.linked_visits.get(visit_id)
+        if encounter is None:
+            encounter = self._new_encounter(subject, "visit", time, time)
+            subject.linked_visits[visit_id] = encounter
+        if info.opens and visit_id not in subject.named_visits:
+            subject.named_visits.add(visit_id)
+            encounter.encounter_type = info.visit_kind[:100]
+            if end is not None and (encounter.end is None or end > encounter.end):
+                encounter.end = end
+        if encounter.end is None or time > encounter.end:
+            encounter.end = time
+        return encounter
+
+    def _new_encounter(
+        self, subject: _Subject, kind: str, start: datetime, end: datetime | None
     ) -> Encounter:
         assert subject.patient_id is not None
         ordinal = len(subject.encounters) + 1
         encounter = self.cohort.new_encounter(subject.patient_id, ordinal, kind, start, end)
         subject.encounters.append(encounter)
-        subject.current = encounter
-        subject.current_is_visit = visit
-        subject.current_day = start.date()
         return encounter
 
 

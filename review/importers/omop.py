@@ -1,5 +1,8 @@
-"""OMOP CDM importer: ``person``, ``visit_occurrence``, the event tables and ``note``, as CSV/TSV
-or Parquet, with names from ``concept`` when that table is present.
+"""OMOP CDM importer: ``person``, ``visit_occurrence``, the event tables (``condition_occurrence``,
+``drug_exposure``, ``procedure_occurrence``, ``measurement``, ``observation``, ``note``,
+``visit_detail``, ``device_exposure``, ``death``) and ``observation_period``, as CSV/TSV or
+Parquet, with names from ``concept`` when that table is present. The CDM's other tables found
+beside them are not read, and the import summary lists them as ignored.
 
 Every table is read in Arrow record batches (``BATCH_ROWS`` rows; CSV columns read as text). A
 batch is parsed a column at a time with ``pyarrow.compute`` casts; a column holding something the
@@ -11,16 +14,25 @@ concepts, the visit map (visit id -> person, encounter), every primary key read 
 found in SQL when a table ends) and each batch's events per encounter. A batch asks them, in one
 query each, for what it needs. Encounters are written as their visits are read, with provisional
 ordinals, and numbered by start time in SQL at the end. The importer's own memory holds a few
-numbers per person (ids, birth, tallies) and one batch: flat in the number of events and visits.
+numbers per person (ids, birth, tallies, observation periods) and one batch: flat in the number
+of events and visits.
 
 Codes are ``VOCABULARY/concept_code`` from ``concept`` (e.g. ``LOINC/8867-4``); without a concept
 table, or for concept 0 ("no matching concept"), an event keeps ``CONCEPT/<id>`` and its source
-value as the name. A concept id that a present concept table lacks is a problem: it usually means
-the vocabulary export does not match the CDM.
+value as the name. A concept id that a present concept table lacks is a gap in the vocabulary
+export, not in the record (OHDSI's own Synthea sample lacks the gender concepts): the row keeps
+``CONCEPT/<id>`` and its source value, and the summary counts it as fallen back and names the ids.
 
-Problems, all named by table, row (1 = first data row) and column: a person or visit that is not
-in its table, duplicate primary keys, unknown concept ids, unreadable dates, events dated before
-the person's birth (compared by date: birth times are often just midnight).
+A value is read as OMOP's conventions and ``meds_etl`` read it: ``value_as_number``, else
+``value_as_string``, else ``value_as_concept_id``'s name, else ``value_source_value`` (a number
+there is a number too). ``visit_detail`` rows are events of their visit's encounter (with their
+end), ``death`` is a ``MEDS_DEATH`` event whose value is the cause, ``observation_period`` is kept
+on the patient's demographics as the span the record covers.
+
+Problems, all named by table, row (1 = first data row) and column, every one of a row's: a
+person or visit that is not in its table, duplicate primary keys, unreadable ids or dates, empty
+required values, events dated before the person's birth (compared by date: birth times are often
+just midnight).
 """
 
 import mmap
@@ -29,8 +41,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import meds
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -42,6 +55,7 @@ from review.models import Encounter, Patient
 from review.services.vocabulary import omop_concept_synonyms_import
 
 from .columnar import BATCH_ROWS, CohortWriter, local_times
+from .demographics import normalise_sex
 from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
 from .scratch import ScratchTable, drop_scratch_tables, scratch_tables
 from .tables import normalise_header
@@ -61,6 +75,8 @@ class EventTable:
     datetime: str
     date: str
     source_value: str
+    end: tuple[str, str] | None = None  # (datetime, date) columns kept as the "end" attribute
+    has_key: bool = True  # a ``<table>_id`` primary key (``death`` has none: one per person)
 
 
 EVENT_TABLES = {
@@ -100,8 +116,47 @@ EVENT_TABLES = {
         "observation_source_value",
     ),
     "note": EventTable("note", "note_class_concept_id", "note_datetime", "note_date", "note_title"),
+    # A stay inside a visit (a ward, the ICU): an event of its visit's encounter, so the visit
+    # stays one encounter and the stay shows inside it, with its end.
+    "visit_detail": EventTable(
+        "visit",
+        "visit_detail_concept_id",
+        "visit_detail_start_datetime",
+        "visit_detail_start_date",
+        "visit_detail_source_value",
+        end=("visit_detail_end_datetime", "visit_detail_end_date"),
+    ),
+    "device_exposure": EventTable(
+        "device",
+        "device_concept_id",
+        "device_exposure_start_datetime",
+        "device_exposure_start_date",
+        "device_source_value",
+        end=("device_exposure_end_datetime", "device_exposure_end_date"),
+    ),
+    # The concept is the cause of death; the event itself is MEDS's death code.
+    "death": EventTable(
+        "death",
+        "cause_concept_id",
+        "death_datetime",
+        "death_date",
+        "cause_source_value",
+        has_key=False,
+    ),
 }
-TABLES = ("concept", "person", "visit_occurrence", *EVENT_TABLES)
+TABLES = ("concept", "person", "visit_occurrence", *EVENT_TABLES, "observation_period")
+# The other tables of OMOP CDM 5.4 and its vocabulary: not read here, and listed as ignored in
+# the import summary (``concept_synonym`` is read beside ``concept`` by the vocabulary service).
+UNREAD_CDM_TABLES = frozenset(
+    {
+        "specimen", "note_nlp", "fact_relationship", "location", "care_site", "provider",
+        "payer_plan_period", "cost", "drug_era", "dose_era", "condition_era", "episode",
+        "episode_event", "metadata", "cdm_source", "vocabulary", "domain", "concept_class",
+        "concept_relationship", "relationship", "concept_ancestor", "source_to_concept_map",
+        "drug_strength", "cohort", "cohort_definition", "attribute_definition",
+        "location_history", "survey_conduct", "concept_synonym",
+    }
+)  # fmt: skip
 
 
 def find_omop_tables(path: Path, exclude_root: Path | None = None) -> dict[str, Path]:
@@ -115,6 +170,37 @@ def find_omop_tables(path: Path, exclude_root: Path | None = None) -> dict[str, 
         if name in TABLES and file.suffix.lower() in SUFFIXES:
             found.setdefault(name, file)
     return found
+
+
+def find_unread_omop_tables(path: Path, exclude_root: Path | None = None) -> dict[str, Path]:
+    """The CDM's other tables under ``path`` (``care_site.csv``…): not read, but named in the
+    summary as ignored rather than reported as unrecognised files."""
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    found: dict[str, Path] = {}
+    for file in files:
+        if exclude_root is not None and exclude_root in file.parents:
+            continue
+        name = file.stem.lower()
+        if name in UNREAD_CDM_TABLES and file.suffix.lower() in SUFFIXES:
+            found.setdefault(name, file)
+    return found
+
+
+def _row_count(path: Path) -> int:
+    """Rows of a table not read: Parquet's footer, or a CSV's lines less its header (a quoted
+    newline counts twice: the summary says "about")."""
+    if SUFFIXES[path.suffix.lower()] is None:
+        try:
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        except (pa.ArrowException, OSError):
+            return 0
+    lines = 0
+    last = b"\n"
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return max(lines + (last != b"\n") - 1, 0)
 
 
 class _MappedTable:
@@ -236,10 +322,67 @@ class _BadValue(Exception):
         super().__init__(message)
 
 
+class _BadRow(Exception):
+    """Several bad values of one row: each is named, not only the first."""
+
+    def __init__(self, problems: list[_BadValue]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(p.message for p in problems))
+
+
+class _RowValues:
+    """One row's values, read by column: a value that does not parse, or a check that fails,
+    is noted and the row reads on, so ``check`` names every problem of the row at once."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+        self.problems: list[_BadValue] = []
+
+    def get(self, column: str, parse: Any) -> Any:
+        value = self.values.get(column)
+        try:
+            return parse(value)
+        except (ValueError, TypeError, BadTimestamp) as exc:
+            self.fail(column, str(exc) or f"{value!r} is not valid")
+            return None
+
+    def fail(self, column: str, message: str) -> None:
+        self.problems.append(_BadValue(column, message))
+
+    def start(self, dt_column: str, date_column: str) -> datetime | None:
+        when = self.get(dt_column, _when) if dt_column != date_column else None
+        when = when or self.get(date_column, _when)
+        if when is None and not any(p.column in (dt_column, date_column) for p in self.problems):
+            self.fail(date_column, "required value is empty")
+        return when  # type: ignore[no-any-return]
+
+    def check_birth(self, person: "_Person", when: datetime, person_id: Any, column: str) -> None:
+        if person.birth is not None and when.date() < person.birth:
+            self.fail(
+                column,
+                f"event on {when.date()} is before person {person_id}'s birth on {person.birth}",
+            )
+
+    def check(self) -> None:
+        if self.problems:
+            raise _BadRow(self.problems)
+
+
+class _Named(NamedTuple):
+    """A concept as the record shows it. ``fell_back``: the concept table lacks the id, so the
+    code is ``CONCEPT/<id>`` and the row's source value names it."""
+
+    code: str
+    name: str
+    fell_back: bool = False
+
+
 class _Person:
     """What the importer keeps per person: ids, birth, tallies. Never per event or visit."""
 
-    __slots__ = ("patient_id", "birth", "born", "events", "notes", "first", "last", "visits")
+    __slots__ = (
+        "patient_id", "birth", "born", "events", "notes", "first", "last", "visits", "periods",
+    )  # fmt: skip
 
     def __init__(self, patient_id: int, birth: date | None) -> None:
         self.patient_id = patient_id
@@ -251,6 +394,7 @@ class _Person:
         self.first: datetime | None = None
         self.last: datetime | None = None
         self.visits = 0
+        self.periods: list[str] = []  # observation periods, as shown
 
 
 class _Columns:
@@ -264,11 +408,18 @@ class _Columns:
         self.offset = offset  # rows before this batch: row offset + i + 1 is value i
         self.names = set(batch.schema.names)
         self.problems: list[tuple[int, str, str]] = []  # (row, column, message)
-        self.bad: set[int] = set()
+        self.bad: dict[int, set[str]] = {}  # row index -> the columns that did not parse
 
     def _fail(self, i: int, column: str, message: str) -> None:
         self.problems.append((self.offset + i + 1, column, message))
-        self.bad.add(i)
+        self.bad.setdefault(i, set()).add(column)
+
+    def fail_row(self, i: int, problems: list["_BadValue"]) -> None:
+        """Name each of a row's problems, but not again a column that did not parse."""
+        already = self.bad.get(i, ())
+        for problem in problems:
+            if problem.column not in already:
+                self.problems.append((self.offset + i + 1, problem.column, problem.message))
 
     def _per_value(self, column: str, parse: Any) -> list[Any]:
         out: list[Any] = []
@@ -374,9 +525,15 @@ PROVISIONAL_ORDINAL = 1_000_000_000
 
 
 class OmopLoader:
-    def __init__(self, importer: _Importer, tables: dict[str, Path]) -> None:
+    def __init__(
+        self, importer: _Importer, tables: dict[str, Path], unread: dict[str, Path] | None = None
+    ) -> None:
         self.importer = importer
         self.tables = tables
+        self.unread = unread or {}
+        # Concept ids a present concept table lacks, by the column that used them: their rows
+        # fall back to the source value and the summary names them.
+        self.missing_concepts: dict[str, set[int]] = {}
         self.cohort = CohortWriter(importer, "omop")
         self.has_concepts = "concept" in tables
         self.concepts: dict[int, tuple[str, str, str] | None] = {}  # id -> vocab, code, name
@@ -446,13 +603,21 @@ class OmopLoader:
             self.cohort.write_encounters()
         for name, spec in EVENT_TABLES.items():
             if name in self.tables:
-                self._read(name, ("person_id", spec.date), self._events(spec, f"{name}_id"))
-                self._report_key_repeats(
-                    self.tables[name].name,
-                    f"{name}_id",
-                    f"{name}_id {{id}} appears again (first at row {{first}})",
-                )
+                self._read(name, ("person_id", spec.date), self._events(name, spec))
+                if spec.has_key:
+                    self._report_key_repeats(
+                        self.tables[name].name,
+                        f"{name}_id",
+                        f"{name}_id {{id}} appears again (first at row {{first}})",
+                    )
+        if "observation_period" in self.tables:
+            self._read(
+                "observation_period",
+                ("person_id", "observation_period_start_date"),
+                self._rows(self._observation_period, ()),
+            )
         self.cohort.flush()
+        self._summarise()
         if self.importer.problems.problems:
             return  # the import is refused: no need to finish the records
         self._finish_records()
@@ -500,23 +665,34 @@ class OmopLoader:
                 [columns.ints(c) for c in concept_columns if c in columns.names]
             )
             for i in range(columns.n):
-                if i in columns.bad:
-                    continue
+                # A row with a value that did not parse is still checked, so each of its
+                # problems is named; what it writes goes nowhere (the import is refused).
                 values = {n: column[i] for n, column in values_by_column.items()}
                 try:
                     handle(file, columns.offset + i + 1, values)
                 except _BadValue as exc:
-                    columns.problems.append((columns.offset + i + 1, exc.column, exc.message))
+                    columns.fail_row(i, [exc])
+                except _BadRow as exc:
+                    columns.fail_row(i, exc.problems)
             if after is not None:
                 after()
 
         return handle_batch
 
-    def _value(self, values: dict[str, Any], column: str, parse: Any) -> Any:
-        try:
-            return parse(values.get(column))
-        except (ValueError, TypeError, BadTimestamp) as exc:
-            raise _BadValue(column, str(exc) or f"{values.get(column)!r} is not valid") from None
+    def _summarise(self) -> None:
+        """What the summary adds to the counts: the concepts that fell back, and the CDM's
+        tables that were there but not read."""
+        summary = self.importer.summary
+        for column, ids in sorted(self.missing_concepts.items()):
+            shown = ", ".join(str(i) for i in sorted(ids)[:10]) + (", …" if len(ids) > 10 else "")
+            summary.warnings[
+                f"{column}: concept(s) not in the concept table, shown by source value: {shown}"
+            ] += len(ids)
+        for name, path in sorted(self.unread.items()):
+            if name == "concept_synonym" and self.has_concepts:
+                continue  # read beside concept by the vocabulary service
+            summary.tally(name, "ignored", _row_count(path))
+            summary.files[path.name] = "omop:ignored"
 
     def _concepts(self, file: str, columns: _Columns) -> None:
         ids = columns.ints("concept_id")
@@ -545,53 +721,56 @@ class OmopLoader:
         for concept_id in wanted:
             self.concepts[concept_id] = found.get(concept_id)  # type: ignore[assignment]
 
-    def _concept(self, concept_id: int | None, column: str) -> tuple[str, str] | None:
-        """(code, name) of a concept id; None when empty or 0 ("no matching concept")."""
+    def _concept(self, concept_id: int | None, column: str) -> _Named | None:
+        """The code and name of a concept id; None when empty or 0 ("no matching concept").
+        An id the concept table lacks is a gap in the vocabulary export, not in the record:
+        ``CONCEPT/<id>``, named by the row's source value, counted as a fallback."""
         if not concept_id:
             return None
         if not self.has_concepts:
-            return f"CONCEPT/{concept_id}", ""
+            return _Named(f"CONCEPT/{concept_id}", "")
         concept = self.concepts.get(concept_id, _MISSING)
         if concept is _MISSING:
             self._prefetch_concepts([[concept_id]])
             concept = self.concepts.get(concept_id)
         if concept is None:
-            raise _BadValue(column, f"concept {concept_id} is not in the concept table")
+            self.missing_concepts.setdefault(column, set()).add(concept_id)
+            return _Named(f"CONCEPT/{concept_id}", "", True)
         vocab, code, name = concept  # type: ignore[misc]
-        return f"{vocab}/{code}", name
-
-    def _name(
-        self, file: str, row: int, values: dict[str, Any], column: str
-    ) -> tuple[str, str] | None:
-        return self._concept(self._value(values, column, _int), column)
+        return _Named(f"{vocab}/{code}", name)
 
     def _person(self, file: str, row: int, values: dict[str, Any]) -> None:
-        person_id = self._value(values, "person_id", _int)
+        read = _RowValues(values)
+        person_id = read.get("person_id", _int)
         if person_id is None:
-            raise _BadValue("person_id", "required value is empty")
-        if person_id in self.persons:
-            raise _BadValue("person_id", f"person {person_id} appears twice")
-        birth = self._value(values, "birth_datetime", _when)
+            read.fail("person_id", "required value is empty")
+        elif person_id in self.persons:
+            read.fail("person_id", f"person {person_id} appears twice")
+        birth = read.get("birth_datetime", _when)
         birth_date = birth.date() if birth else None
         if birth_date is None:
-            year = self._value(values, "year_of_birth", _int)
+            year = read.get("year_of_birth", _int)
             if year:
-                month = self._value(values, "month_of_birth", _int) or 1
-                day = self._value(values, "day_of_birth", _int) or 1
+                month = read.get("month_of_birth", _int) or 1
+                day = read.get("day_of_birth", _int) or 1
                 try:
                     birth_date = date(year, month, day)
                 except ValueError as exc:
-                    raise _BadValue("year_of_birth", f"no such birth date ({exc})") from None
+                    read.fail("year_of_birth", f"no such birth date ({exc})")
         demographics = {}
+        fell_back = False
         for target in ("gender", "race", "ethnicity"):
-            named = self._name(file, row, values, f"{target}_concept_id")
+            named = self._concept(read.get(f"{target}_concept_id", _int), f"{target}_concept_id")
             source = _str(values.get(f"{target}_source_value"))
-            demographics[target] = (named[1] if named and named[1] else "") or source
+            demographics[target] = (named.name if named and named.name else "") or source
+            fell_back = fell_back or bool(named and named.fell_back)
+        read.check()
+        self.importer.summary.tally("person", "fell back" if fell_back else "read")
         patient = self.cohort.queue_patient(
             str(person_id),
             file,
             birth_date=birth_date,
-            gender=demographics["gender"][:32],
+            gender=normalise_sex(demographics["gender"])[:32],
             race=demographics["race"][:100],
             ethnicity=demographics["ethnicity"][:100],
         )
@@ -609,30 +788,40 @@ class OmopLoader:
             self.persons[person_id].patient_id = patient.pk  # type: ignore[union-attr]
         self.queued_persons = []
 
-    def _known_person(self, values: dict[str, Any], table: str) -> tuple[int, _Person | None]:
-        person_id = self._value(values, "person_id", _int)
+    def _known_person(self, read: "_RowValues") -> tuple[int | None, _Person | None]:
+        """The row's person id and what is kept of them (None: kept as already imported, or
+        a problem noted on ``read``)."""
+        person_id = read.get("person_id", _int)
         if person_id is None:
-            raise _BadValue("person_id", "required value is empty")
+            read.fail("person_id", "required value is empty")
+            return None, None
         if person_id not in self.persons:
-            raise _BadValue("person_id", f"person {person_id} is not in the person table")
+            read.fail("person_id", f"person {person_id} is not in the person table")
+            return person_id, None
         return person_id, self.persons[person_id]
 
     def _visit(self, file: str, row: int, values: dict[str, Any]) -> None:
-        visit_id = self._value(values, "visit_occurrence_id", _int)
+        read = _RowValues(values)
+        visit_id = read.get("visit_occurrence_id", _int)
         if visit_id is None:
-            raise _BadValue("visit_occurrence_id", "required value is empty")
-        person_id, person = self._known_person(values, "visit_occurrence")
-        start = self._start(values, "visit_start_datetime", "visit_start_date")
-        end = self._value(values, "visit_end_datetime", _when)
+            read.fail("visit_occurrence_id", "required value is empty")
+        person_id, person = self._known_person(read)
+        start = read.start("visit_start_datetime", "visit_start_date")
+        end = read.get("visit_end_datetime", _when)
         if end is None:
-            end_date = self._value(values, "visit_end_date", _when)
+            end_date = read.get("visit_end_date", _when)
             # A date alone ends at the end of that day, so the day's events fall inside the visit.
             end = end_date.replace(hour=23, minute=59, second=59) if end_date else None
-        named = self._name(file, row, values, "visit_concept_id")
-        kind = (named[1] or named[0]) if named else _str(values.get("visit_source_value"))
+        named = self._concept(read.get("visit_concept_id", _int), "visit_concept_id")
+        kind = (named.name or named.code) if named else _str(values.get("visit_source_value"))
+        if person is not None and start is not None:
+            read.check_birth(person, start, person_id, "visit_start_date")
+        read.check()
+        self.importer.summary.tally(
+            "visit_occurrence", "fell back" if named and named.fell_back else "read"
+        )
         encounter_id = None
-        if person is not None:
-            self._check_birth(person, start, person_id, "visit_start_date")
+        if person is not None and start is not None:
             # Written as read, numbered in SQL at the end (visits come in any order).
             person.visits += 1
             encounter = self.cohort.new_encounter(
@@ -648,18 +837,17 @@ class OmopLoader:
         self.visit_table.insert(self.pending_visits)
         self.pending_visits = []
 
-    def _start(self, values: dict[str, Any], dt_column: str, date_column: str) -> datetime:
-        when = self._value(values, dt_column, _when) or self._value(values, date_column, _when)
-        if when is None:
-            raise _BadValue(date_column, "required value is empty")
-        return when
-
-    def _check_birth(self, person: _Person, when: datetime, person_id: int, column: str) -> None:
-        if person.birth is not None and when.date() < person.birth:
-            raise _BadValue(
-                column,
-                f"event on {when.date()} is before person {person_id}'s birth on {person.birth}",
-            )
+    def _observation_period(self, file: str, row: int, values: dict[str, Any]) -> None:
+        """The span the record covers: kept on the patient, not as an event."""
+        read = _RowValues(values)
+        _, person = self._known_person(read)
+        start = read.start("observation_period_start_date", "observation_period_start_date")
+        end = read.get("observation_period_end_date", _when)
+        read.check()
+        self.importer.summary.tally("observation_period", "read")
+        if person is not None and start is not None:
+            shown = f"{start.date()} to {end.date()}" if end else f"from {start.date()}"
+            person.periods.append(shown)
 
     def _report_repeats(self, table: ScratchTable, file: str, column: str, message: str) -> None:
         limit = self.importer.problems.MAX_KEPT
@@ -667,23 +855,25 @@ class OmopLoader:
             self.problem(file, again, column, message.format(id=key, first=first))
 
     # --- events -----------------------------------------------------------------------------
-    def _events(self, spec: EventTable, key: str) -> Any:
+    def _events(self, name: str, spec: EventTable) -> Any:
         def handle_batch(file: str, columns: _Columns) -> None:
-            self._event_batch(file, columns, spec, key)
+            self._event_batch(file, columns, name, spec)
 
         return handle_batch
 
-    def _event_batch(self, file: str, columns: _Columns, spec: EventTable, key: str) -> None:
+    def _event_batch(self, file: str, columns: _Columns, table: str, spec: EventTable) -> None:
         """One batch of an event table: parsed a column at a time, then one lean pass."""
         n = columns.n
-        event_ids = columns.ints(key)
-        self._remember_keys(columns, event_ids)
+        if spec.has_key:
+            self._remember_keys(columns, columns.ints(f"{table}_id"))
         person_ids = columns.ints("person_id")
         whens = columns.times(spec.datetime, spec.date)
+        ends = columns.times(*spec.end) if spec.end else None
         concept_ids = columns.ints(spec.concept)
         visit_ids = columns.ints("visit_occurrence_id")
         sources = columns.texts(spec.source_value)
         note = spec.event_type == "note"
+        death = spec.event_type == "death"
         if note:
             titles = columns.texts("note_title")
             note_texts = columns.texts("note_text")
@@ -693,137 +883,161 @@ class OmopLoader:
             numerics = columns.floats("value_as_number")
             value_texts = columns.texts("value_as_string")
             value_concepts = columns.ints("value_as_concept_id")
+            value_sources = columns.texts("value_source_value")
             unit_sources = columns.texts("unit_source_value")
             unit_concepts = columns.ints("unit_concept_id")
             extra_concepts = [value_concepts, unit_concepts]
         self._prefetch_concepts([concept_ids, *extra_concepts])
-        # Each distinct concept of the batch is resolved once: (code, name), None, or the
-        # problem to name on every row that uses it.
+        # Each distinct concept of the batch is resolved once: a code and name, or None.
         names = self._resolve(concept_ids, spec.concept)
         if note:
             kinds = self._resolve(note_kinds, "note_type_concept_id")
         else:
             value_names = self._resolve(value_concepts, "value_as_concept_id")
+            unit_names = self._resolve(unit_concepts, "unit_concept_id")
             units = {
-                cid: (
-                    named
-                    if isinstance(named, _BadValue)
-                    # UCUM's concept code is the unit ("mg/dL"); a bare concept id is none.
-                    else named[0].split("/", 1)[1]
-                    if named and not named[0].startswith("CONCEPT/")
-                    else ""
-                )
-                for cid, named in self._resolve(unit_concepts, "unit_concept_id").items()
+                # UCUM's concept code is the unit ("mg/dL"); a bare concept id is none.
+                cid: named.code.split("/", 1)[1]
+                if named and not named.code.startswith("CONCEPT/")
+                else ""
+                for cid, named in unit_names.items()
             }
+        has_visits = "visit_occurrence" in self.tables
         visits: dict[Any, tuple[Any, ...]] = {}
-        if "visit_occurrence" in self.tables:
+        if has_visits:
             visits = self.visit_table.lookup(
                 "id", (v for v in visit_ids if v is not None), ("person_id", "encounter_id")
             )
         persons = self.persons
         bad = columns.bad
-        offset = columns.offset
-        problems = columns.problems
         rows = self.cohort.rows
         append = rows.append
         per_encounter: Counter[int] = Counter()
         event_type = spec.event_type
+        read = fell_back = 0
         for i in range(n):
-            if i in bad:
-                continue
-            row = offset + i + 1
-            try:
-                person_id = person_ids[i]
-                if person_id is None:
-                    raise _BadValue("person_id", "required value is empty")
+            # Every check runs, so a row with several bad fields names each of them.
+            problems: list[_BadValue] | None = None
+            person_id = person_ids[i]
+            person: Any = _MISSING
+            if person_id is None:
+                problems = [_BadValue("person_id", "required value is empty")]
+            else:
                 person = persons.get(person_id, _MISSING)
                 if person is _MISSING:
-                    raise _BadValue("person_id", f"person {person_id} is not in the person table")
-                when = whens[i]
-                if when is None:
-                    raise _BadValue(spec.date, "required value is empty")
-                named = names[concept_ids[i]]
-                if isinstance(named, _BadValue):
-                    raise named
-                encounter_id = None
-                visit_id = visit_ids[i]
-                if visit_id is not None and "visit_occurrence" in self.tables:
-                    visit = visits.get(visit_id)
-                    if visit is None:
-                        raise _BadValue(
-                            "visit_occurrence_id", f"visit {visit_id} is not in the table"
-                        )
-                    if visit[0] != person_id:
-                        raise _BadValue(
-                            "visit_occurrence_id", f"visit {visit_id} belongs to another person"
-                        )
-                    encounter_id = visit[1]
-                if person is None:
-                    continue  # kept as already imported
-                born = person.born  # type: ignore[union-attr]
-                if born is not None and when < born:
-                    self._check_birth(person, when, person_id, spec.date)  # type: ignore[arg-type]
-                source = sources[i]
-                code, name = named if named else ("", "")  # concept 0: "no matching concept"
-                name = name or source or code or "unmapped"
-                attributes = (
-                    {"source_value": source} if source and source != name else NO_ATTRIBUTES
-                )
-                person.events += 1
-                if person.first is None or when < person.first:
-                    person.first = when
-                if person.last is None or when > person.last:
-                    person.last = when
-                if encounter_id is not None:
-                    per_encounter[encounter_id] += 1
-                if note:
-                    kind = kinds[note_kinds[i]]
-                    if isinstance(kind, _BadValue):
-                        raise kind
-                    note_type = titles[i] or (kind[1] if kind else "") or name
-                    person.notes += 1
-                    # fmt: off
-                    append((person.patient_id, encounter_id, person.events, when, "note",
-                            code[:120], note_type[:500], "", None, "", note_texts[i],
-                            note_type[:120], attributes))
-                    # fmt: on
+                    problems = [
+                        _BadValue("person_id", f"person {person_id} is not in the person table")
+                    ]
+            when = whens[i]
+            if when is None:
+                problems = problems or []
+                problems.append(_BadValue(spec.date, "required value is empty"))
+            encounter_id = None
+            visit_id = visit_ids[i]
+            if visit_id is not None and has_visits:
+                visit = visits.get(visit_id)
+                message = None
+                if visit is None:
+                    message = f"visit {visit_id} is not in the table"
+                elif person_id is not None and visit[0] != person_id:
+                    message = f"visit {visit_id} belongs to another person"
                 else:
-                    numeric = numerics[i]
-                    value = f"{numeric:g}" if numeric is not None else value_texts[i]
-                    if not value:
-                        as_concept = value_names[value_concepts[i]]
-                        if isinstance(as_concept, _BadValue):
-                            raise as_concept
-                        value = as_concept[1] if as_concept else ""
-                    unit = unit_sources[i]
-                    if not unit:
-                        unit_or_problem = units[unit_concepts[i]]
-                        if isinstance(unit_or_problem, _BadValue):
-                            raise unit_or_problem
-                        unit = unit_or_problem
-                    # fmt: off
-                    append((person.patient_id, encounter_id, person.events, when, event_type,
-                            code[:120], name[:500], value[:100], numeric, unit[:60], "", "",
-                            attributes))
-                    # fmt: on
-            except _BadValue as exc:
-                problems.append((row, exc.column, exc.message))
+                    encounter_id = visit[1]
+                if message:
+                    problems = problems or []
+                    problems.append(_BadValue("visit_occurrence_id", message))
+            if (
+                person is not _MISSING
+                and person is not None
+                and when is not None
+                and person.born is not None
+                and when < person.born
+                and when.date() < person.birth
+            ):
+                problems = problems or []
+                problems.append(
+                    _BadValue(
+                        spec.date,
+                        f"event on {when.date()} is before person {person_id}'s birth "
+                        f"on {person.birth}",
+                    )
+                )
+            if problems or i in bad:
+                columns.fail_row(i, problems or [])
                 continue
+            if person is None:
+                continue  # kept as already imported
+            named = names[concept_ids[i]]
+            source = sources[i]
+            code, name, missing = named if named else ("", "", False)  # 0: no matching concept
+            if death:
+                # MEDS's death code; the concept, when there is one, is the cause.
+                value = (name or source)[:100]
+                attributes = {"cause": code} if code else {}
+                code, name = meds.death_code, "Death"
+            else:
+                name = name or source or code or "unmapped"
+                attributes = {"source_value": source} if source and source != name else {}
+            if ends is not None and ends[i] is not None:
+                attributes["end"] = ends[i].isoformat()  # type: ignore[union-attr]
+            person.events += 1
+            if person.first is None or when < person.first:
+                person.first = when
+            if person.last is None or when > person.last:
+                person.last = when
+            if encounter_id is not None:
+                per_encounter[encounter_id] += 1
+            if note:
+                kind = kinds[note_kinds[i]]
+                missing = missing or bool(kind and kind.fell_back)
+                note_type = titles[i] or (kind.name if kind else "") or name
+                person.notes += 1
+                # fmt: off
+                append((person.patient_id, encounter_id, person.events, when, "note",
+                        code[:120], note_type[:500], "", None, "", note_texts[i],
+                        note_type[:120], attributes or NO_ATTRIBUTES))
+                # fmt: on
+            else:
+                # As OMOP's conventions and meds_etl read a result: the number, else the
+                # string, else the answer concept's name, else the source value (where
+                # Synthea keeps urinalysis results and T-scores).
+                numeric = numerics[i]
+                if numeric is not None:
+                    value = f"{numeric:g}"
+                elif not death:
+                    value = value_texts[i]
+                    as_concept = value_names[value_concepts[i]]
+                    if not value and as_concept:
+                        missing = missing or as_concept.fell_back
+                        value = as_concept.name
+                    if not value:
+                        value = value_sources[i]
+                        numeric = _number_or_none(value) if value else None
+                unit = unit_sources[i]
+                if not unit:
+                    unit_named = unit_names[unit_concepts[i]]
+                    missing = missing or bool(unit_named and unit_named.fell_back)
+                    unit = units[unit_concepts[i]]
+                # fmt: off
+                append((person.patient_id, encounter_id, person.events, when, event_type,
+                        code[:120], name[:500], value[:100], numeric, unit[:60], "", "",
+                        attributes or NO_ATTRIBUTES))
+                # fmt: on
+            if missing:
+                fell_back += 1
+            else:
+                read += 1
             if len(rows) >= EVENT_FLUSH_ROWS:
                 self.cohort.flush()
         if per_encounter:
             self.count_table.insert(per_encounter.items())
+        summary = self.importer.summary
+        summary.tally(table, "read", read)
+        if fell_back:
+            summary.tally(table, "fell back", fell_back)
 
-    def _resolve(
-        self, ids: list[int | None], column: str
-    ) -> dict[int | None, tuple[str, str] | None | _BadValue]:
-        resolved: dict[int | None, tuple[str, str] | None | _BadValue] = {}
-        for concept_id in set(ids):
-            try:
-                resolved[concept_id] = self._concept(concept_id, column)
-            except _BadValue as exc:
-                resolved[concept_id] = exc
-        return resolved
+    def _resolve(self, ids: list[int | None], column: str) -> dict[int | None, _Named | None]:
+        return {concept_id: self._concept(concept_id, column) for concept_id in set(ids)}
 
     def _remember_keys(self, columns: _Columns, ids: list[int | None]) -> None:
         """Primary keys and their rows go to a temporary table; duplicates are found in SQL.
@@ -889,10 +1103,14 @@ class OmopLoader:
                         note_count=p.notes,
                         first_event_at=p.first,
                         last_event_at=p.last,
+                        # OMOP demographics are columns; only the observation periods land here.
+                        demographics=(
+                            {"observation_period": "; ".join(p.periods)} if p.periods else {}
+                        ),
                     )
                     for p in chunk
                 ],
-                ["event_count", "note_count", "first_event_at", "last_event_at"],
+                ["event_count", "note_count", "first_event_at", "last_event_at", "demographics"],
             )
         self.cohort.count(
             patients=len(people),
@@ -902,6 +1120,15 @@ class OmopLoader:
 
 
 _PERSON_CONCEPTS = ("gender_concept_id", "race_concept_id", "ethnicity_concept_id")
+
+
+def _number_or_none(text: str) -> float | None:
+    """A result kept as text ("-2.7") as a number too; None for words ("Negative")."""
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if number == number and abs(number) != float("inf") else None
 
 
 def _repeats(ids: pa.Array, rows: pa.Array) -> list[tuple[int, int, int]]:
@@ -919,8 +1146,11 @@ def _repeats(ids: pa.Array, rows: pa.Array) -> list[tuple[int, int, int]]:
     return found
 
 
-def load_omop(importer: _Importer, tables: dict[str, Path]) -> None:
-    """Load OMOP CDM ``tables`` (by table name) through ``importer`` (inside its transaction)."""
+def load_omop(
+    importer: _Importer, tables: dict[str, Path], unread: dict[str, Path] | None = None
+) -> None:
+    """Load OMOP CDM ``tables`` (by table name) through ``importer`` (inside its transaction);
+    ``unread``: the CDM's other tables found beside them, named in the summary as ignored."""
     # Arrow's default allocator (mimalloc) keeps the CSV blocks' and casts' freed pages: over a
     # 1M-event import its peak grew 1.33x (261 -> 348 MB) while the importer's own data stayed
     # flat. The system allocator (glibc) gives most of them back but still grew 16 MB from 100k
@@ -929,7 +1159,7 @@ def load_omop(importer: _Importer, tables: dict[str, Path]) -> None:
     pool = pa.default_memory_pool()
     pa.set_memory_pool(_import_memory_pool())
     try:
-        OmopLoader(importer, tables).run()
+        OmopLoader(importer, tables, unread).run()
     finally:
         pa.set_memory_pool(pool)
 

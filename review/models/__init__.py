@@ -19,7 +19,7 @@ from .records import (
     TaxonomyEntry,
 )
 from .reviews import Assignment, ErrorTag, ResponseJudgement, Review, response_label
-from .studies import Study, StudyResponse
+from .studies import SamplingDraw, Study, StudyResponse
 from .vocabulary import EventNameSynonym
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "ResponseJudgement",
     "Review",
     "Role",
+    "SamplingDraw",
     "Study",
     "StudyResponse",
     "TaxonomyEntry",

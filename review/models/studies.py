@@ -74,3 +74,35 @@ class StudyResponse(models.Model):
 
     def __str__(self) -> str:
         return f"response {self.response_id} in study {self.study_id}"
+
+
+class SamplingDraw(models.Model):
+    """An instruction's turn in an adaptive study (``review.services.adaptive``).
+
+    Each instruction of an adaptive study is walked once, in the wave its place in the
+    study's seeded order puts it: it gets the probability ``probability`` of being reviewed,
+    fixed from what was known before the wave, and is reviewed when ``draw`` (a uniform number
+    from the study's seed) falls below it. The estimates weight its reviews by
+    ``1 / probability`` (active inference), so the probability is kept for ever.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="draws")
+    instruction = models.ForeignKey(Instruction, on_delete=models.CASCADE, related_name="+")
+    wave = models.PositiveIntegerField()  # 1, 2, …
+    probability = models.FloatField()
+    draw = models.FloatField()
+    drawn = models.BooleanField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["study", "wave", "instruction"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "instruction"], name="unique_sampling_draw"),
+            models.CheckConstraint(
+                condition=models.Q(probability__gt=0) & models.Q(probability__lte=1),
+                name="sampling_probability_in_0_1",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"instruction {self.instruction_id} in wave {self.wave} (p={self.probability:.3f})"

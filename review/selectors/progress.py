@@ -112,6 +112,13 @@ class DatasetDetail:
     page: Page
 
 
+# Opening a review creates it (its order is drawn then) but is not work: a draft counts as in
+# progress from its first edit, as the clinician's queue counts it (selectors.reviews).
+_WORKED_ON = Q(review__status=Review.Status.REOPENED) | Q(
+    review__status=Review.Status.DRAFT, review__edited_at__isnull=False
+)
+
+
 def clinicians_progress(dataset: Dataset) -> list[ClinicianProgress]:
     """One row per clinician with assignments in ``dataset`` (one query, grouped in SQL)."""
     rows = (
@@ -120,10 +127,7 @@ def clinicians_progress(dataset: Dataset) -> list[ClinicianProgress]:
         .annotate(
             assigned=Count("id"),
             submitted=Count("id", filter=Q(review__status=Review.Status.SUBMITTED)),
-            in_progress=Count(
-                "id",
-                filter=Q(review__status__in=[Review.Status.DRAFT, Review.Status.REOPENED]),
-            ),
+            in_progress=Count("id", filter=_WORKED_ON),
             reopened=Count("id", filter=Q(review__status=Review.Status.REOPENED)),
             last_activity=Max("review__updated_at"),
         )
@@ -144,6 +148,12 @@ def clinicians_progress(dataset: Dataset) -> list[ClinicianProgress]:
     ]
 
 
+def _row_status(review: Review | None) -> str:
+    if review is None or (review.status == Review.Status.DRAFT and review.edited_at is None):
+        return "new"
+    return str(review.status)
+
+
 def dataset_progress_detail(
     dataset: Dataset, *, page_number: int | str = 1, status: str = ""
 ) -> DatasetDetail:
@@ -156,7 +166,16 @@ def dataset_progress_detail(
     instructions = Instruction.objects.filter(dataset=dataset).order_by("pk")
     if status == "new":
         instructions = instructions.filter(
-            assignments__isnull=False, assignments__review__isnull=True
+            Q(assignments__isnull=False, assignments__review__isnull=True)
+            | Q(
+                assignments__review__status=Review.Status.DRAFT,
+                assignments__review__edited_at__isnull=True,
+            )
+        )
+    elif status == Review.Status.DRAFT:
+        instructions = instructions.filter(
+            assignments__review__status=Review.Status.DRAFT,
+            assignments__review__edited_at__isnull=False,
         )
     elif status in Review.Status.values:
         instructions = instructions.filter(assignments__review__status=status)
@@ -186,6 +205,7 @@ def dataset_progress_detail(
             "review__submitted_at",
             "review__updated_at",
             "review__reopen_reason",
+            "review__edited_at",
         )
         .order_by("instruction_id", "clinician__email")
     )
@@ -195,7 +215,7 @@ def dataset_progress_detail(
             ReviewRow(
                 review_id=review.pk if review else None,
                 clinician_email=a.clinician.email,
-                status=review.status if review else "new",
+                status=_row_status(review),
                 submitted_at=review.submitted_at if review else None,
                 updated_at=review.updated_at if review else None,
                 reopen_reason=review.reopen_reason if review else "",

@@ -5,6 +5,7 @@ model, and the page addresses responses by per-review handles, never by database
 """
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -35,6 +36,10 @@ class QueueItem:
     updated_at: datetime | None
     # Set while an admin has reopened the review: their reason, for the clinician to read.
     reopen_reason: str = ""
+    study_id: int | None = None
+    # Set where the clinician is asked the same instruction in several rounds: the row names its
+    # round and its link carries ``?study=`` (without it the page opens the latest round).
+    round_label: str = ""
 
 
 @dataclass
@@ -79,9 +84,13 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
             "review__updated_at",
             "review__edited_at",
             "review__reopen_reason",
+            "study__id",
+            "study__round",
+            "study__name",
         )
         .order_by("id")
     )
+    per_instruction = Counter(a.instruction_id for a in assignments)
     every = []
     for a in assignments:
         review = getattr(a, "review", None)
@@ -99,6 +108,12 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
                 reopen_reason=(
                     review.reopen_reason
                     if review and review.status == Review.Status.REOPENED
+                    else ""
+                ),
+                study_id=a.study_id,
+                round_label=(
+                    f"Round {a.study.round}: {a.study.name}"
+                    if per_instruction[a.instruction_id] > 1 and a.study is not None
                     else ""
                 ),
             )
@@ -122,22 +137,30 @@ def clinician_has_assignments(user: User) -> bool:
     return Assignment.objects.filter(clinician=user).exists()
 
 
-def clinician_next_instruction(user: User, *, after_assignment: int | None = None) -> int | None:
-    """The instruction (pk) of the next unfinished assignment, in queue order.
+def clinician_next_instruction(
+    user: User, *, after_assignment: int | None = None
+) -> tuple[int, int | None] | None:
+    """The instruction (pk) of the next unfinished assignment, in queue order, with its study's
+    id where the clinician holds that instruction in several rounds (else None: the page's
+    default, the latest round, is the right one).
 
     With ``after_assignment`` it is the first unfinished one after that assignment, wrapping
     around, so "next" from a review page moves forward through the queue.
     """
-    rows = list(
+    every = list(
         Assignment.objects.filter(clinician=user)
-        .exclude(review__status=Review.Status.SUBMITTED)
         .order_by("id")
-        .values_list("id", "instruction_id")
+        .values_list("id", "instruction_id", "study_id", "review__status")
     )
+    held = Counter(instruction_id for _, instruction_id, _, _ in every)
+    rows = [r for r in every if r[3] != Review.Status.SUBMITTED]
     if after_assignment is not None:
         later = [r for r in rows if r[0] > after_assignment]
         rows = later + [r for r in rows if r[0] < after_assignment]
-    return rows[0][1] if rows else None
+    if not rows:
+        return None
+    _, instruction_id, study_id, _ = rows[0]
+    return instruction_id, (study_id if held[instruction_id] > 1 else None)
 
 
 @dataclass

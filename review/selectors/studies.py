@@ -3,6 +3,7 @@ instructions have started (their sets are frozen), and a fingerprint every repor
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import QuerySet
 
@@ -29,6 +30,14 @@ def study_response_rows(*, study_id: int, instruction_id: int) -> list[ResponseR
 def study_current(dataset: Dataset) -> Study | None:
     """The dataset's latest round, where new assignments and imports go by default."""
     return Study.objects.filter(dataset=dataset).order_by("-round").first()
+
+
+def study_names(study_ids: set[int]) -> list[str]:
+    """How a message names rounds: "<dataset>: Round <n> (<name>)"."""
+    return [
+        f"{s.dataset.name}: Round {s.round} ({s.name})"
+        for s in Study.objects.filter(pk__in=study_ids).select_related("dataset")
+    ]
 
 
 def studies_of(dataset: Dataset) -> QuerySet[Study]:
@@ -58,6 +67,11 @@ class ResponseSetSummary:
     responses: int
     models: dict[str, int] = field(default_factory=dict)  # model name -> responses in the set
     fingerprint: str = ""  # sha256 over (instruction id, model name) pairs, sorted
+    # How the study's instructions were assigned (uniform, or adaptive with its recorded
+    # parameters): an adaptive study's unweighted statistics over-represent the instructions
+    # chosen for doubt, so every report names the design.
+    assignment_mode: str = "uniform"
+    assignment_params: dict[str, object] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -69,6 +83,8 @@ class ResponseSetSummary:
             "responses": self.responses,
             "models": self.models,
             "fingerprint": self.fingerprint,
+            "assignment_mode": self.assignment_mode,
+            "assignment_params": self.assignment_params,
         }
 
 
@@ -94,6 +110,8 @@ def response_set_summary(study: Study) -> ResponseSetSummary:
         responses=len(pairs),
         models=dict(sorted(models.items())),
         fingerprint=digest,
+        assignment_mode=study.assignment_mode,
+        assignment_params=dict(study.assignment_params or {}),
     )
 
 
@@ -117,6 +135,8 @@ class ModelGroup:
     # Study id -> responses of this model in its set.
     in_studies: dict[int, int] = field(default_factory=dict)
     runs: set[int] = field(default_factory=set)  # generation runs that produced them
+    # Responses in at least one study: a response in two rounds (a copied set) counts once.
+    in_any_study: set[int] = field(default_factory=set)
 
     @property
     def source(self) -> str:
@@ -126,7 +146,7 @@ class ModelGroup:
 
     @property
     def candidates(self) -> int:
-        return self.responses - sum(self.in_studies.values()) - self.retired
+        return self.responses - len(self.in_any_study) - self.retired
 
 
 @dataclass
@@ -135,6 +155,8 @@ class StudyRow:
     summary: ResponseSetSummary
     started: int  # instructions whose response set is frozen
     assignments: int
+    adaptive: Any = None  # review.selectors.adaptive.AdaptiveState, adaptive studies only
+    predictors: list[tuple[int, str]] = field(default_factory=list)
 
 
 def studies_overview(dataset: Dataset) -> tuple[list[StudyRow], list[ModelGroup]]:
@@ -151,13 +173,14 @@ def studies_overview(dataset: Dataset) -> tuple[list[StudyRow], list[ModelGroup]
         group.retired += retired_at is not None
         if isinstance(run, int):
             group.runs.add(run)
-    for study_id, name in (
+    for study_id, response_id, name in (
         StudyResponse.objects.filter(study__dataset=dataset)
-        .values_list("study_id", "response__model_name")
+        .values_list("study_id", "response_id", "response__model_name")
         .order_by()
     ):
         in_studies = groups[name].in_studies
         in_studies[study_id] = in_studies.get(study_id, 0) + 1
+        groups[name].in_any_study.add(response_id)
     rows = []
     for study in studies_of(dataset).select_related("dataset"):
         rows.append(

@@ -134,8 +134,12 @@ def assignments_create(
     overlap: int,
     actor: User | None,
     study: Study | None = None,
+    adaptive_wave: bool = False,
 ) -> AssignmentPlan:
     """Top every instruction up to ``overlap`` clinicians of its study, balanced; audited.
+
+    An adaptive study is assigned only by its waves (``review.services.adaptive`` passes
+    ``adaptive_wave``): an assignment outside them would have no known probability.
 
     The unique (study, instruction, clinician) constraint is the last line of defence against a
     concurrent run: a pair another admin created meanwhile is skipped, not duplicated.
@@ -148,6 +152,16 @@ def assignments_create(
         actor=actor,
         create_study=True,
     )
+    if (
+        not adaptive_wave
+        and Study.objects.filter(
+            pk__in=set(plan.studies.values()), assignment_mode=Study.AssignmentMode.ADAPTIVE
+        ).exists()
+    ):
+        raise AssignmentError(
+            "This study is assigned adaptively: its instructions go out in waves, from its "
+            "studies page or 'manage.py assign'."
+        )
     Assignment.objects.bulk_create(
         [
             Assignment(

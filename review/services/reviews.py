@@ -184,13 +184,18 @@ def _set_ids(assignment: Assignment, response_ids: list[int] | None) -> list[int
     """The study's response ids for the assignment's instruction; call inside a transaction."""
     connection = transaction.get_connection()
     if connection.vendor == "postgresql":
-        # FOR SHARE: starting reviews never wait for each other, only for a change to the set
-        # (``study_add_responses`` locks the study FOR UPDATE).
+        # FOR SHARE OF the study: starting reviews never wait for each other, only for a change to
+        # the set (``study_add_responses`` locks the study FOR UPDATE). The ids are read again under
+        # the lock, in the same statement: what was read before it may already be stale. The LEFT
+        # JOIN takes the lock even when the set is empty.
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT 1 FROM review_study WHERE id = %s FOR SHARE", [assignment.study_id]
+                "SELECT sr.response_id FROM review_study s LEFT JOIN review_studyresponse sr"
+                " ON sr.study_id = s.id AND sr.instruction_id = %s"
+                " WHERE s.id = %s FOR SHARE OF s",
+                [assignment.instruction_id, assignment.study_id],
             )
-        response_ids = None
+            return [row[0] for row in cursor.fetchall() if row[0] is not None]
     if response_ids is None:
         response_ids = _SET_IDS.all(
             study_id=assignment.study_id, instruction_id=assignment.instruction_id

@@ -33,8 +33,9 @@ from review.selectors.reviews import (
     instruction_responses,
     review_page_data,
 )
+from review.selectors.studies import study_current, study_names
 from review.services import reviews as review_services
-from review.services.assignments import assignments_create, assignments_plan
+from review.services.assignments import AssignmentError, assignments_create, assignments_plan
 from review.services.audit import audit_record, audit_record_many
 from review.urlcache import url_for
 
@@ -63,8 +64,8 @@ def next_review(request: HttpRequest) -> HttpResponse:
         after = int(request.GET["after"]) if request.GET.get("after") else None
     except ValueError:
         after = None
-    instruction_pk = clinician_next_instruction(request.user, after_assignment=after)
-    if instruction_pk is None:
+    found = clinician_next_instruction(request.user, after_assignment=after)
+    if found is None:
         # Two different situations: "all done" must not be claimed when nothing was assigned.
         if clinician_has_assignments(request.user):
             messages.success(request, "Nothing left to review: every assignment is submitted.")
@@ -74,7 +75,9 @@ def next_review(request: HttpRequest) -> HttpResponse:
                 "Nothing is assigned to you yet: an admin will assign instructions to review.",
             )
         return redirect("clinician_queue")
-    return redirect("clinician_review", instruction_id=instruction_pk)
+    instruction_pk, study_id = found
+    url = url_for("clinician_review", instruction_pk)
+    return redirect(url if study_id is None else f"{url}?study={study_id}")
 
 
 # --- the review page ----------------------------------------------------------------------------
@@ -400,25 +403,36 @@ def review_submit(request: HttpRequest, review_id: int) -> JsonResponse:
 def admin_assign(request: HttpRequest) -> HttpResponse:
     form = AssignForm(request.POST or None)
     plan = None
+    study = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         instructions = instructions_for_assignment(
             dataset=data["dataset"], specialty=data["specialty"], category=data["category"]
         )
         clinicians = list(data["clinicians"])
+        study = data["study"]
         if request.POST.get("action") == "create":
-            plan = assignments_create(
-                instructions=instructions,
-                clinicians=clinicians,
-                overlap=data["overlap"],
-                actor=request.user,
-            )
+            try:
+                plan = assignments_create(
+                    instructions=instructions,
+                    clinicians=clinicians,
+                    overlap=data["overlap"],
+                    study=study,
+                    actor=request.user,
+                )
+            except AssignmentError as exc:
+                messages.error(request, str(exc))
+                return redirect("admin_assign")
+            names = ", ".join(sorted(study_names(set(plan.studies.values())))) or "no study"
             messages.success(
                 request,
-                f"Created {plan.created} assignments for {plan.instructions} instructions.",
+                f"Created {plan.created} assignments for {plan.instructions} instructions "
+                f"in {names}.",
             )
             return redirect("admin_assign")
         plan = assignments_plan(
-            instructions=instructions, clinicians=clinicians, overlap=data["overlap"]
+            instructions=instructions, clinicians=clinicians, overlap=data["overlap"], study=study
         )
-    return render(request, "review/admin/assign.html", {"form": form, "plan": plan})
+        # The round the plan fills, named before anything is created.
+        study = study or study_current(data["dataset"])
+    return render(request, "review/admin/assign.html", {"form": form, "plan": plan, "study": study})

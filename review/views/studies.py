@@ -11,7 +11,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from review import access
 from review.models import Dataset, ModelResponse, Study, User
+from review.selectors.adaptive import DEFAULTS, adaptive_state, predictor_choices
+from review.selectors.assignments import clinicians_approved
 from review.selectors.studies import studies_overview
+from review.services import adaptive as adaptive_services
 from review.services import studies as services
 
 
@@ -24,15 +27,31 @@ class RoundForm(forms.Form):
     copy_from = forms.IntegerField(required=False)
 
 
+class AdaptiveForm(forms.Form):
+    predictor = forms.IntegerField(required=False)
+    overlap = forms.IntegerField(min_value=1, max_value=20, initial=DEFAULTS["overlap"])
+    min_probability = forms.FloatField(min_value=0.001, max_value=1.0)
+    budget = forms.FloatField(min_value=0.001, max_value=1.0)
+    waves = forms.IntegerField(min_value=1, max_value=50)
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+
+
 @require_GET
 @access.admin_required
 def studies_page(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = get_object_or_404(Dataset, pk=dataset_id)
     rows, groups = studies_overview(dataset)
+    for row in rows:
+        # Adaptive studies: the next wave and the stopping rule; uniform ones not yet
+        # assigned: the predictors an adaptive design could use.
+        if row.study.assignment_mode == Study.AssignmentMode.ADAPTIVE:
+            row.adaptive = adaptive_state(row.study)
+        elif not row.assignments:
+            row.predictors = predictor_choices(row.study)
     return render(
         request,
         "review/admin/studies.html",
-        {"dataset": dataset, "rows": rows, "groups": groups},
+        {"dataset": dataset, "rows": rows, "groups": groups, "defaults": DEFAULTS},
     )
 
 
@@ -147,3 +166,55 @@ def study_new_round(request: HttpRequest, dataset_id: int) -> HttpResponse:
             "assignments are its own.",
         )
     return _back(dataset.pk)
+
+
+@access.admin_required
+@require_POST
+def study_adaptive_design(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = get_object_or_404(Study.objects.select_related("dataset"), pk=study_id)
+    form = AdaptiveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Check the adaptive design's parameters.")
+        return _back(study.dataset_id)
+    data = form.cleaned_data
+    choices = dict(predictor_choices(study))
+    if data["predictor"] is not None and data["predictor"] not in choices:
+        messages.error(request, "Choose a metric with scores on this study's responses.")
+        return _back(study.dataset_id)
+    try:
+        adaptive_services.study_set_adaptive(
+            study=study,
+            actor=_admin(request),
+            predictor_config_id=data["predictor"],
+            predictor=choices.get(data["predictor"], "") if data["predictor"] else "",
+            overlap=data["overlap"],
+            min_probability=data["min_probability"],
+            budget=data["budget"],
+            waves=data["waves"],
+            seed=data["seed"],
+            request=request,
+        )
+    except services.StudyError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{study.name} is now assigned adaptively.")
+    return _back(study.dataset_id)
+
+
+@access.admin_required
+@require_POST
+def study_adaptive_wave(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = get_object_or_404(Study.objects.select_related("dataset"), pk=study_id)
+    try:
+        result, _ = adaptive_services.adaptive_assign_wave(
+            study=study, clinicians=clinicians_approved(), actor=_admin(request), request=request
+        )
+    except services.StudyError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"Wave {result.wave}: {result.drawn} of {result.walked} instructions drawn "
+            f"({result.expected:.1f} expected); {result.assignments.created} assignments created.",
+        )
+    return _back(study.dataset_id)

@@ -8,7 +8,6 @@ non-finite float becomes ``None`` (PostgreSQL's jsonb rejects NaN).
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections.abc import Iterable, Mapping
@@ -88,8 +87,9 @@ def compute_results(
     cluster_of = {row["metric"]: row["cluster"] for row in significance["clusters"]}
     loo = st.leave_one_clinician_out(table, scores)
     correlation = []
+    correlations = st.metric_correlations(table, scores, **boot)
     for key, values in scores.items():
-        corr = st.metric_correlation(table, values, **boot)
+        corr = correlations[key]
         acc = st.pairwise_accuracy(table, values, **boot)
         acc23 = st.tie_calibrated_accuracy(table, values, **boot)
         system = st.system_level_tau(table, values)
@@ -131,10 +131,7 @@ def compute_results(
             }
         )
 
-    paired = []
-    for a, b in itertools.combinations(scores, 2):
-        test = st.paired_bootstrap_test(table, scores[a], scores[b], **boot)
-        paired.append({"metric_a": a, "metric_b": b, **test})
+    paired = st.paired_bootstrap_tests(table, scores, **boot)
 
     models, matrix = st.win_rate_matrix(table)
     breakdowns: dict[str, Any] = {}

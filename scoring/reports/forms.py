@@ -35,7 +35,8 @@ class ReportForm(forms.Form):
         required=False,
         label="Add a metric learned from the clinicians",
         help_text="A pairwise ranking model over the metric scores, response length and MiniLM "
-        "embeddings, evaluated by cross-validation grouped by instruction (adds seconds to "
+        "embeddings, evaluated by cross-validation with folds by patient, so no patient is "
+        "both learned from and tested on (adds seconds to "
         "minutes: every text is embedded).",
     )
 

@@ -80,8 +80,9 @@ def report_page(results: dict[str, Any]) -> dict[str, Any]:
             plots.interval_chart(
                 accuracy_rows,
                 "Pairwise accuracy (pooled over pairs)",
-                "Share of pairs ordered as clinicians",
+                "Share of pairs ordered as clinicians (dashed: chance, 0.5)",
                 (0, 1),
+                reference=0.5,
             )
         )
         if accuracy_rows

@@ -208,10 +208,12 @@ def interval_chart(
     title: str,
     x_label: str,
     x_range: tuple[float, float] | None = (-1.0, 1.0),
+    reference: float = 0.0,
 ) -> str:
     """Horizontal point-and-interval chart (forest plot), one row per ``{label, value, lo, hi}``.
 
-    A dashed zero line is drawn when 0 is in range; the axis is widened (never clipped) when a
+    A dashed line is drawn at ``reference`` (no agreement: 0 for tau, 0.5, chance, for pairwise
+    accuracy) when it is in range; the axis is widened (never clipped) when a
     value or bound falls outside ``x_range``; ``x_range=None`` fits the data. Each row prints
     ``value [lo, hi]`` at the right; a row without a finite value says "no data".
     """
@@ -248,8 +250,8 @@ def interval_chart(
         x = sx(t)
         body.append(f"<line {_attrs(x1=x, y1=top, x2=x, y2=axis_y, stroke=GRID)}/>")
         body.append(_text(x, axis_y + 16, _tick_label(t, step), text_anchor="middle", fill=GREY))
-    if x_lo <= 0.0 <= x_hi:
-        z = sx(0.0)
+    if x_lo <= reference <= x_hi:
+        z = sx(reference)
         body.append(
             f"<line {_attrs(class_='zero', x1=z, y1=top - 4, x2=z, y2=axis_y, stroke=INK)} "
             'stroke-dasharray="4 3"/>'

@@ -166,6 +166,11 @@ def test_the_comment_box_grows_counts_and_refuses_over_the_limit(live_server, pa
     pasted = "x" * 6_900
     box.fill(pasted)
     assert box.input_value() == pasted  # never cut
+    # One unbroken run (a pasted URL, a row of symbols) wraps inside the card: the walk-through
+    # saw a 44,000 px wide box and, on a phone, a page 714 px wide.
+    card_box = card.bounding_box()
+    assert box.bounding_box()["width"] <= card_box["width"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
     expect(counter).to_contain_text("6,900 / 5,000 characters: 1,900 over the limit")
     expect(box).to_have_attribute("aria-invalid", "true")
     expect(page.locator("#save-status")).to_have_text(

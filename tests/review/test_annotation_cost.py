@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.test.signals import template_rendered
 from django.urls import reverse
 
@@ -36,7 +37,11 @@ _CACHE_READS = 2 if settings.CACHES["default"]["BACKEND"].endswith("DatabaseCach
 # Before: 9, with the user row read on every request and the responses read twice; 15 before
 # that, with the review INSERTed, then UPDATEd with its order, six empty judgement rows INSERTed
 # (two transactions), the error tags read and the excerpt rendered on every view.
-FIRST_OPEN_QUERIES = 7 + _CACHE_READS
+# On PostgreSQL one more: the study's response set read again under a FOR SHARE lock on the study,
+# so a set being changed (``study_add_responses``) cannot slip between the read and the INSERT
+# (review.services.reviews._set_ids). SQLite serialises writers, so the first read stands.
+_SET_LOCK = 1 if connection.vendor == "postgresql" else 0
+FIRST_OPEN_QUERIES = 7 + _CACHE_READS + _SET_LOCK
 # Later opens: assignment with review, responses, excerpt, audit; once the review has been saved,
 # its judgement rows (and their tags, when there are rows) too. Before: 5, and 9 before that.
 REOPEN_QUERIES = 4 + _CACHE_READS

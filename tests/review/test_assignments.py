@@ -152,3 +152,47 @@ def test_default_error_tags_are_seeded():
         "unsafe",
         "not-followed",
     ]
+
+
+def test_the_admin_page_assigns_in_the_round_it_names_never_silently_the_newest(
+    client, instructions, clinicians
+):
+    # Walk-through finding: with a second round present, the page put new work into it without
+    # saying so; an admin topping up Round 1 filled Round 2.
+    from review.services.studies import study_create
+
+    admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
+    dataset = instructions[0].dataset
+    first = factories.study_for(dataset)
+    second = study_create(dataset=dataset, name="Round 2", actor=admin)
+    client.force_login(admin)
+    url = reverse("admin_assign")
+    form = {
+        "dataset": dataset.pk,
+        "category": "diagnosis support",
+        "overlap": 1,
+        "clinicians": [c.pk for c in clinicians],
+    }
+    refused = client.post(url, {**form, "action": "preview"})
+    assert refused.status_code == 200 and refused.context["plan"] is None
+    assert "2 rounds" in str(refused.context["form"].errors["study"])
+    preview = client.post(url, {**form, "study": first.pk, "action": "preview"})
+    assert preview.context["plan"].created == 4
+    assert "Round 1" in preview.content.decode()
+    created = client.post(url, {**form, "study": first.pk, "action": "create"}, follow=True)
+    assert "Round 1" in created.content.decode()
+    assert set(Assignment.objects.values_list("study", flat=True)) == {first.pk}
+    assert second.pk != first.pk
+
+
+def test_the_admin_page_marks_clinicians_who_can_also_see_model_names(
+    client, instructions, clinicians
+):
+    admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
+    factories.make_user("both@example.edu", roles=[Role.CLINICIAN, Role.RESEARCHER])
+    client.force_login(admin)
+    page = client.get(reverse("admin_assign")).content.decode()
+    label = page[page.index("both@example.edu") :][:300]
+    assert "also a researcher" in label
+    plain = page[page.index(clinicians[0].email) :][:120]
+    assert "also a researcher" not in plain

@@ -244,6 +244,8 @@ RULES: dict[str, Rule] = {
     "admin_model_retire": admin_only("405", kwargs=lambda w: {"dataset_id": w.dataset.pk}),
     "admin_study_add_model": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
     "admin_study_remove_model": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
+    "admin_study_adaptive_design": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
+    "admin_study_adaptive_wave": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
     # --- scoring runs: researchers and admins ------------------------------------------------
     "scoring_runs": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
     "scoring_run_detail": R(

@@ -24,7 +24,7 @@ def test_the_demo_release_carries_a_synthetic_meds_cohort(tmp_path: Path) -> Non
     assert meds_patients.count() == 3
     first = meds_patients.get(person_id=str(FIRST_SUBJECT_ID))
     assert first.demographics == {"NOTICE/SYNTHETIC": "SYNTHETIC DEMO DATA - not a real patient"}
-    assert first.birth_date is not None and first.gender in ("F", "M")
+    assert first.birth_date is not None and first.gender in ("FEMALE", "MALE")
     instructions = Instruction.objects.filter(patient__source_format="meds")
     assert instructions.count() == 3
     assert ModelResponse.objects.filter(instruction__in=instructions).count() == 3 * 6

@@ -88,7 +88,7 @@ def test_it_imports_a_meds_cohort_as_patients_encounters_events_and_notes(tmp_pa
     assert summary.counts["notes"] == 1
     assert summary.files == {"metadata/codes.parquet": "meds:codes", "data/0.parquet": "meds"}
     one = Patient.objects.get(person_id="1")
-    assert (one.gender, one.race, one.birth_date) == ("F", "Asian", date(1960, 1, 2))
+    assert (one.gender, one.race, one.birth_date) == ("FEMALE", "Asian", date(1960, 1, 2))
     assert one.demographics == {"PAYER/Medicare": "yes"}
     assert one.source_format == "meds"
     assert (one.event_count, one.note_count) == (8, 1)

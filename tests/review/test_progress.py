@@ -9,6 +9,7 @@ from django.contrib.messages import get_messages
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from review.models import Assignment, AuditEvent, Review, Role, User
 from review.selectors.assignments import clinicians_approved
@@ -149,8 +150,22 @@ def test_the_progress_page_shows_each_clinicians_progress_and_each_instructions_
 ):
     dataset, instructions, clinician, other, admin, assignments = setup
     submit(client, clinician, assignments[0])
-    review_get_or_start(assignment=assignments[1])  # opened, not submitted
+    opened = review_get_or_start(assignment=assignments[1])  # opened, nothing edited yet
     client.force_login(admin)
+    # Opening is not work (as the clinician's queue says): the walk-through found 42 reviews a
+    # clinician had only looked at counted "in progress" here while their queue said 1.
+    detail = client.get(reverse("progress_dataset", args=[dataset.pk])).context["detail"]
+    by_email = {c.email: c for c in detail.clinicians}
+    assert (by_email["clin@example.edu"].in_progress, by_email["clin@example.edu"].not_started) == (
+        0,
+        2,
+    )
+    rows = {r.instruction_id: r for r in detail.instructions}
+    assert [r.status for r in rows["I-PROG-1"].reviews] == ["new"]
+    assert [
+        r.instruction_id for r in dataset_progress_detail(dataset, status="draft").instructions
+    ] == []
+    Review.objects.filter(pk=opened.pk).update(edited_at=timezone.now())  # what a save records
     response = client.get(reverse("progress_dataset", args=[dataset.pk]))
     assert response.status_code == 200
     detail = response.context["detail"]
@@ -158,6 +173,9 @@ def test_the_progress_page_shows_each_clinicians_progress_and_each_instructions_
     assert (by_email["clin@example.edu"].assigned, by_email["clin@example.edu"].submitted) == (3, 1)
     assert by_email["clin@example.edu"].in_progress == 1
     assert by_email["clin@example.edu"].not_started == 1
+    assert [
+        r.instruction_id for r in dataset_progress_detail(dataset, status="draft").instructions
+    ] == ["I-PROG-1"]
     assert (by_email["other@example.edu"].assigned, by_email["other@example.edu"].submitted) == (
         1,
         0,

@@ -442,3 +442,21 @@ def test_decision_emails_link_to_the_sites_address(
     decision = [m for m in mail.outbox if m.to == [world.applicant.email]]
     assert len(decision) == 1
     assert expected in decision[0].body and "localhost:8000" not in decision[0].body
+
+
+def test_an_institutional_email_the_account_already_verified_is_not_asked_again(world, client):
+    # Walk-through finding: an applicant who signed up with their hospital address (verified by
+    # allauth's link minutes before) was told it was "not confirmed yet" and sent a second link.
+    from django.core import mail
+
+    user = factories.make_user("sam@hospital.example.org", full_name="Sam Same")
+    application = _applied_through_the_page(client, user, "Sam@Hospital.example.org")
+    assert application.institutional_email_verified_at is not None
+    assert [m for m in mail.outbox if "verify-email" in m.body] == []
+    # An address the account has but never verified proves nothing.
+    other = factories.make_user("uv@example.edu", full_name="Una Verified")
+    from allauth.account.models import EmailAddress
+
+    EmailAddress.objects.create(user=other, email="uv@hospital.example.org", verified=False)
+    pending = _applied_through_the_page(client, other, "uv@hospital.example.org")
+    assert pending.institutional_email_verified_at is None

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from review.blinding import MASK
 from review.models import AuditEvent, ModelResponse, Review, Role, StudyResponse
-from review.selectors.studies import response_set_summary
+from review.selectors.studies import response_set_summary, studies_overview
 from review.services import studies as services
 from review.services.reviews import review_get_or_start
 from tests import factories
@@ -232,3 +232,46 @@ def test_an_installation_can_forbid_the_clinician_researcher_combination(setting
     applicant = factories.make_user("new@example.edu")
     with pytest.raises(AccountsError, match="FORBID_CLINICIAN_RESEARCHER"):
         factories.make_approved(applicant, [Role.CLINICIAN, Role.RESEARCHER])
+
+
+def test_a_clinician_asked_in_two_rounds_reaches_each_from_the_queue_and_next(client, world):
+    # Walk-through finding: the queue listed the instruction twice, both rows opening the latest
+    # round, so the first round's review could not be reached; nothing said which row was which.
+    dataset, admin, clinician, instructions, assignments = world
+    first = factories.study_for(dataset)
+    second = services.study_create(
+        dataset=dataset, name="Round 2", actor=admin, copy_responses_from=first
+    )
+    later = factories.assign(instructions[0], clinician, study=second)
+    factories.sign_in(client, clinician)
+    page = client.get(reverse("clinician_queue")).content.decode()
+    base = reverse("clinician_review", args=[instructions[0].pk])
+    assert f'href="{base}?study={first.pk}"' in page
+    assert f'href="{base}?study={second.pk}"' in page
+    assert "Round 2" in page and "Round 1" in page
+    # An instruction asked in one round only keeps its plain link.
+    assert f'href="{reverse("clinician_review", args=[instructions[1].pk])}"' in page
+    # Each link opens its own round's review.
+    client.get(f"{base}?study={first.pk}")
+    client.get(f"{base}?study={second.pk}")
+    assert {r.assignment_id for r in Review.objects.filter(assignment__clinician=clinician)} == {
+        assignments[0].pk,
+        later.pk,
+    }
+    # "Next" names the round wherever the instruction is ambiguous: after the last round-1
+    # assignment comes round 2's, and after that, wrapping round, round 1's.
+    following = client.get(reverse("clinician_next"), {"after": assignments[2].pk})
+    assert following.url == f"{base}?study={second.pk}"
+    wrapped = client.get(reverse("clinician_next"), {"after": later.pk})
+    assert wrapped.url == f"{base}?study={first.pk}"
+
+
+def test_a_copied_round_never_makes_candidate_counts_negative(client, world):
+    dataset, admin, _, instructions, _ = world
+    first = factories.study_for(dataset)
+    services.study_create(dataset=dataset, name="Round 2", actor=admin, copy_responses_from=first)
+    _, groups = studies_overview(dataset)
+    assert [g.candidates for g in groups] == [0] * len(groups)
+    factories.sign_in(client, admin)
+    page = client.get(reverse("admin_studies", args=[dataset.pk])).content.decode()
+    assert "Retire candidates" not in page

@@ -104,6 +104,35 @@ def test_interval_chart_marks_follow_values():
     assert ys == sorted(ys)  # rows top to bottom in the given order
 
 
+def test_the_accuracy_chart_draws_its_reference_line_at_chance():
+    # Pairwise accuracy's "no better than chance" is 0.5, not 0: the walk-through found the dashed
+    # line at 0, where no metric can be.
+    rows = [{"label": "a", "value": 0.5, "lo": 0.45, "hi": 0.55}]
+    root = parse(P.interval_chart(rows, "t", "x", (0, 1), reference=0.5))
+    line_x = float(marks(root, "zero")[0].get("x1"))
+    assert float(marks(root)[0].get("cx")) == pytest.approx(line_x)
+    # And the report page's own chart uses it.
+    from scoring.reports.page import report_page
+
+    results = {
+        "correlation": [
+            {
+                "label": "m",
+                "mean_tau": 0.1,
+                "ci_low": 0.0,
+                "ci_high": 0.2,
+                "pairwise_accuracy": 0.5,
+                "pairwise_ci_low": 0.4,
+                "pairwise_ci_high": 0.6,
+            }
+        ]
+    }
+    chart = parse(str(report_page(results)["accuracy_chart"]))
+    assert float(marks(chart, "zero")[0].get("x1")) == pytest.approx(
+        float(marks(chart)[0].get("cx"))
+    )
+
+
 def test_interval_chart_missing_values_and_range():
     rows = [
         {"label": "a", "value": float("nan"), "lo": None, "hi": None},

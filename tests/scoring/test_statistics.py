@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 
 from scoring.reports import statistics as S
-from scoring.reports.statistics import JudgementTable
+from scoring.reports.statistics import JudgementTable, resampling
 
 FAST = 1000  # resamples used by most tests
 
@@ -1066,3 +1066,34 @@ def test_context_length_analysis_without_declared_variants_is_empty():
     assert out["cells"] == [] and out["comparisons"] == [] and out["n_bases"] == 0
     one = S.context_length_analysis(table, {"X-2k": ("X", 2048)}, n_resamples=50)
     assert len(one["cells"]) == 1 and one["comparisons"] == []
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_batched_bootstraps_equal_one_metric_at_a_time(seed):
+    # The report bootstraps every metric (and every pair) in one pass over shared cluster draws.
+    # With scores missing here and there, metrics skip different reviews; each must still get
+    # exactly the interval (and p-value) it gets alone.
+    table, base = random_table(seed, n_reviews=70, nan_share=0.15)
+    rng = np.random.default_rng(seed)
+    scores = {"a": base, "b": base + rng.normal(0, 1, base.shape), "c": rng.normal(size=base.shape)}
+    scores["c"][rng.random(base.shape) < 0.2] = np.nan
+    kw = {"n_resamples": 300, "seed": 3, "min_clusters": 2}
+    batched = S.metric_correlations(table, scores, **kw)
+    for name, s in scores.items():
+        alone = S.metric_correlation(table, s, **kw)
+        assert batched[name]["ci_low"] == pytest.approx(alone["ci_low"], abs=1e-12)
+        assert batched[name]["ci_high"] == pytest.approx(alone["ci_high"], abs=1e-12)
+    rows = S.paired_bootstrap_tests(table, scores, **kw)
+    assert [(r["metric_a"], r["metric_b"]) for r in rows] == [("a", "b"), ("a", "c"), ("b", "c")]
+    for row in rows:
+        # Reference: the pair's per-review differences bootstrapped on their own.
+        a, b = scores[row["metric_a"]].copy(), scores[row["metric_b"]].copy()
+        missing = np.isnan(a) | np.isnan(b)
+        a[missing], b[missing] = np.nan, np.nan
+        ta, tb = S.per_review_tau(table, a), S.per_review_tau(table, b)
+        _, ia, ib = np.intersect1d(ta.review, tb.review, return_indices=True)
+        diff = ta.tau[ia] - tb.tau[ib]
+        dist = resampling._bootstrap_means(diff, ta.cluster[ia], 300, 3)
+        lo, hi = np.quantile(dist, [0.025, 0.975])
+        assert row["difference"] == pytest.approx(diff.mean(), abs=1e-12)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi), abs=1e-12)

@@ -3,8 +3,12 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from review.models import Dataset, Study, User
+from review.selectors.adaptive import adaptive_state
 from review.selectors.assignments import clinicians_approved, instructions_for_assignment
+from review.selectors.studies import study_current
+from review.services.adaptive import adaptive_assign_wave, study_set_adaptive
 from review.services.assignments import MAX_OVERLAP, assignments_create, assignments_plan
+from review.services.studies import StudyError
 
 
 class Command(BaseCommand):
@@ -27,6 +31,22 @@ class Command(BaseCommand):
             help="the round to assign in (default: the dataset's latest study)",
         )
         parser.add_argument("--dry-run", action="store_true", help="show the plan, write nothing")
+        parser.add_argument(
+            "--mode",
+            choices=["uniform", "adaptive"],
+            default="",
+            help=(
+                "adaptive: make the study adaptive (before anyone is assigned in it), then draw "
+                "its next wave; an adaptive study draws its next wave without --mode"
+            ),
+        )
+        parser.add_argument("--predictor", type=int, default=None, help="metric config id")
+        parser.add_argument("--min-probability", type=float, default=0.1)
+        parser.add_argument(
+            "--budget", type=float, default=0.4, help="expected share of a wave reviewed"
+        )
+        parser.add_argument("--waves", type=int, default=5)
+        parser.add_argument("--seed", type=int, default=None)
 
     def handle(self, *args: object, **options: object) -> None:
         dataset = Dataset.objects.filter(name=options["dataset"]).first()
@@ -54,6 +74,13 @@ class Command(BaseCommand):
             clinicians = list(approved.values())
         if not clinicians:
             raise CommandError("no approved clinicians to assign to")
+        target = study or study_current(dataset)
+        adaptive = target is not None and target.assignment_mode == Study.AssignmentMode.ADAPTIVE
+        if adaptive and options["mode"] == "uniform":
+            raise CommandError(f"{target.name} is adaptive: it is assigned in waves")  # type: ignore[union-attr]
+        if options["mode"] == "adaptive" or adaptive:
+            self._adaptive(target, clinicians, overlap, options)
+            return
         instructions = instructions_for_assignment(
             dataset=dataset,
             specialty=str(options["specialty"]),
@@ -78,3 +105,50 @@ class Command(BaseCommand):
         )
         for email, n in plan.per_clinician.items():
             self.stdout.write(f"  {email}: +{n}")
+
+    def _adaptive(
+        self, study: Study | None, clinicians: list[User], overlap: int, options: dict[str, object]
+    ) -> None:
+        """Record the adaptive design if the study is still uniform, then draw the next wave
+        (or, with --dry-run, show it). Prints the stopping rule's verdict."""
+        if study is None:
+            raise CommandError("the dataset has no study to assign in")
+        try:
+            if study.assignment_mode != Study.AssignmentMode.ADAPTIVE:
+                if options["dry_run"]:
+                    raise CommandError("--dry-run shows the next wave of an adaptive study only")
+                study = study_set_adaptive(
+                    study=study,
+                    actor=None,
+                    predictor_config_id=options["predictor"],  # type: ignore[arg-type]
+                    predictor=f"metric config {options['predictor']}"
+                    if options["predictor"] is not None
+                    else "",
+                    overlap=overlap,
+                    min_probability=float(options["min_probability"]),  # type: ignore[arg-type]
+                    budget=float(options["budget"]),  # type: ignore[arg-type]
+                    waves=int(options["waves"]),  # type: ignore[call-overload]
+                    seed=options["seed"],  # type: ignore[arg-type]
+                )
+                self.stdout.write(f"{study.name} is now adaptive: {study.assignment_params}")
+            if options["dry_run"]:
+                state = adaptive_state(study)
+            else:
+                result, state = adaptive_assign_wave(study=study, clinicians=clinicians, actor=None)
+                self.stdout.write(
+                    f"Wave {result.wave}: {result.drawn} of {result.walked} instructions drawn "
+                    f"({result.expected:.1f} expected); {result.assignments.created} "
+                    "assignments created."
+                )
+        except StudyError as exc:
+            raise CommandError(str(exc)) from exc
+        if options["dry_run"] and state.next_wave is not None:
+            self.stdout.write(
+                f"Next: wave {state.next_wave}, {state.drawn_next} of {len(state.plan)} "
+                "instructions would be reviewed:"
+            )
+            for row in state.plan:
+                self.stdout.write(
+                    f"  {row.code}: p={row.probability:.3f} {'drawn' if row.drawn else ''}"
+                )
+        self.stdout.write(state.message)

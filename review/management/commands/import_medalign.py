@@ -77,7 +77,21 @@ class Command(BaseCommand):
         for label, count in sorted(summary.counts.items()):
             if label.startswith(("responses added to ", "responses kept as candidates")):
                 self.stdout.write(f"  {label:<45} {count:>10,}")
+        if summary.sources:
+            # MEDS and OMOP: did the cohort come through whole, table by table?
+            outcomes = ("read", "fell back", "ignored")
+            self.stdout.write(
+                f"  {'rows by table or code family':<32}" + "".join(f"{o:>12}" for o in outcomes)
+            )
+            for source, counts in sorted(summary.sources.items()):
+                self.stdout.write(
+                    f"    {source:<30}" + "".join(f"{counts.get(o, 0):>12,}" for o in outcomes)
+                )
         if summary.skipped:
             self.stdout.write("  rows skipped:")
             for reason, count in sorted(summary.skipped.items()):
                 self.stdout.write(f"    {count:>8,}  {reason}")
+        if summary.warnings:
+            self.stdout.write("  warnings (read, but check the source):")
+            for message, count in sorted(summary.warnings.items()):
+                self.stdout.write(f"    {count:>8,}  {message}")

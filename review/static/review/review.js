@@ -317,7 +317,8 @@
     var link = document.getElementById("signin-open");
     if (link) link.href = loginUrl;
     var said = document.getElementById("signin-text");
-    if (said && body && body.message) said.textContent = body.message;
+    // The dialog's title already says the session ended: its text says what to do.
+    if (said && body && body.message) said.textContent = body.message.replace(/^Your session has ended\.\s*/, "");
     window.clearTimeout(timer);
     var n = pending.length;
     setStatus("signed-out", "Signed out: " + changes(n) + " kept on this page, not saved yet.");

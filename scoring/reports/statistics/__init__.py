@@ -55,6 +55,7 @@ from .significance import (
     context_length_analysis,
     mcnemar_exact,
     paired_bootstrap_test,
+    paired_bootstrap_tests,
     perm_both_tests,
     position_bias,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "metric_correlation",
     "metric_correlations",
     "paired_bootstrap_test",
+    "paired_bootstrap_tests",
     "p_value_floor",
     "pairwise_accuracy",
     "perm_both_tests",

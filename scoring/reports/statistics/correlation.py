@@ -26,6 +26,8 @@ from scipy import stats as sps
 from .resampling import (
     DEFAULT_RESAMPLES,
     MIN_CLUSTERS,
+    _bootstrap_means_columns,
+    _percentile_interval,
     cluster_bootstrap_ci,
     interval_note,
     n_clusters_of,
@@ -93,6 +95,33 @@ def per_review_tau(
     )
 
 
+def _summary(
+    taus: ReviewTaus,
+    lo: float,
+    hi: float,
+    n_resamples: int,
+    seed: int,
+    confidence: float,
+    min_clusters: int,
+) -> dict[str, Any]:
+    n_clusters = n_clusters_of(taus.cluster)
+    return {
+        "mean_tau": float(taus.tau.mean()) if len(taus) else math.nan,
+        "ci_low": lo,
+        "ci_high": hi,
+        "variant": "tau-b",
+        "level": "per review, averaged",
+        "n_reviews": len(taus),
+        "n_skipped": taus.skipped,
+        "n_instructions": int(np.unique(taus.instruction).shape[0]),
+        "n_clusters": n_clusters,
+        "interval_note": interval_note(n_clusters, min_clusters) if len(taus) else "",
+        "confidence": confidence,
+        "seed": seed,
+        "n_resamples": int(n_resamples),
+    }
+
+
 def metric_correlation(
     table: JudgementTable,
     scores: Scores,
@@ -109,29 +138,12 @@ def metric_correlation(
     """
     _check_bootstrap_args(n_resamples, confidence)
     taus = per_review_tau(table, scores)
-    n_clusters = n_clusters_of(taus.cluster)
-    if len(taus) == 0:
-        mean, lo, hi = math.nan, math.nan, math.nan
-    else:
-        mean = float(taus.tau.mean())
+    lo, hi = math.nan, math.nan
+    if len(taus):
         lo, hi = cluster_bootstrap_ci(
             taus.tau, taus.cluster, n_resamples, seed, confidence, min_clusters
         )
-    return {
-        "mean_tau": mean,
-        "ci_low": lo,
-        "ci_high": hi,
-        "variant": "tau-b",
-        "level": "per review, averaged",
-        "n_reviews": len(taus),
-        "n_skipped": taus.skipped,
-        "n_instructions": int(np.unique(taus.instruction).shape[0]),
-        "n_clusters": n_clusters,
-        "interval_note": interval_note(n_clusters, min_clusters) if len(taus) else "",
-        "confidence": confidence,
-        "seed": seed,
-        "n_resamples": int(n_resamples),
-    }
+    return _summary(taus, lo, hi, n_resamples, seed, confidence, min_clusters)
 
 
 def metric_correlations(
@@ -142,11 +154,33 @@ def metric_correlations(
     confidence: float = 0.95,
     min_clusters: int = MIN_CLUSTERS,
 ) -> dict[str, dict[str, Any]]:
-    """:func:`metric_correlation` for every metric of a ``{name: scores}`` mapping."""
-    return {
-        name: metric_correlation(table, s, n_resamples, seed, confidence, min_clusters)
-        for name, s in scores.items()
-    }
+    """:func:`metric_correlation` for every metric of a ``{name: scores}`` mapping, the
+    bootstrap of metrics whose reviews cover the same clusters done in one pass (the same
+    draws, hence the same intervals as one metric at a time, to rounding)."""
+    _check_bootstrap_args(n_resamples, confidence)
+    names = list(scores)
+    taus = {name: per_review_tau(table, scores[name]) for name in names}
+    out: dict[str, dict[str, Any]] = {}
+    by_clusters: dict[bytes, list[str]] = {}
+    for name in names:
+        t = taus[name]
+        if len(t) == 0 or n_clusters_of(t.cluster) < min_clusters:
+            out[name] = _summary(t, math.nan, math.nan, n_resamples, seed, confidence, min_clusters)
+            continue
+        by_clusters.setdefault(np.unique(t.cluster).tobytes(), []).append(name)
+    for group in by_clusters.values():
+        reviews = np.unique(np.concatenate([taus[n].review for n in group]))
+        values = np.full((reviews.shape[0], len(group)), np.nan)
+        cluster = np.zeros(reviews.shape[0], dtype=taus[group[0]].cluster.dtype)
+        for k, name in enumerate(group):
+            at = np.searchsorted(reviews, taus[name].review)
+            values[at, k] = taus[name].tau
+            cluster[at] = taus[name].cluster
+        dist = _bootstrap_means_columns(values, cluster, n_resamples, seed)
+        for k, name in enumerate(group):
+            lo, hi = _percentile_interval(dist[:, k], confidence)
+            out[name] = _summary(taus[name], lo, hi, n_resamples, seed, confidence, min_clusters)
+    return {name: out[name] for name in names}
 
 
 def _review_pairs(

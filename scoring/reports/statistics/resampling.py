@@ -63,6 +63,27 @@ def _bootstrap_means(values: Array, clusters: Array, n_resamples: int, seed: int
     return means
 
 
+def _bootstrap_means_columns(values: Array, clusters: Array, n_resamples: int, seed: int) -> Array:
+    """Like :func:`_bootstrap_means` for the columns of ``values`` (``(n, k)``, nan where a
+    column has no value for a row) at once: ``(n_resamples, k)``. Every column is resampled
+    with the same cluster draws (over the clusters of all rows, in key order); a column's mean
+    in a resample counts only its own values. One pass over the draws serves every column,
+    where a matrix-vector product per column would read the draws ``k`` times."""
+    values = np.asarray(values, dtype=float)
+    ids, inverse = np.unique(np.asarray(clusters), return_inverse=True)
+    inverse = inverse.reshape(-1)
+    n_clusters = ids.shape[0]
+    present = ~np.isnan(values)
+    sums = np.zeros((n_clusters, values.shape[1]))
+    counts = np.zeros((n_clusters, values.shape[1]))
+    np.add.at(sums, inverse, np.where(present, values, 0.0))
+    np.add.at(counts, inverse, present.astype(float))
+    draws = _cluster_counts(n_clusters, int(n_resamples), int(seed))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means: Array = (draws @ sums) / (draws @ counts)
+    return means
+
+
 def _percentile_interval(
     distribution: Array,
     confidence: float,

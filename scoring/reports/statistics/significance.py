@@ -22,6 +22,7 @@ from .resampling import (
     DEFAULT_RESAMPLES,
     MIN_CLUSTERS,
     _bootstrap_means,
+    _bootstrap_means_columns,
     _bootstrap_p_value,
     _percentile_interval,
     cluster_bootstrap_ci,
@@ -63,45 +64,83 @@ def paired_bootstrap_test(
     two-sided bootstrap p-value of ``resampling._bootstrap_p_value``. ``n_responses_excluded``
     counts the responses dropped because one metric had no score.
     """
+    return paired_bootstrap_tests(
+        table,
+        {"a": scores_a, "b": scores_b},
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        min_clusters=min_clusters,
+    )[0]
+
+
+def paired_bootstrap_tests(
+    table: JudgementTable,
+    scores: Mapping[str, Scores],
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
+) -> list[dict[str, Any]]:
+    """:func:`paired_bootstrap_test` for every two metrics of ``scores`` (in the order of
+    ``itertools.combinations``), the pairs whose reviews cover the same clusters bootstrapped in
+    one pass over the draws. Each row names its metrics (``metric_a``, ``metric_b``)."""
     _check_bootstrap_args(n_resamples, confidence)
-    a_all, b_all = _check_scores(table, scores_a), _check_scores(table, scores_b)
-    a, b, both = _common(a_all, b_all)
-    either = ~np.isnan(a_all) | ~np.isnan(b_all)
-    excluded = np.unique(np.asarray(table.response)[either & ~both])
-    ta = per_review_tau(table, a)
-    tb = per_review_tau(table, b)
-    common, ia, ib = np.intersect1d(ta.review, tb.review, assume_unique=True, return_indices=True)
-    diff = ta.tau[ia] - tb.tau[ib]
-    clusters = ta.cluster[ia]
-    n_clusters = n_clusters_of(clusters)
-    out: dict[str, Any] = {
-        "mean_tau_a": float(ta.tau[ia].mean()) if common.size else math.nan,
-        "mean_tau_b": float(tb.tau[ib].mean()) if common.size else math.nan,
-        "difference": math.nan,
-        "ci_low": math.nan,
-        "ci_high": math.nan,
-        "p_value": math.nan,
-        "p_at_floor": False,
-        "test": "paired cluster bootstrap of per-review tau-b differences",
-        "n_reviews": int(common.size),
-        "n_instructions": int(np.unique(ta.instruction[ia]).shape[0]),
-        "n_clusters": n_clusters,
-        "n_responses_excluded": int(excluded.shape[0]),
-        "interval_note": interval_note(n_clusters, min_clusters) if common.size else "",
-        "confidence": confidence,
-        "seed": seed,
-        "n_resamples": int(n_resamples),
-    }
-    if common.size == 0:
-        return out
-    d = float(diff.mean())
-    dist = _bootstrap_means(diff, clusters, n_resamples, seed)
-    lo, hi = _percentile_interval(dist, confidence, n_clusters, min_clusters)
-    p = _bootstrap_p_value(d, dist) if n_clusters >= min_clusters else math.nan
-    out.update(
-        difference=d, ci_low=lo, ci_high=hi, p_value=p, p_at_floor=p_at_floor(p, n_resamples)
-    )
-    return out
+    names = list(scores)
+    arrays = {n: _check_scores(table, scores[n]) for n in names}
+    responses = np.asarray(table.response)
+    rows: list[dict[str, Any]] = []
+    diffs: list[tuple[Array, Array, Array]] = []  # per pair: reviews, differences, clusters
+    for x, y in itertools.combinations(names, 2):
+        a, b, both = _common(arrays[x], arrays[y])
+        either = ~np.isnan(arrays[x]) | ~np.isnan(arrays[y])
+        ta, tb = per_review_tau(table, a), per_review_tau(table, b)
+        common, ia, ib = np.intersect1d(
+            ta.review, tb.review, assume_unique=True, return_indices=True
+        )
+        clusters = ta.cluster[ia]
+        n_clusters = n_clusters_of(clusters)
+        rows.append(
+            {
+                "metric_a": x,
+                "metric_b": y,
+                "mean_tau_a": float(ta.tau[ia].mean()) if common.size else math.nan,
+                "mean_tau_b": float(tb.tau[ib].mean()) if common.size else math.nan,
+                "difference": float((ta.tau[ia] - tb.tau[ib]).mean()) if common.size else math.nan,
+                "ci_low": math.nan,
+                "ci_high": math.nan,
+                "p_value": math.nan,
+                "p_at_floor": False,
+                "test": "paired cluster bootstrap of per-review tau-b differences",
+                "n_reviews": int(common.size),
+                "n_instructions": int(np.unique(ta.instruction[ia]).shape[0]),
+                "n_clusters": n_clusters,
+                "n_responses_excluded": int(np.unique(responses[either & ~both]).shape[0]),
+                "interval_note": interval_note(n_clusters, min_clusters) if common.size else "",
+                "confidence": confidence,
+                "seed": seed,
+                "n_resamples": int(n_resamples),
+            }
+        )
+        diffs.append((common, ta.tau[ia] - tb.tau[ib], clusters))
+    by_clusters: dict[bytes, list[int]] = {}
+    for k, (common, _, clusters) in enumerate(diffs):
+        if common.size and n_clusters_of(clusters) >= min_clusters:
+            by_clusters.setdefault(np.unique(clusters).tobytes(), []).append(k)
+    for group in by_clusters.values():
+        reviews = np.unique(np.concatenate([diffs[k][0] for k in group]))
+        values = np.full((reviews.shape[0], len(group)), np.nan)
+        cluster = np.zeros(reviews.shape[0], dtype=diffs[group[0]][2].dtype)
+        for j, k in enumerate(group):
+            at = np.searchsorted(reviews, diffs[k][0])
+            values[at, j] = diffs[k][1]
+            cluster[at] = diffs[k][2]
+        dist = _bootstrap_means_columns(values, cluster, n_resamples, seed)
+        for j, k in enumerate(group):
+            lo, hi = _percentile_interval(dist[:, j], confidence)
+            p = _bootstrap_p_value(rows[k]["difference"], dist[:, j])
+            rows[k].update(ci_low=lo, ci_high=hi, p_value=p, p_at_floor=p_at_floor(p, n_resamples))
+    return rows
 
 
 # --- PERM-BOTH and significance clusters ---------------------------------------------------------

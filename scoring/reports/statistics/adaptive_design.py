@@ -1,0 +1,240 @@
+"""Where the next clinician reviews should go, and when the leaderboard is settled.
+
+An adaptive study (``review.services.adaptive``) walks its instructions in waves, in an order
+drawn once with a recorded seed. Before a wave is drawn, each of its instructions gets a
+sampling probability ``pi`` from what is known then (the predictor everywhere, the clinicians'
+labels of earlier waves); an instruction is reviewed when a uniform draw falls below its
+``pi``. ``active.active_mean_ci`` weights each review by ``1/pi``, so the estimates stay
+unbiased however the probabilities were chosen; the choice only decides how narrow they get.
+
+The interval that matters is the gap between neighbours on the leaderboard of share correct.
+Following Zrnic & Candès (2024), the variance of the weighted estimate of a gap is smallest when
+``pi_i`` is proportional to the root of the expected squared error of the predictor on unit
+``i``; summed over the gaps, each weighted by how unsettled it still is, that gives the score
+``sqrt(sum_p w_p e_ip)``. The expected error ``e_ip`` comes from a line fitted to the labelled
+units (squared residual against the predictor's own uncertainty ``f(1-f)``), so a predictor
+whose uncertainty says nothing gets a flat line and the design falls back to uniform.
+
+Every instruction keeps a probability of at least ``pi_min``: no part of the population is left
+to the predictor alone, and the weights stay bounded by ``1/pi_min``.
+
+The stopping rule: the ranking is settled when every gap between neighbours excludes 0 at the
+family-wise level ``alpha``, Bonferroni-corrected over every pair of models (a wrongly settled
+ranking puts some pair in the wrong order, whichever pairs end up neighbours) and over every
+planned look (one per wave), so peeking after each wave cannot spend more than ``alpha``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import stats as sps
+
+from .active import Array, MeanCI, active_contrasts, active_moments
+
+Bools = NDArray[np.bool_]
+Ints = NDArray[np.intp]
+
+
+def inclusion_probabilities(score: Any, budget: Any, pi_min: float) -> Array:
+    """``pi = clip(c * score, pi_min, 1)`` with ``c`` set so that the probabilities of each
+    row (last axis) sum to ``budget`` (the expected number of units drawn). Vectorised; a row
+    of equal scores gets ``budget / n`` everywhere."""
+    score = np.asarray(score, dtype=float)
+    n = score.shape[-1]
+    budget_arr = np.broadcast_to(np.asarray(budget, dtype=float), score.shape[:-1])
+    if not 0.0 < pi_min <= 1.0:
+        raise ValueError("pi_min must be in (0, 1]")
+    if np.any(budget_arr < pi_min * n - 1e-9) or np.any(budget_arr > n + 1e-9):
+        raise ValueError("the budget must lie between pi_min x units and the number of units")
+    score = np.maximum(score, 1e-12)
+    lo = np.zeros(score.shape[:-1])
+    hi = np.full(score.shape[:-1], 1.0) / score.min(-1)  # c at which every unit reaches 1
+    for _ in range(60):  # bisection: the total is monotone in c
+        mid = (lo + hi) / 2.0
+        total = np.clip(mid[..., None] * score, pi_min, 1.0).sum(-1)
+        low = total < budget_arr
+        lo = np.where(low, mid, lo)
+        hi = np.where(low, hi, mid)
+    return np.asarray(np.clip(hi[..., None] * score, pi_min, 1.0), dtype=float)
+
+
+def n_model_pairs(k: int) -> int:
+    return k * (k - 1) // 2
+
+
+@dataclass(frozen=True)
+class RankingStatus:
+    """The leaderboard as estimated so far, and whether its order is settled."""
+
+    shares: MeanCI  # per model (leading axes x K)
+    order: Ints  # models from most to least correct (… x K)
+    gaps: MeanCI  # neighbour i minus neighbour i+1, at the corrected level (… x K-1)
+    gaps_raw: MeanCI  # the same gaps at level alpha, uncorrected (for the design's weights)
+    separated: Bools  # a gap's corrected interval lies above 0 (… x K-1)
+    settled: Bools  # every gap separated (…)
+    level: float  # the per-gap, per-look level used (alpha / pairs / looks)
+
+
+def gap_contrasts(order: Ints) -> Array:
+    """Contrasts (…, K-1, K): each model minus the next one down the leaderboard."""
+    k = order.shape[-1]
+    one_hot = np.eye(k)[order]
+    return np.asarray(one_hot[..., :-1, :] - one_hot[..., 1:, :], dtype=float)
+
+
+def ranking_status(
+    yhat: Any,
+    y: Any,
+    xi: Any,
+    pi: Any,
+    *,
+    mask: Any = None,
+    alpha: float = 0.05,
+    looks: int = 1,
+) -> RankingStatus:
+    """Shares correct and neighbour gaps from an adaptive (or uniform) design.
+
+    ``yhat`` and ``y`` are (…, N, K): the predictor and the clinicians' mean verdict per
+    instruction and model (``y`` read only where ``xi``); ``xi`` and ``pi`` (…, N); ``mask``
+    (…, N) the instructions already walked (their probability fixed), default all."""
+    yhat = np.asarray(yhat, dtype=float)
+    k = yhat.shape[-1]
+    moments = active_moments(yhat, y, xi, pi, mask=mask)
+    shares = active_contrasts(moments, np.broadcast_to(np.eye(k), (*yhat.shape[:-2], k, k)))
+    shares = MeanCI(*_relevel(shares, alpha))
+    order = np.argsort(-shares.estimate, axis=-1, kind="stable")
+    gaps_raw = active_contrasts(moments, gap_contrasts(order), alpha=alpha)
+    level = alpha / (n_model_pairs(k) * max(looks, 1))
+    gaps = MeanCI(*_relevel(gaps_raw, level))
+    separated = gaps.lower > 0
+    return RankingStatus(
+        shares=shares,
+        order=order,
+        gaps=gaps,
+        gaps_raw=gaps_raw,
+        separated=separated,
+        settled=separated.all(-1),
+        level=level,
+    )
+
+
+def _relevel(ci: MeanCI, alpha: float) -> tuple[Array, Array, Array, Array, Array]:
+    half = float(sps.norm.ppf(1.0 - alpha / 2.0)) * ci.se
+    return ci.estimate, ci.estimate - half, ci.estimate + half, ci.se, ci.lam
+
+
+def doubt_scores(
+    yhat_wave: Any,
+    yhat: Any,
+    y: Any,
+    xi: Any,
+    status: RankingStatus,
+    *,
+    floor: float = 0.1,
+    evidence: float = 2.0,
+) -> Array:
+    """Each instruction of the next wave's share of the doubt: ``sqrt(sum_p w_p e_ip)``.
+
+    ``yhat_wave`` (…, W, K) the predictor on the wave; ``yhat``, ``y`` (…, N, K) and ``xi``
+    (…, N) what is known (labels where ``xi``). Each gap ``p`` between neighbours weighs by the
+    normal density at its z-score (an unsettled gap weighs most, a settled one little);
+    ``e_ip`` is the squared residual ``(d - lam d_hat)^2`` expected at the unit's predictor
+    uncertainty ``u = f_a (1 - f_a) + f_b (1 - f_b)``, from a least-squares line over the
+    labelled units, kept above ``floor`` x their mean residual so no score reaches 0; a
+    slope less than ``evidence`` standard errors above 0 counts as flat."""
+    yhat_wave = np.clip(np.asarray(yhat_wave, dtype=float), 0.0, 1.0)
+    yhat = np.clip(np.asarray(yhat, dtype=float), 0.0, 1.0)
+    y = np.where(np.asarray(xi, dtype=bool)[..., None], np.asarray(y, dtype=float), 0.0)
+    lab = np.asarray(xi, dtype=float)[..., None]  # (…, N, 1)
+    c = np.swapaxes(gap_contrasts(status.order), -1, -2)  # (…, K, P)
+    raw = status.gaps_raw
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(raw.se > 0, raw.estimate / raw.se, 0.0)
+    w = sps.norm.pdf(z) + 0.02
+    w = w / w.sum(-1, keepdims=True)  # (…, P)
+    lam = raw.lam[..., None, :]  # (…, 1, P)
+    u_hist = (yhat * (1 - yhat)) @ np.abs(c)  # (…, N, P)
+    r = ((y @ c - lam * (yhat @ c)) ** 2) * lab
+    n_lab = np.maximum(lab.sum(-2), 1.0)  # (…, 1)
+    u_mean = (u_hist * lab).sum(-2) / n_lab  # (…, P)
+    r_mean = r.sum(-2) / n_lab
+    du = (u_hist - u_mean[..., None, :]) * lab
+    su = (du**2).sum(-2)
+    sur = (du * (r - r_mean[..., None, :])).sum(-2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.where(su > 0, sur / su, 0.0)
+        # Only a line that the labels support steers the design: a slope less than two
+        # standard errors above 0 (a predictor whose uncertainty says nothing) is taken as
+        # flat, and the wave is drawn uniformly, at no cost in width.
+        fit = r - r_mean[..., None, :] - slope[..., None, :] * du
+        dof = np.maximum(n_lab - 2.0, 1.0)
+        se_slope = np.sqrt(((fit * lab) ** 2).sum(-2) / dof / su)
+        slope = np.where(slope > evidence * se_slope, slope, 0.0)
+    u_wave = (yhat_wave * (1 - yhat_wave)) @ np.abs(c)  # (…, W, P)
+    e = r_mean[..., None, :] + slope[..., None, :] * (u_wave - u_mean[..., None, :])
+    e = np.maximum(e, floor * r_mean[..., None, :] + 1e-6)
+    return np.asarray(np.sqrt((e * w[..., None, :]).sum(-1)), dtype=float)
+
+
+@dataclass(frozen=True)
+class AdaptiveRun:
+    """A whole adaptive study, simulated (vectorised over replicates)."""
+
+    xi: Bools  # (…, N) reviewed
+    pi: Array  # (…, N) the probability each instruction had
+    status: RankingStatus | None  # after the last look (with ``stop``), else None
+    stopped_after: Ints  # (…,) the wave after which the ranking was settled, or -1
+    walked: Bools  # (…, N) instructions walked before the stop (all if it never stopped)
+
+
+def simulate_adaptive(
+    yhat: Any,
+    y: Any,
+    waves: list[slice],
+    *,
+    budget_fraction: float,
+    pi_min: float,
+    rng: np.random.Generator,
+    alpha: float = 0.05,
+    stop: bool = False,
+) -> AdaptiveRun:
+    """Walk ``waves`` of instructions (…, N, K): the first wave uniform at
+    ``budget_fraction``, every later one by ``doubt_scores``; with ``stop``, a replicate
+    whose ranking is settled after a wave draws nothing more."""
+    yhat = np.asarray(yhat, dtype=float)
+    y = np.asarray(y, dtype=float)
+    shape = yhat.shape[:-1]
+    lead = shape[:-1]
+    xi = np.zeros(shape, dtype=bool)
+    pi = np.ones(shape)
+    walked = np.zeros(shape, dtype=bool)
+    active = np.ones(lead, dtype=bool)
+    stopped_after = np.full(lead, -1, dtype=np.intp)
+    looks = len(waves)
+    status: RankingStatus | None = None
+    for t, wave in enumerate(waves):
+        width = len(range(*wave.indices(shape[-1])))
+        budget = budget_fraction * width
+        if status is None:
+            p = np.full((*lead, width), budget_fraction)
+        else:
+            score = doubt_scores(yhat[..., wave, :], yhat, y, xi, status)
+            p = inclusion_probabilities(score, budget, max(pi_min, 1e-9))
+        draw = rng.random(p.shape) < p
+        pi[..., wave] = p
+        xi[..., wave] = draw & active[..., None]
+        walked[..., wave] = active[..., None]
+        if not stop and t == looks - 1:
+            break  # the caller estimates what it needs; no more waves to steer
+        status = ranking_status(yhat, y, xi, pi, mask=walked, alpha=alpha, looks=looks)
+        if stop:
+            newly = active & status.settled
+            stopped_after = np.where(newly, t, stopped_after)
+            active = active & ~status.settled
+    return AdaptiveRun(
+        xi=xi, pi=pi, status=status if stop else None, stopped_after=stopped_after, walked=walked
+    )

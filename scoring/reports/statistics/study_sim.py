@@ -1,0 +1,260 @@
+"""A synthetic study with a known truth, replayed many times (``manage.py bench_study``).
+
+Six models with set shares correct; instructions drawn afresh in every replicate, each with a
+difficulty shared by the six responses (so the models' verdicts are correlated, as on real
+instructions); clinicians who flip the true verdict at stated rates, each review by one
+clinician drawn at random; a predictor of correctness whose quality is set, from noise that
+knows nothing to a sharp, calibrated signal.
+
+What the intervals estimate: the share of a model's responses a clinician would mark correct,
+``p (1 - e) + (1 - p) e`` with ``e`` the clinicians' mean error rate. That is the quantity
+clinicians' judgements measure (the clinicians are the reference), known exactly here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats as sps
+from scipy.special import expit, logit
+
+from .active import (
+    Array,
+    MeanCI,
+    active_contrasts,
+    active_moments,
+    classical_mean_ci,
+    ppi_mean_ci,
+)
+from .adaptive_design import simulate_adaptive
+
+MEDALIGN_CORRECT = (0.65, 0.59, 0.53, 0.47, 0.40, 0.32)  # GPT-4 erred 35%, MPT-7B 68%
+# Signal strength per level; several values: each instruction draws one (a predictor sure of some
+# instructions, e.g. plain retrievals, and blind on others, e.g. long reasoning).
+PREDICTORS: dict[str, tuple[float, ...]] = {
+    "useless": (-1.0,),
+    "weak": (0.5,),
+    "moderate": (1.0,),
+    "good": (1.6,),
+    "strong": (2.4,),
+    "uneven": (0.0, 3.0),
+}
+METHODS = ("classical", "ppi", "ppi+adaptive")
+
+
+@dataclass(frozen=True)
+class SimStudy:
+    true_correct: tuple[float, ...] = MEDALIGN_CORRECT
+    n_instructions: int = 303
+    overlap: int = 2
+    clinician_error: tuple[float, ...] = (0.05, 0.08, 0.10, 0.12, 0.15)
+    difficulty_sd: float = 0.8
+    waves: int = 5
+    pi_min: float = 0.1
+
+    @property
+    def mean_error(self) -> float:
+        return float(np.mean(self.clinician_error))
+
+    @property
+    def estimand(self) -> Array:
+        """What a clinician would mark correct, on average, per model."""
+        p = np.asarray(self.true_correct)
+        e = self.mean_error
+        return np.asarray(p * (1 - e) + (1 - p) * e, dtype=float)
+
+    def wave_slices(self) -> list[slice]:
+        edges = np.linspace(0, self.n_instructions, self.waves + 1).round().astype(int)
+        return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def simulate_study(
+    study: SimStudy,
+    strength: float | tuple[float, ...],
+    replicates: int,
+    rng: np.random.Generator,
+) -> tuple[Array, Array, Array]:
+    """``(yhat, y, truth)``, each (replicates, instructions, models).
+
+    A ``strength`` below 0 is the useless predictor: a probability drawn independently of
+    everything. Otherwise the predictor is the calibrated posterior ``P(correct | s)`` of a
+    signal ``s = strength (2T - 1) + N(0, 1)``: stronger signals, sharper predictions; with
+    several strengths, each instruction draws one (sure of some instructions, blind on others)."""
+    p = np.asarray(study.true_correct)
+    shape = (replicates, study.n_instructions, p.shape[0])
+    sd = study.difficulty_sd
+    latent = rng.normal(0.0, sd, shape[:2])[..., None] + rng.normal(0.0, 1.0, shape)
+    truth = (latent < sps.norm.ppf(p) * np.sqrt(1.0 + sd**2)).astype(float)
+    errors = np.asarray(study.clinician_error)
+    y = np.zeros(shape)
+    for _ in range(study.overlap):
+        # One review judges all six responses of an instruction: one clinician, one rate.
+        rate = errors[rng.integers(0, errors.shape[0], shape[:2])][..., None]
+        flip = rng.random(shape) < rate
+        y += np.where(flip, 1.0 - truth, truth)
+    y /= study.overlap
+    levels = np.atleast_1d(np.asarray(strength, dtype=float))
+    if levels.size == 1 and levels[0] < 0:
+        yhat = expit(rng.normal(0.0, 1.5, shape))
+    else:
+        per = levels[rng.integers(0, levels.size, shape[:2])][..., None]
+        signal = per * (2.0 * truth - 1.0) + rng.normal(0.0, 1.0, shape)
+        yhat = expit(logit(p) + 2.0 * per * signal)
+    return np.asarray(yhat, dtype=float), y, truth
+
+
+def _neighbours(values: Array) -> Array:
+    """Model k minus model k+1 (models in their true order), as (…, K-1, N)."""
+    v = np.swapaxes(values, -1, -2)
+    return np.asarray(v[..., :-1, :] - v[..., 1:, :], dtype=float)
+
+
+@dataclass
+class MethodResult:
+    shares: MeanCI
+    gaps: MeanCI
+    instructions: float  # mean instructions reviewed
+
+
+def run_methods(
+    study: SimStudy,
+    yhat: Array,
+    y: Array,
+    n: int,
+    rng: np.random.Generator,
+    *,
+    alpha: float = 0.05,
+) -> dict[str, MethodResult]:
+    """The three designs at (about) ``n`` reviewed instructions of each replicate."""
+    big_n = study.n_instructions
+    ys, fs = np.swapaxes(y, -1, -2), np.swapaxes(yhat, -1, -2)  # (R, K, N)
+    dy, df = _neighbours(y), _neighbours(yhat)  # (R, K-1, N)
+    out: dict[str, MethodResult] = {}
+    # Instructions are exchangeable draws: the first n are a uniform sample.
+    out["classical"] = MethodResult(
+        classical_mean_ci(ys[..., :n], alpha=alpha),
+        classical_mean_ci(dy[..., :n], alpha=alpha),
+        float(n),
+    )
+    out["ppi"] = MethodResult(
+        ppi_mean_ci(ys[..., :n], fs[..., :n], fs[..., n:], alpha=alpha),
+        ppi_mean_ci(dy[..., :n], df[..., :n], df[..., n:], alpha=alpha),
+        float(n),
+    )
+    run = simulate_adaptive(
+        yhat,
+        y,
+        study.wave_slices(),
+        budget_fraction=n / big_n,
+        pi_min=min(study.pi_min, n / big_n),
+        rng=rng,
+        alpha=alpha,
+    )
+    moments = active_moments(yhat, y, run.xi, run.pi)
+    k = yhat.shape[-1]
+    eye = np.eye(k)
+    out["ppi+adaptive"] = MethodResult(
+        active_contrasts(moments, eye, alpha=alpha),
+        active_contrasts(moments, eye[:-1] - eye[1:], alpha=alpha),
+        float(run.xi.sum(-1).mean()),
+    )
+    return out
+
+
+@dataclass
+class PredictorReport:
+    name: str
+    correlation: float  # predictor vs true verdict, pooled
+    coverage: dict[str, float] = field(default_factory=dict)  # shares and gaps pooled
+    coverage_shares: dict[str, float] = field(default_factory=dict)
+    coverage_gaps: dict[str, float] = field(default_factory=dict)
+    width: dict[str, float] = field(default_factory=dict)  # mean gap width at the fixed budget
+    width_shares: dict[str, float] = field(default_factory=dict)
+    reviews_ratio: dict[str, float] = field(default_factory=dict)  # vs uniform classical
+
+
+@dataclass
+class BenchResult:
+    replicates: int
+    reviews: int  # the fixed budget, in clinician reviews
+    target_width: float
+    seconds: float
+    cpu_seconds: float  # this process's CPU time (the wall clock counts other loads too)
+    predictors: list[PredictorReport]
+
+
+def _reviews_to_reach(curve: list[tuple[float, float]], target: float, ceiling: float) -> float:
+    """Instructions at which a width curve ``[(instructions, width)]`` first reaches
+    ``target`` (log-log interpolation); ``ceiling`` if it never does."""
+    pts = sorted(curve)
+    for (n0, w0), (n1, w1) in zip(pts[:-1], pts[1:], strict=True):
+        if w0 >= target >= w1 and w0 > w1:
+            t = (np.log(w0) - np.log(target)) / (np.log(w0) - np.log(w1))
+            return float(np.exp(np.log(n0) + t * (np.log(n1) - np.log(n0))))
+    if pts and pts[0][1] <= target:
+        return pts[0][0]
+    return ceiling
+
+
+def bench(
+    study: SimStudy,
+    *,
+    replicates: int = 500,
+    reviews: int = 240,
+    seed: int = 0,
+    alpha: float = 0.05,
+    grid: tuple[float, ...] = (0.15, 0.25, 0.55, 0.75),
+    predictors: dict[str, tuple[float, ...]] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> BenchResult:
+    """Coverage and width at ``reviews`` clinician reviews, and reviews to reach the width
+    uniform classical reaches with every instruction reviewed, for every predictor."""
+    rng = np.random.default_rng(seed)
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    big_n = study.n_instructions
+    n_fixed = max(2, round(reviews / study.overlap))
+    truth = study.estimand
+    truth_gaps = truth[:-1] - truth[1:]
+    reports = []
+    target = float("nan")
+    for name, strength in (predictors or PREDICTORS).items():
+        yhat, y, verdict = simulate_study(study, strength, replicates, rng)
+        report = PredictorReport(
+            name=name, correlation=float(np.corrcoef(yhat.ravel(), verdict.ravel())[0, 1])
+        )
+        curves: dict[str, list[tuple[float, float]]] = {m: [] for m in METHODS}
+        sizes = sorted({n_fixed, *(max(2, round(f * big_n)) for f in grid)})
+        for n in sizes:
+            results = run_methods(study, yhat, y, n, rng, alpha=alpha)
+            for method, res in results.items():
+                curves[method].append((res.instructions, float(res.gaps.width.mean())))
+            if n != n_fixed:
+                continue
+            for method, res in results.items():
+                cs = res.shares.covers(truth)
+                cg = res.gaps.covers(truth_gaps)
+                report.coverage_shares[method] = float(cs.mean())
+                report.coverage_gaps[method] = float(cg.mean())
+                report.coverage[method] = float((cs.sum() + cg.sum()) / (cs.size + cg.size))
+                report.width[method] = float(res.gaps.width.mean())
+                report.width_shares[method] = float(res.shares.width.mean())
+        # The target: the width uniform classical reaches at the fixed budget.
+        target = report.width["classical"] if np.isnan(target) else target
+        base = _reviews_to_reach(curves["classical"], target, big_n)
+        for method in METHODS:
+            report.reviews_ratio[method] = _reviews_to_reach(curves[method], target, big_n) / base
+        reports.append(report)
+        if progress is not None:
+            progress(name)
+    return BenchResult(
+        replicates=replicates,
+        reviews=n_fixed * study.overlap,
+        target_width=target,
+        seconds=time.perf_counter() - started,
+        cpu_seconds=time.process_time() - cpu_started,
+        predictors=reports,
+    )

@@ -1,0 +1,203 @@
+"""Adaptive assignment (issue 26 item 3): the design is recorded with the study and in every
+report, each wave's probabilities are kept with a floor, drawn instructions keep the overlap,
+and the stopping rule tells the admin when the ranking is settled."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.urls import reverse
+
+from review.models import Assignment, AuditEvent, SamplingDraw, Study
+from review.selectors.adaptive import adaptive_state
+from review.selectors.studies import response_set_summary
+from review.services.adaptive import adaptive_assign_wave, study_set_adaptive
+from review.services.studies import StudyError
+from tests import factories
+from tests.review.adaptive_data import make_adaptive_world, submit_all
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world():
+    return make_adaptive_world()
+
+
+def test_uniform_stays_the_default(world):
+    _, study, *_ = world
+    assert study.assignment_mode == Study.AssignmentMode.UNIFORM
+    with pytest.raises(StudyError):
+        adaptive_assign_wave(study=study, clinicians=[], actor=None)
+
+
+def test_the_design_is_recorded_with_the_study_and_in_every_report(world):
+    _, study, config, _, admin = world
+    study_set_adaptive(
+        study=study, actor=admin, predictor_config_id=config.pk, predictor="Test jury", seed=7
+    )
+    study.refresh_from_db()
+    assert study.assignment_mode == "adaptive"
+    assert study.assignment_params["min_probability"] == 0.1
+    assert study.assignment_params["seed"] == 7
+    summary = response_set_summary(study).as_dict()
+    assert summary["assignment_mode"] == "adaptive"
+    assert summary["assignment_params"]["predictor_config_id"] == config.pk
+    assert AuditEvent.objects.filter(
+        action=AuditEvent.Action.STUDY_CHANGED, details__change="adaptive design"
+    ).exists()
+
+
+def test_a_study_with_assignments_cannot_turn_adaptive(world):
+    _, study, config, clinicians, admin = world
+    factories.assign(study.responses.first().instruction, clinicians[0], study=study)
+    with pytest.raises(StudyError, match="already has assignments"):
+        study_set_adaptive(study=study, actor=admin, predictor_config_id=config.pk)
+
+
+def test_waves_record_every_probability_keep_the_floor_and_the_overlap(world):
+    _, study, config, clinicians, admin = world
+    study = study_set_adaptive(
+        study=study,
+        actor=admin,
+        predictor_config_id=config.pk,
+        min_probability=0.2,
+        budget=0.5,
+        waves=2,
+        seed=3,
+    )
+    result, state = adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+    draws = list(SamplingDraw.objects.filter(study=study, wave=1))
+    assert len(draws) == result.walked == 10
+    assert all(d.probability == pytest.approx(0.5) for d in draws)  # wave 1: uniform
+    drawn = {d.instruction_id for d in draws if d.drawn}
+    assert all(d.drawn == (d.draw < d.probability) for d in draws)
+    per_instruction = {
+        i: Assignment.objects.filter(study=study, instruction_id=i).count() for i in drawn
+    }
+    assert set(per_instruction.values()) == {2}  # the overlap, for agreement statistics
+    assert Assignment.objects.filter(study=study).count() == 2 * len(drawn)
+
+    submit_all(study)
+    state = adaptive_state(study)
+    assert state.waves_complete == 1 and state.shares
+    probabilities = [r.probability for r in state.plan]
+    assert min(probabilities) >= 0.2 - 1e-9
+    assert sum(probabilities) == pytest.approx(0.5 * 10, abs=1e-6)
+    result, _ = adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+    assert SamplingDraw.objects.filter(study=study, wave=2).count() == 10
+    with pytest.raises(StudyError, match="Every wave|settled"):
+        submit_all(study)
+        adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+
+
+def test_the_stopping_message_says_settled_and_the_reviews_saved(world):
+    _, study, config, clinicians, admin = world
+    study = study_set_adaptive(
+        study=study, actor=admin, predictor_config_id=config.pk, budget=1.0, waves=2, seed=1
+    )
+    adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+    submit_all(study)
+    state = adaptive_state(study)
+    assert state.settled, state.message
+    assert state.reviews_assigned == 20 and state.reviews_uniform == 40
+    assert "The ranking is settled at 95%; 20 reviews saved against uniform" in state.message
+    with pytest.raises(StudyError, match="settled"):
+        adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+
+
+def test_the_assign_command_makes_the_study_adaptive_and_draws_a_wave(world):
+    dataset, study, config, _, _ = world
+    out = StringIO()
+    call_command(
+        "assign",
+        "--dataset",
+        dataset.name,
+        "--mode",
+        "adaptive",
+        "--predictor",
+        str(config.pk),
+        "--waves",
+        "4",
+        "--seed",
+        "5",
+        stdout=out,
+    )
+    study.refresh_from_db()
+    assert study.assignment_mode == "adaptive"
+    assert "Wave 1:" in out.getvalue()
+    assert SamplingDraw.objects.filter(study=study).count() == 5
+    out = StringIO()
+    call_command("assign", "--dataset", dataset.name, "--study", "1", "--dry-run", stdout=out)
+    assert "Next: wave 2" in out.getvalue()
+    # An adaptive study draws its next wave without --mode.
+    call_command("assign", "--dataset", dataset.name, stdout=StringIO())
+    assert SamplingDraw.objects.filter(study=study, wave=2).count() == 5
+    with pytest.raises(CommandError, match="between 1 and"):
+        call_command("assign", "--dataset", dataset.name, "--overlap", "0", stdout=StringIO())
+
+
+def test_the_studies_page_shows_the_form_then_the_next_wave(client, world):
+    dataset, study, config, clinicians, admin = world
+    factories.sign_in(client, admin)
+    url = reverse("admin_studies", args=[dataset.pk])
+    html = client.get(url).content.decode()
+    assert "Assign round 1 adaptively" in html and "Test jury" in html
+    response = client.post(
+        reverse("admin_study_adaptive_design", args=[study.pk]),
+        {"predictor": config.pk, "min_probability": 0.1, "budget": 0.4, "waves": 4, "overlap": 2},
+    )
+    assert response.status_code == 302
+    html = client.get(url).content.decode()
+    assert "Next assignments: wave 1 of 4" in html
+    assert 'data-testid="stopping-message"' in html
+    client.post(reverse("admin_study_adaptive_wave", args=[study.pk]))
+    assert SamplingDraw.objects.filter(study=study, wave=1).count() == 5
+
+
+def test_an_adaptive_study_is_never_assigned_outside_its_waves(world):
+    dataset, study, config, clinicians, admin = world
+    study_set_adaptive(study=study, actor=admin, predictor_config_id=config.pk)
+    from review.services.assignments import AssignmentError, assignments_create
+
+    with pytest.raises(AssignmentError, match="assigned adaptively"):
+        assignments_create(
+            instructions=dataset.instructions.all(), clinicians=clinicians, overlap=2, actor=admin
+        )
+    with pytest.raises(CommandError, match="is adaptive"):
+        call_command("assign", "--dataset", dataset.name, "--mode", "uniform", stdout=StringIO())
+    assert not Assignment.objects.filter(study=study).exists()
+
+
+def test_a_report_of_an_adaptive_round_names_its_design(client, world):
+    from scoring.reports import services as reports
+
+    dataset, study, config, clinicians, admin = world
+    study = study_set_adaptive(
+        study=study, actor=admin, predictor_config_id=config.pk, budget=1.0, waves=2, seed=2
+    )
+    adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+    submit_all(study)
+    report = reports.report_create(
+        dataset=dataset, actor=admin, n_resamples=100, seed=1, enqueue=False
+    )
+    report = reports.report_compute(report_id=report.pk)
+    assert report.status == "done", report.error
+    design = report.provenance["response_set"]
+    assert design["assignment_mode"] == "adaptive"
+    assert design["assignment_params"]["min_probability"] == 0.1
+    factories.sign_in(client, admin)
+    html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert "over-represent the instructions chosen for doubt" in html
+
+
+def test_djangos_admin_shows_the_draws_read_only(client, world):
+    _, study, config, clinicians, admin = world
+    study = study_set_adaptive(study=study, actor=admin, predictor_config_id=config.pk, seed=4)
+    adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+    admin.refresh_from_db()
+    client.force_login(admin)
+    changelist = client.get(reverse("admin:review_samplingdraw_changelist"))
+    assert changelist.status_code == 200 and b"AD-" in changelist.content
+    assert client.get(reverse("admin:review_samplingdraw_add")).status_code == 403
