@@ -173,6 +173,7 @@ def study_power(
     study = study_current(dataset)
     out: dict[str, Any] = {
         "study": study,
+        "design": getattr(study, "assignment_mode", "uniform"),
         "predictor": None,
         "predictor_label": "",
         "metrics": [],

@@ -435,9 +435,13 @@ def _prediction_powered(
     elif key is not None:
         preds = prediction.predictions(responses, key, unit)
     try:
-        return _prediction_powered_results(
+        section = _prediction_powered_results(
             inputs, responses, key, labels, preds, scores, params, unit
         )
+        # PPI here takes the reviewed instructions as a uniform sample of the study; an adaptive
+        # design chose them for doubt, and its weighted estimates live with the study.
+        section["design"] = study.assignment_mode
+        return section
     except (ValueError, ArithmeticError, numpy.linalg.LinAlgError) as exc:
         # An auxiliary section must not fail the report: it says it could not be computed.
         logger.warning("report %s: prediction-powered section failed: %s", report.pk, exc)

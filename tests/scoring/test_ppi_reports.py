@@ -142,3 +142,18 @@ def test_the_progress_page_says_how_many_more_reviews_each_target_needs(client):
     # A bad margin falls back to 5 points; an unknown predictor says so.
     assert "within ±5 points" in client.get(url + "?margin=abc").content.decode()
     assert "No metric" in client.get(url + "?predictor=meteor").content.decode()
+
+
+def test_an_adaptive_study_is_warned_that_these_estimates_assume_uniform_reviews(client):
+    from review.models import Study
+
+    d = make_study()
+    Study.objects.filter(dataset=d.dataset).update(assignment_mode="adaptive")
+    report = _report(d)
+    assert report.results["prediction_powered"]["design"] == "adaptive"
+    factories.sign_in(client, d.researcher)
+    page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert 'data-testid="ppi-adaptive"' in page
+    factories.sign_in(client, d.admin)
+    progress = client.get(reverse("progress_dataset", args=[d.dataset.pk])).content.decode()
+    assert 'data-testid="power-adaptive"' in progress
