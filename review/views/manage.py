@@ -52,7 +52,27 @@ def progress_dataset(request: HttpRequest, dataset_id: int) -> HttpResponse:
             "detail": detail,
             "status": status,
             "statuses": PROGRESS_STATUSES,
+            "power": _power(request, dataset),
         },
+    )
+
+
+def _power(request: HttpRequest, dataset: Dataset) -> dict[str, object]:
+    """The power calculator (issue 26): how many more reviews each target needs, with and
+    without the predictor; its choices come from the page's GET parameters."""
+    from scoring.reports.prediction import study_power
+
+    try:
+        points = float(request.GET.get("margin", "5"))
+    except ValueError:
+        points = 5.0
+    points = min(50.0, max(0.5, points)) if points == points else 5.0
+    return study_power(
+        dataset=dataset,
+        predictor=request.GET.get("predictor", "auto")[:100],
+        metric_a=request.GET.get("metric_a") or None,
+        metric_b=request.GET.get("metric_b") or None,
+        margin=points / 100.0,
     )
 
 

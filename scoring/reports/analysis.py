@@ -186,6 +186,15 @@ def compute_results(
     return clean(results)
 
 
+def prediction_powered_results(
+    table: st.JudgementTable, responses: Any, **kwargs: Any
+) -> dict[str, Any]:
+    """The prediction-powered section (scoring.reports.prediction.section), JSON-ready."""
+    from scoring.reports import prediction
+
+    return clean(prediction.section(table, responses, **kwargs))
+
+
 def response_rows(
     table: st.JudgementTable,
     scores: Mapping[str, np.ndarray],

@@ -36,6 +36,8 @@ TABLES = (
     "variants",
     "rubric_scores",
     "rubric_agreement",
+    "prediction_powered",
+    "power",
 )
 FORMATS = ("csv", "json")
 TABLE_LABELS = {
@@ -55,6 +57,8 @@ TABLE_LABELS = {
     "variants": "Model variants",
     "rubric_scores": "Rubric scores (clinicians and graders)",
     "rubric_agreement": "Rubric grader against clinicians",
+    "prediction_powered": "Prediction-powered estimates",
+    "power": "Reviews still needed",
 }
 
 CORRELATION_COLUMNS = [
@@ -205,6 +209,17 @@ SECTION_COLUMNS: dict[str, list[str]] = {
         "difference", "difference_ci_low", "difference_ci_high", "n_clusters",
         "missing_grader_verdicts", "verdict",
     ],
+    "prediction_powered": [
+        "target", "model", "versus", "predictor", "estimate", "ci_low", "ci_high", "se",
+        "classical", "classical_ci_low", "classical_ci_high", "classical_se", "lam", "n",
+        "n_unlabelled", "effective_n", "effective_reviews", "width_ratio", "method",
+    ],
+    "power": [
+        "target", "label", "predictor", "current", "labelled_units", "total_units",
+        "reviews_per_unit", "classical_units", "classical_more_reviews",
+        "classical_beyond_study", "ppi_units", "ppi_more_reviews", "ppi_beyond_study",
+        "confidence", "power", "margin", "metric_a", "metric_b",
+    ],
 }  # fmt: skip
 
 
@@ -346,6 +361,14 @@ def _section_rows(report: CorrelationReport, table: str) -> list[dict[str, Any]]
                  "n_games": section.get("n_games"), "n_clusters": section.get("n_clusters")}
             )  # fmt: skip
         return out
+    if table in ("prediction_powered", "power"):
+        section = results.get("prediction_powered") or {}
+        predictor = {"predictor": section.get("predictor")}
+        if table == "prediction_powered":
+            return [{**r, **predictor} for r in (section.get("estimates") or {}).get("rows", [])]
+        plan = section.get("power") or {}
+        common = {k: plan.get(k) for k in ("confidence", "power", "margin", "metric_a", "metric_b")}
+        return [{**t, **predictor, **common} for t in plan.get("targets", [])]
     if table == "reviews":
         return _review_rows(report)
     if table == "rubric_scores":
@@ -548,6 +571,7 @@ def _public_parameters(report: CorrelationReport) -> dict[str, Any]:
         "min_clusters",
         "n_permutations",
         "learned_metric",
+        "ppi_predictor",
     )
     out = {k: p.get(k) for k in keys}
     clustering = report.results.get("clustering") or {}

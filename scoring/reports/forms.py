@@ -78,6 +78,15 @@ class ReportForm(forms.Form):
         max_value=1000,
         help_text="Below this many clusters no interval or p-value is shown.",
     )
+    ppi_predictor = forms.CharField(
+        label="Predictor for prediction-powered estimates",
+        initial="auto",
+        required=False,
+        max_length=100,
+        help_text="Which scores stand in for the clinicians on instructions nobody reviewed: "
+        "“auto” (the LLM jury, else the learned metric, else COMET, BERTScore…, in that "
+        "fixed order), “none”, “learned”, or a metric's key as in the exports (e.g. comet).",
+    )
     include_unblindable = forms.BooleanField(
         required=False,
         label="Include reviews by accounts that also hold researcher access",

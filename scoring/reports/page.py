@@ -174,7 +174,91 @@ def report_page(results: dict[str, Any]) -> dict[str, Any]:
         "rubrics": _rubrics(results.get("rubrics")),
         "counts": results.get("counts", {}),
         "labels": labels,
+        "ppi": prediction_powered_page(results.get("prediction_powered")),
     }
+
+
+# --- prediction-powered estimates and the reviews still needed ----------------------------------
+TARGET_NAMES = {
+    "correct": "Share correct",
+    "rank": "Mean rank",
+    "bt": "Bradley-Terry strength",
+    "win": "Win rate",
+}
+
+
+def prediction_powered_page(section: dict[str, Any] | None) -> dict[str, Any]:
+    """The prediction-powered section's rows, formatted; empty when the report has none."""
+    if not section:
+        return {}
+    estimates = section.get("estimates") or {}
+    rows = []
+    for r in estimates.get("rows", []):
+        digits = 2 if r["target"] in ("rank", "bt") else 3
+        rows.append(
+            {
+                **r,
+                "name": TARGET_NAMES.get(r["target"], r["target"]),
+                "subject": f"{r['model']} over {r['versus']}" if r.get("versus") else r["model"],
+                "ppi_text": interval(r.get("estimate"), r.get("ci_low"), r.get("ci_high"), digits),
+                "classical_text": interval(
+                    r.get("classical"),
+                    r.get("classical_ci_low"),
+                    r.get("classical_ci_high"),
+                    digits,
+                ),
+                "width_text": f"{r['width_ratio']:.2f}×"
+                if _number(r.get("width_ratio"))
+                else "n/a",
+                "effective_text": f"{r['effective_reviews']:.0f}"
+                if _number(r.get("effective_reviews"))
+                else "n/a",
+            }
+        )
+    return {
+        **section,
+        "rows": rows,
+        "plan": power_rows(section.get("power")),
+        "effective_text": (
+            f"{estimates['effective_reviews_correct']:.0f}"
+            if _number(estimates.get("effective_reviews_correct"))
+            else "n/a"
+        ),
+    }
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
+def _need(target: dict[str, Any], method: str, unit: str) -> str:
+    """“+N reviews (M patients reviewed in all)”, or why there is no number."""
+    units, more = target.get(f"{method}_units"), target.get(f"{method}_more_reviews")
+    if units is None:
+        if target.get("labelled_units", 0) < 3:
+            return "too few reviews to plan from"
+        return "no target (no difference to detect)"
+    text = "already reached" if not more else f"+{more:,} reviews"
+    text += f" ({units:,} {unit}s reviewed in all"
+    if target.get(f"{method}_beyond_study"):
+        text += f", more than the study's {target.get('total_units'):,}"
+    return text + ")"
+
+
+def power_rows(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """One row per power target: what it asks, and the reviews needed with and without the
+    predictor (shared by the report page and the admin's progress page)."""
+    if not plan:
+        return []
+    unit = str(plan.get("unit") or "unit")
+    return [
+        {
+            **t,
+            "classical_text": _need(t, "classical", unit),
+            "ppi_text": _need(t, "ppi", unit),
+        }
+        for t in plan.get("targets", [])
+    ]
 
 
 def _correlation_row(r: dict[str, Any]) -> dict[str, Any]:

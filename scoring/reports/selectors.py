@@ -401,3 +401,84 @@ def api_token_for_key(*, key: str) -> ApiToken | None:
         .filter(key_hash=digest, revoked_at__isnull=True, expires_at__gt=timezone.now())
         .first()
     )
+
+
+@dataclass(frozen=True)
+class StudyResponses:
+    """Every response of a study's response set, reviewed or not, with each metric's score:
+    what a predictor sees on the instructions no clinician has judged yet (2-3 queries)."""
+
+    response_ids: list[int]
+    instruction_ids: list[int]  # database ids, as JudgementTable.instruction
+    instruction_code: list[str]  # the release's instruction ids
+    patient: list[str]
+    model: list[str]
+    scores: dict[str, np.ndarray]
+    metrics: list[dict[str, Any]]
+
+
+def study_responses(
+    *,
+    dataset: Dataset,
+    study: Study,
+    config_ids: list[int] | None = None,
+    exclude_truncated: bool = False,
+) -> StudyResponses:
+    from review.models import StudyResponse
+
+    rows = list(
+        StudyResponse.objects.filter(study=study)
+        .order_by("instruction_id", "response_id")
+        .values_list(
+            "response_id",
+            "instruction_id",
+            "instruction__instruction_id",
+            "instruction__person_id",
+            "response__model_name",
+        )
+    )
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 5
+    scores, _, metrics = aligned_scores(
+        dataset=dataset,
+        config_ids=config_ids,
+        response_ids=list(columns[0]),
+        exclude_truncated=exclude_truncated,
+    )
+    return StudyResponses(
+        response_ids=list(columns[0]),
+        instruction_ids=list(columns[1]),
+        instruction_code=list(columns[2]),
+        patient=[p or f"(instruction {c})" for p, c in zip(columns[3], columns[2], strict=True)],
+        model=list(columns[4]),
+        scores=scores,
+        metrics=metrics,
+    )
+
+
+def study_learned_texts(
+    *, response_ids: list[int], instruction_ids: list[int]
+) -> tuple[list[str], list[str], list[str]]:
+    """Per response of a study: its instruction's question, its text and the first reference
+    answer (3 queries); for the learned metric's embeddings only, never leaving the worker."""
+    from review.models import Instruction, ReferenceResponse
+
+    texts = dict(
+        ModelResponse.objects.filter(pk__in=set(response_ids)).values_list("id", "text").order_by()
+    )
+    questions = dict(
+        Instruction.objects.filter(pk__in=set(instruction_ids))
+        .values_list("id", "question")
+        .order_by()
+    )
+    references: dict[int, str] = {}
+    for instruction_id, text in (
+        ReferenceResponse.objects.filter(instruction_id__in=set(instruction_ids))
+        .order_by("instruction_id", "annotator", "id")
+        .values_list("instruction_id", "text")
+    ):
+        references.setdefault(instruction_id, text)
+    return (
+        [questions.get(int(i), "") for i in instruction_ids],
+        [texts.get(int(r), "") for r in response_ids],
+        [references.get(int(i), "") for i in instruction_ids],
+    )

@@ -68,6 +68,7 @@ def _report_parameters(
     min_clusters: int = st.MIN_CLUSTERS,
     n_permutations: int = st.DEFAULT_PERMUTATIONS,
     source: str = "app",
+    ppi_predictor: str = "auto",
 ) -> dict[str, Any]:
     if source not in SOURCES:
         raise ReportError(f"the judgements come from {' or '.join(SOURCES)}")
@@ -103,6 +104,9 @@ def _report_parameters(
         "n_permutations": int(n_permutations),
         # Whose judgements: reviews made in the app, or the release's own (never mixed).
         "source": source,
+        # The predictor of the prediction-powered estimates: "auto", "none", "learned" or a
+        # metric key (scoring.reports.prediction).
+        "ppi_predictor": (ppi_predictor or "auto").strip()[:100],
     }
 
 
@@ -126,6 +130,7 @@ def report_create(
     min_clusters: int = st.MIN_CLUSTERS,
     n_permutations: int = st.DEFAULT_PERMUTATIONS,
     source: str = "app",
+    ppi_predictor: str = "auto",
 ) -> CorrelationReport:
     """A pending report; its computation is queued once the row is committed.
 
@@ -153,6 +158,7 @@ def report_create(
         min_clusters=min_clusters,
         n_permutations=n_permutations,
         source=source,
+        ppi_predictor=ppi_predictor,
     )
     report = CorrelationReport.objects.create(
         dataset=dataset,
@@ -308,6 +314,9 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             confidence=float(params["confidence"]),
             min_clusters=int(params.get("min_clusters", st.MIN_CLUSTERS)),
         )
+        results["prediction_powered"] = _prediction_powered(
+            report, study, inputs, scores, labels, params, unit, learned_fit
+        )
         results["responses"] = response_rows(
             inputs.table,
             scores,
@@ -393,6 +402,142 @@ def report_compute(*, report_id: int) -> CorrelationReport:
         if learned_fit is not None:
             _learned_metric_store(report=report, fit=learned_fit)
     return report
+
+
+def _prediction_powered(
+    report: CorrelationReport,
+    study: Study,
+    inputs: Any,
+    scores: dict[str, Any],
+    labels: dict[str, str],
+    params: dict[str, Any],
+    unit: str,
+    learned_fit: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Prediction-powered estimates and the reviews still needed, with the report's predictor
+    on every response of the study (scoring.reports.prediction)."""
+    from scoring.reports import prediction
+    from scoring.reports.selectors import study_responses
+
+    responses = study_responses(
+        dataset=report.dataset,
+        study=study,
+        config_ids=params.get("config_ids"),
+        exclude_truncated=bool(params.get("exclude_truncated", False)),
+    )
+    try:
+        key = prediction.choose_predictor(
+            str(params.get("ppi_predictor", "auto")),
+            inputs.metrics,
+            learned=learned_fit is not None,
+        )
+    except prediction.PredictorError as exc:
+        return {"predictor": None, "error": str(exc), "estimates": None, "power": None}
+    preds = None
+    if key == prediction.LEARNED and learned_fit is not None:
+        if int(learned_fit["info"].get("n_splits") or 0) < 2:
+            return {
+                "predictor": None,
+                "error": "the learned metric had too few patients for cross-fitting",
+                "estimates": None,
+                "power": None,
+            }
+        values, folds, fold = _learned_study_predictions(inputs, responses, learned_fit)
+        preds = prediction.predictions(responses, key, unit, values=values, folds=folds, fold=fold)
+    elif key is not None:
+        preds = prediction.predictions(responses, key, unit)
+    try:
+        section = _prediction_powered_results(
+            inputs, responses, key, labels, preds, scores, params, unit
+        )
+        # PPI here takes the reviewed instructions as a uniform sample of the study; an adaptive
+        # design chose them for doubt, and its weighted estimates live with the study.
+        section["design"] = study.assignment_mode
+        return section
+    except (ValueError, ArithmeticError, numpy.linalg.LinAlgError) as exc:
+        # An auxiliary section must not fail the report: it says it could not be computed.
+        logger.warning("report %s: prediction-powered section failed: %s", report.pk, exc)
+        return {
+            "predictor": key,
+            "error": f"could not be computed ({type(exc).__name__})",
+            "estimates": None,
+            "power": None,
+        }
+
+
+def _prediction_powered_results(
+    inputs: Any,
+    responses: Any,
+    key: str | None,
+    labels: dict[str, str],
+    preds: Any,
+    scores: dict[str, Any],
+    params: dict[str, Any],
+    unit: str,
+) -> dict[str, Any]:
+    from scoring.reports.analysis import prediction_powered_results
+
+    return prediction_powered_results(
+        inputs.table,
+        responses,
+        predictor=key,
+        label=labels.get(key, key) if key else "",
+        preds=preds,
+        table_scores=scores,
+        confidence=float(params.get("confidence", 0.95)),
+        unit=unit,
+    )
+
+
+def _learned_study_predictions(
+    inputs: Any, responses: Any, fit: dict[str, Any]
+) -> tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
+    """The learned metric cross-fitted on every response of the study: each fold model of the
+    report's first split (fitted without that fold's patients), applied to every response.
+    Returns the mean over fold models, the ``(responses, K)`` fold scores, and each response's
+    own fold (-1 for an instruction no clinician reviewed)."""
+    from scoring.reports.selectors import study_learned_texts
+
+    questions, texts, references = study_learned_texts(
+        response_ids=responses.response_ids, instruction_ids=responses.instruction_ids
+    )
+    index = dict(fit["embedding_index"])
+    new = sorted({*questions, *texts, *references} - set(index))
+    emb = fit["embeddings"]
+    if new:
+        emb = numpy.vstack([emb, learned.embed_texts(new)])
+        index.update({t: len(index) + k for k, t in enumerate(new)})
+
+    def rows(values: list[str]) -> numpy.ndarray:
+        return emb[[index[t] for t in values]]
+
+    n = len(responses.response_ids)
+    features, _ = learned.build_features(
+        {k: responses.scores.get(k, numpy.full(n, numpy.nan)) for k in inputs.scores},
+        numpy.array([len(t.split()) for t in texts], dtype=float),
+        rows(questions),
+        rows(texts),
+        rows(references),
+    )
+    fold_of = fit["info"]["fold_of_instruction"]
+    table_fold = numpy.array([fold_of.get(c, -1) for c in inputs.instruction_code])
+    k = int(fit["info"]["n_splits"])
+    folds = numpy.column_stack(
+        [
+            learned.fit_ranker(inputs.table, fit["features"], numpy.flatnonzero(table_fold != j))[
+                0
+            ].score(features)
+            for j in range(k)
+        ]
+    )
+    reviewed = set(inputs.instruction_code)
+    fold = numpy.array(
+        [
+            fold_of.get(c, -1) if c in reviewed and fold_of.get(c) is not None else -1
+            for c in responses.instruction_code
+        ]
+    )
+    return folds.mean(axis=1), folds, fold
 
 
 def _release_comparison(
@@ -524,6 +669,11 @@ def _learned_metric_fit(inputs: Any, *, seed: int) -> dict[str, Any]:
     return {
         "oof": oof,
         "info": info,
+        # Kept in memory for the cross-fitted predictor (never stored): the training features
+        # and the embeddings already computed, by text.
+        "features": features,
+        "embeddings": emb,
+        "embedding_index": index,
         "model": final,
         "names": names,
         "provenance": provenance,

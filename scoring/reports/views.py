@@ -49,6 +49,7 @@ def reports(request: HttpRequest) -> HttpResponse:
                 source=form.cleaned_data["source"] or "app",
                 cluster=form.cleaned_data["cluster"] or "auto",
                 min_clusters=form.cleaned_data["min_clusters"] or 10,
+                ppi_predictor=form.cleaned_data["ppi_predictor"] or "auto",
             )
         except services.ReportError as exc:
             form.add_error(None, str(exc))

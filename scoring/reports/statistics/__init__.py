@@ -11,6 +11,8 @@ notebooks and tests alike. One module per question:
 - ``leaderboard``: which model do clinicians prefer (correct shares, Bradley-Terry, win rates);
 - ``significance``: is a difference real (paired tests, position bias, context length);
 - ``breakdown``: a statistic per category or specialty;
+- ``ppi``: what clinicians plus a predictor say (prediction-powered estimates);
+- ``power``: how many more reviews a question needs, with and without the predictor;
 - ``synthetic``: synthetic judgements for benchmarks.
 """
 
