@@ -298,10 +298,21 @@ def _misfits(page, name: str) -> list[str]:
     return problems
 
 
-def _shot(page, name: str) -> None:
-    if SCREENSHOTS:
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SCREENSHOTS) / name), full_page=True)
+def _shot(page, name: str, *, start: str = "", height: int = 1700) -> None:
+    """Save ``height`` px of the page from the element ``start`` (else the top)."""
+    if not SCREENSHOTS:
+        return
+    Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+    top = 0.0
+    if start:
+        page.locator(start).first.scroll_into_view_if_needed()
+        top = page.evaluate(
+            "s => document.querySelector(s).getBoundingClientRect().top + window.scrollY - 8",
+            start,
+        )
+    full = page.evaluate("() => document.documentElement.scrollHeight")
+    clip = {"x": 0, "y": top, "width": PHONE["width"], "height": min(height, full - top)}
+    page.screenshot(path=str(Path(SCREENSHOTS) / name), full_page=True, clip=clip)
 
 
 def test_every_page_a_role_uses_fits_a_phone(live_server, tab):
@@ -356,7 +367,32 @@ def test_every_page_a_role_uses_fits_a_phone(live_server, tab):
     link = page.locator("[data-testid=section-pending] a", has_text="Open").first
     box = link.bounding_box()
     assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
-    _shot(page, "admin-applications-phone.png")
+    _shot(page, "admin-applications-phone.png", height=1900)
+
+    # A clinician's pages, and an applicant's.
+    record = review_data.make_dataset("phone")
+    instruction = review_data.make_instruction(
+        record, review_data.make_record(record, "9000007", n_events=30), "I-PHONE-1"
+    )
+    clinician = factories.make_user("cleo@example.edu", roles=[Role.CLINICIAN])
+    review_data.assign(instruction, clinician)
+    applicant = _application("pat@hospital.example.edu", "Pat Applicant")
+    for user, pages in (
+        (
+            clinician,
+            {
+                "queue": reverse("clinician_queue"),
+                "review page": reverse("clinician_review", args=[instruction.pk]),
+            },
+        ),
+        (applicant.user, {"application status": reverse("application_status")}),
+    ):
+        page.context.clear_cookies()
+        sign_in_with_totp(page, base, user.email)
+        for name, url in pages.items():
+            page.goto(base + url)
+            problems += _misfits(page, name)
+    assert not problems, "\n".join(problems)
 
     page.context.clear_cookies()
     sign_in_with_totp(page, base, d.researcher.email)
@@ -366,5 +402,6 @@ def test_every_page_a_role_uses_fits_a_phone(live_server, tab):
     assert fonts, "the report shows no chart"
     small = [f for f in fonts if f["px"] < 10.5]
     assert not small, f"chart labels too small on a phone: {small}"
-    _shot(page, "report-phone.png")
+    _shot(page, "report-phone.png", start="#correlation", height=1500)
+    _shot(page, "report-leaderboard-phone.png", start="#leaderboard", height=1500)
     assert_no_axe_violations(page, "report, phone")
