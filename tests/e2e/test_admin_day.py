@@ -409,3 +409,33 @@ def test_every_page_a_role_uses_fits_a_phone(live_server, tab):
     _shot(page, "report-phone.png", start="#correlation", height=1500)
     _shot(page, "report-leaderboard-phone.png", start="#leaderboard", height=1500)
     assert_no_axe_violations(page, "report, phone")
+
+
+def test_wrong_codes_and_the_lockout_reach_the_audit_log_and_the_lockout_says_how_long(
+    live_server, tab
+):
+    from tests.e2e.test_accessibility import sign_in
+
+    base, page = live_server.url, tab
+    admin = _admin()
+    clinician = factories.make_user("cleo@example.edu", roles=[Role.CLINICIAN])
+    sign_in(page, base, clinician.email)
+    page.wait_for_selector("input[name=code]")
+    for _ in range(5):
+        page.fill("input[name=code]", "000000")
+        page.click("main button[type=submit]")
+        page.wait_for_load_state()
+    page.fill("input[name=code]", factories.totp_code())
+    page.click("main button[type=submit]")
+    page.wait_for_load_state()
+    text = page.inner_text("main")
+    assert "Too many wrong codes" in text and "5 minutes" in text, text
+    assert_no_axe_violations(page, "second factor locked")
+
+    page.context.clear_cookies()
+    sign_in_with_totp(page, base, admin.email)
+    page.goto(base + reverse("audit_log") + f"?actor={clinician.email}")
+    log = page.inner_text("main table")
+    assert log.count("Wrong second-factor code") == 5
+    assert "Second factor locked" in log
+    assert "000000" not in page.content()
