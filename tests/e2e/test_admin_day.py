@@ -358,6 +358,7 @@ def test_every_page_a_role_uses_fits_a_phone(live_server, tab):
         "scoring runs": reverse("scoring_runs"),
         "scoring run": reverse("scoring_run_detail", args=[run.pk]),
         "reports": reverse("scoring_reports"),
+        "paper tables": reverse("scoring_paper_tables", args=[dataset.pk]),
         "generation runs": reverse("generation_runs"),
         "method": reverse("scoring_method"),
         "API tokens": reverse("scoring_api_tokens"),
