@@ -248,8 +248,11 @@ class DUAPublishForm(forms.Form):
         self.current_text = current_text
 
     def clean_text(self) -> str:
-        text = self.cleaned_data["text"]
-        if self.current_text and text.strip() == self.current_text.strip():
+        # Browsers send a textarea's lines ending in CRLF: stored and compared as LF, so that
+        # an unchanged text is seen as unchanged.
+        text = self.cleaned_data["text"].replace("\r\n", "\n")
+        current = self.current_text.replace("\r\n", "\n")
+        if current and text.strip() == current.strip():
             raise forms.ValidationError(
                 "The text is the same as the active version's: change it, or publish nothing."
             )

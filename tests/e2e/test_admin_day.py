@@ -316,11 +316,10 @@ def _shot(page, name: str, *, start: str = "", height: int = 1700) -> None:
 
 
 def test_every_page_a_role_uses_fits_a_phone(live_server, tab):
+    from review.models import ErrorTag
     from scoring.models import ScoringRun
     from tests.scoring.test_reports import _done_report
     from tests.scoring.test_reports import data as report_data
-
-    from review.models import ErrorTag
 
     base, page = live_server.url, tab
     page.set_viewport_size(PHONE)

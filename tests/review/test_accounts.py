@@ -487,6 +487,12 @@ def test_a_dua_version_with_the_same_text_is_refused(client, admin):
         },
     )
     assert response.status_code == 200 and "same as the active" in response.content.decode()
+    # As a browser sends it: the textarea's lines end in CRLF.
+    response = client.post(
+        reverse("admin_dua_publish"),
+        {"version": "9.9", "title": "DUA", "text": current.text.replace("\n", "\r\n") + "\r\n"},
+    )
+    assert "same as the active" in response.content.decode()
     assert DUAVersion.objects.get(is_active=True) == current
 
 
