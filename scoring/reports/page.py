@@ -346,6 +346,7 @@ def _breakdown_tables(results: dict[str, Any]) -> list[dict[str, Any]]:
                 percentile = place.get("percentile")
                 cells.append(
                     {
+                        "label": m["label"],  # the column, named on a phone's card
                         "summary": _ci(c, "mean_tau", "ci_low", "ci_high", "interval_note"),
                         "n": c.get("n_reviews", 0),
                         "loo": f"{round(100 * percentile)}th pct of clinicians"
