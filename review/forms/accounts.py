@@ -247,6 +247,15 @@ class DUAPublishForm(forms.Form):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.current_text = current_text
 
+    def clean_version(self) -> str:
+        # Said at the preview, not after the admin has confirmed it.
+        from review.models import DUAVersion
+
+        version = self.cleaned_data["version"].strip()
+        if DUAVersion.objects.filter(version=version).exists():
+            raise forms.ValidationError(f"Version {version} already exists: choose another label.")
+        return version
+
     def clean_text(self) -> str:
         # Browsers send a textarea's lines ending in CRLF: stored and compared as LF, so that
         # an unchanged text is seen as unchanged.

@@ -496,6 +496,15 @@ def test_a_dua_version_with_the_same_text_is_refused(client, admin):
     assert DUAVersion.objects.get(is_active=True) == current
 
 
+def test_a_dua_version_label_in_use_is_refused_at_the_preview(client, admin):
+    client.force_login(admin)
+    current = DUAVersion.objects.get(is_active=True)
+    response = client.post(
+        reverse("admin_dua_publish"), {"version": current.version, "title": "DUA", "text": "New."}
+    )
+    assert response.context["form"].errors["version"] and not response.context["preview"]
+
+
 def test_an_inactive_dua_cannot_be_signed(admin):
     old = DUAVersion.objects.get(is_active=True)
     services.dua_publish(version="9", text="x", actor=admin)
