@@ -382,6 +382,8 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "MedAlign Review <noreply@loc
 # Emails name the site and carry absolute links: SITE_URL is the public address (e.g.
 # https://review.example.org); unset, links use the address a request came to, or localhost.
 SITE_NAME = "MedAlign Review"
+# What an applicant is told to expect: the admins aim to decide within this many days.
+APPLICATION_DECISION_DAYS = env_int("APPLICATION_DECISION_DAYS", 5, minimum=1)
 SITE_URL = env_str("SITE_URL", "")
 
 # --- Celery -----------------------------------------------------------------------------------

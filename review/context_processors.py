@@ -8,4 +8,12 @@ def navigation(request: HttpRequest) -> dict[str, object]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {"nav_roles": frozenset()}
-    return {"nav_roles": access.user_access(user).roles}
+    roles = access.user_access(user).roles
+    context: dict[str, object] = {"nav_roles": roles}
+    if "admin" in roles:
+        # Admins see how many applications wait for them on every page (one COUNT on an
+        # indexed column), not only once they open the queue.
+        from review.selectors.accounts import applications_pending_count
+
+        context["nav_pending_applications"] = applications_pending_count()
+    return context

@@ -295,8 +295,7 @@ class AuditEventAdmin(admin.ModelAdmin):
         "created_at",
         "actor_email",
         "action",
-        "object_type",
-        "object_id",
+        "object_label",
         "person_id",
         "ip_address",
     )
@@ -308,6 +307,10 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: AuditEvent | None = None) -> list:
         return [f.name for f in self.model._meta.fields]
+
+    @admin.display(description="Object")
+    def object_label(self, obj: AuditEvent) -> str:
+        return obj.object_label
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

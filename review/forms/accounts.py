@@ -182,9 +182,15 @@ class DecisionForm(forms.Form):
         help_text="Required to reject or request changes; the applicant sees it.",
     )
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        kwargs.setdefault("initial", {"expires_on": timezone.localdate() + timedelta(days=365)})
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: object, requested_role: str = "", **kwargs: object) -> None:
+        # The roles start as the applicant asked: an admin who only chooses "Approve" approves
+        # what was requested, instead of meeting "Choose at least one role" (issue 28).
+        initial: dict[str, object] = {
+            "expires_on": timezone.localdate() + timedelta(days=365),
+            "roles": [requested_role] if requested_role else [],
+        }
+        initial.update(kwargs.pop("initial", None) or {})  # type: ignore[call-overload]
+        super().__init__(*args, initial=initial, **kwargs)  # type: ignore[arg-type,misc]
 
     def clean(self) -> dict:
         data = super().clean()
@@ -222,9 +228,44 @@ class RevokeForm(forms.Form):
 
 
 class DUAPublishForm(forms.Form):
+    """A new agreement version, in two steps: the admin edits (starting from the current
+    text) and previews the difference; publishing needs the confirmation ticked on that
+    preview, because it suspends every user until they sign."""
+
     version = forms.CharField(max_length=32, help_text="For example 1.1 or 2.0.")
     title = forms.CharField(max_length=200, initial="MedAlign Data Use Agreement")
-    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 16}))
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 16}),
+        help_text="Starts from the active version's text: change what changes.",
+    )
+    confirm = forms.BooleanField(
+        required=False,
+        label="I understand that every user loses access until they sign this version.",
+    )
+
+    def __init__(self, *args: object, current_text: str = "", **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.current_text = current_text
+
+    def clean_version(self) -> str:
+        # Said at the preview, not after the admin has confirmed it.
+        from review.models import DUAVersion
+
+        version = self.cleaned_data["version"].strip()
+        if DUAVersion.objects.filter(version=version).exists():
+            raise forms.ValidationError(f"Version {version} already exists: choose another label.")
+        return version
+
+    def clean_text(self) -> str:
+        # Browsers send a textarea's lines ending in CRLF: stored and compared as LF, so that
+        # an unchanged text is seen as unchanged.
+        text = self.cleaned_data["text"].replace("\r\n", "\n")
+        current = self.current_text.replace("\r\n", "\n")
+        if current and text.strip() == current.strip():
+            raise forms.ValidationError(
+                "The text is the same as the active version's: change it, or publish nothing."
+            )
+        return text
 
 
 class AuditFilterForm(forms.Form):

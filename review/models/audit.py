@@ -95,3 +95,12 @@ class AuditEvent(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise PermissionError("the audit trail is append-only")
+
+    @property
+    def object_label(self) -> str:
+        """The object as people read it: a patient by the pseudonymous ``person_id`` the rest of
+        the app shows, never by the database row number ("Patient 9" beside person_id 9000006
+        read as two patients)."""
+        if self.object_type == "Patient" and self.person_id:
+            return f"Patient {self.person_id}"
+        return f"{self.object_type} {self.object_id}".strip()

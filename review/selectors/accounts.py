@@ -1,5 +1,7 @@
 """Reads for accounts, applications, the DUA and the audit trail."""
 
+import difflib
+from dataclasses import dataclass
 from datetime import date, datetime, time
 
 from django.db.models import Q, QuerySet
@@ -53,14 +55,52 @@ def application_open_for_user(user: User) -> AccessApplication | None:
     )
 
 
-def applications_for_queue() -> dict[str, QuerySet[AccessApplication]]:
-    """The admin queue: awaiting review, waiting for the applicant, and approved ones."""
+# The queue's sections, in the order the page shows them: the ones waiting for an admin first,
+# then those waiting for the applicant, the approved, and the closed ones (kept: an admin looks
+# up who was refused or revoked, and why).
+QUEUE_SECTIONS: tuple[tuple[str, str], ...] = (
+    (AccessApplication.Status.PENDING, "Awaiting review"),
+    (AccessApplication.Status.CHANGES_REQUESTED, "Waiting for the applicant's changes"),
+    (AccessApplication.Status.APPROVED, "Approved"),
+    (AccessApplication.Status.REVOKED, "Revoked"),
+    (AccessApplication.Status.REJECTED, "Rejected"),
+)
+
+
+def applications_for_queue(*, status: str = "") -> dict[str, QuerySet[AccessApplication]]:
+    """The admin queue, one queryset per status (every status, or only ``status``): oldest
+    first while waiting, soonest to end for the approved, latest decision first once closed."""
     base = AccessApplication.objects.select_related("user", "reviewer").order_by("submitted_at")
-    return {
-        "pending": base.filter(status=AccessApplication.Status.PENDING),
-        "changes_requested": base.filter(status=AccessApplication.Status.CHANGES_REQUESTED),
-        "approved": base.filter(status=AccessApplication.Status.APPROVED).order_by("expires_on"),
+    order = {
+        AccessApplication.Status.APPROVED: ("expires_on", "id"),
+        AccessApplication.Status.REVOKED: ("-decided_at", "-id"),
+        AccessApplication.Status.REJECTED: ("-decided_at", "-id"),
     }
+    return {
+        key: base.filter(status=key).order_by(*order.get(key, ("submitted_at", "id")))
+        for key, _ in QUEUE_SECTIONS
+        if not status or key == status
+    }
+
+
+def applications_pending_count() -> int:
+    """How many applications wait for an admin's decision (the navigation shows it)."""
+    return AccessApplication.objects.filter(status=AccessApplication.Status.PENDING).count()
+
+
+def admins_current(*, exclude: User | None = None) -> QuerySet[User]:
+    """Active accounts whose approved, unexpired application grants the admin role."""
+    today = timezone.localdate()
+    users = User.objects.filter(
+        is_active=True,
+        applications__status=AccessApplication.Status.APPROVED,
+        applications__is_admin=True,
+        applications__expires_on__gte=today,
+        applications__certificate_expires_on__gte=today,
+    ).distinct()
+    if exclude is not None:
+        users = users.exclude(pk=exclude.pk)
+    return users.order_by("email")
 
 
 def application_get(*, application_id: int) -> AccessApplication | None:
@@ -97,3 +137,48 @@ def audit_events(
     if person_id:
         qs = qs.filter(person_id=person_id)
     return qs.order_by("-created_at", "-id")
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    """One line of the comparison of two agreement texts: kept (" "), added ("+") or removed
+    ("-"), with the line numbers it has in the old and the new text."""
+
+    kind: str
+    text: str
+    old_number: int | None
+    new_number: int | None
+
+
+def dua_text_diff(old: str, new: str, *, context: int = 2) -> list[DiffLine | None]:
+    """The changed lines of ``new`` against ``old`` with ``context`` lines around each change
+    (difflib's grouping, as ``diff -u`` shows it); ``None`` separates groups. Empty when equal."""
+    a, b = old.splitlines(), new.splitlines()
+    lines: list[DiffLine | None] = []
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    for group in matcher.get_grouped_opcodes(context):
+        if lines:
+            lines.append(None)
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                lines += [DiffLine(" ", a[i], i + 1, j1 + (i - i1) + 1) for i in range(i1, i2)]
+                continue
+            lines += [DiffLine("-", a[i], i + 1, None) for i in range(i1, i2)]
+            lines += [DiffLine("+", b[j], None, j + 1) for j in range(j1, j2)]
+    return lines
+
+
+def users_with_access_count() -> int:
+    """Accounts whose approval is current: a new DUA version suspends each until they sign."""
+    today = timezone.localdate()
+    return (
+        AccessApplication.objects.filter(
+            status=AccessApplication.Status.APPROVED,
+            expires_on__gte=today,
+            certificate_expires_on__gte=today,
+            user__is_active=True,
+        )
+        .values("user")
+        .distinct()
+        .count()
+    )

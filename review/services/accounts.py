@@ -33,7 +33,11 @@ from review.models import (
     Role,
     User,
 )
-from review.selectors.accounts import application_open_for_user, email_domain_is_rejected
+from review.selectors.accounts import (
+    admins_current,
+    application_open_for_user,
+    email_domain_is_rejected,
+)
 from review.services.audit import audit_record, client_ip
 from review.signals import access_changed
 from review.site import site_url
@@ -185,6 +189,10 @@ def application_submit(
         obj=application,
         details={"requested_role": details.requested_role},
     )
+    if send_email_link:
+        # An operator's own application (send_email_link=False) is approved on the spot: no
+        # admin needs telling.
+        application_admins_notify(application=application, request=request)
     if send_email_link and application.institutional_email_verified_at is None:
         application_email_link_send(application=application, request=request)
     return application
@@ -228,9 +236,41 @@ def application_resubmit(
         obj=application,
         details={"resubmitted": True, "requested_role": details.requested_role},
     )
+    application_admins_notify(application=application, request=request)
     if application.institutional_email_verified_at is None:
         application_email_link_send(application=application, request=request)
     return application
+
+
+def application_admins_notify(
+    *, application: AccessApplication, request: HttpRequest | None = None
+) -> None:
+    """Email every current admin (the applicant aside) that an application awaits a decision,
+    once the transaction commits. The mail names the application and what it asks for, links
+    to it, and carries nothing else (the applicant's details are read in the app)."""
+    recipients = list(admins_current(exclude=application.user).values_list("email", flat=True))
+    if not recipients:
+        return
+    context = {
+        "application_id": application.pk,
+        "requested_role": Role(application.requested_role).label,
+        "resubmitted": application.decided_at is not None,
+        "email_verified": application.institutional_email_verified_at is not None,
+        "detail_url": site_url(request)
+        + reverse("admin_application_detail", args=[application.pk]),
+        "site_name": settings.SITE_NAME,
+    }
+
+    def send() -> None:
+        subject = render_to_string("review/accounts/email/arrived_subject.txt", context)
+        body = render_to_string("review/accounts/email/arrived_message.txt", context)
+        # One message per admin: no admin learns the others' addresses.
+        for to in recipients:
+            send_mail(
+                settings.ACCOUNT_EMAIL_SUBJECT_PREFIX + " ".join(subject.split()), body, None, [to]
+            )
+
+    transaction.on_commit(send)
 
 
 # --- the institutional email: a link sent to it proves the applicant reads it -------------------

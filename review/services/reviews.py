@@ -675,4 +675,41 @@ def review_reopen(
         instruction_id=instruction.instruction_id,
         details={"reason": reason, "clinician": review.assignment.clinician_id},
     )
+    _email_reopened(review, request=request)
     return True
+
+
+def _email_reopened(review: Review, *, request: HttpRequest | None) -> None:
+    """Tell the clinician, once the transaction commits, that a review of theirs is open again.
+
+    The mail links to the review and names its instruction id; the admin's reason stays in the
+    app (queue and review page), since a reason may quote the record and email leaves the
+    protected machine.
+    """
+    from django.conf import settings
+    from django.core.mail import send_mail
+    from django.template.loader import render_to_string
+    from django.urls import reverse
+
+    from review.site import site_url
+
+    assignment = review.assignment
+    to = User.objects.filter(pk=assignment.clinician_id).values_list("email", flat=True).first()
+    if not to:
+        return
+    context = {
+        "instruction_id": assignment.instruction.instruction_id,
+        "review_url": site_url(request)
+        + reverse("clinician_review", args=[assignment.instruction_id]),
+        "queue_url": site_url(request) + reverse("clinician_queue"),
+        "site_name": settings.SITE_NAME,
+    }
+
+    def send() -> None:
+        subject = render_to_string("review/clinician/email/reopened_subject.txt", context)
+        body = render_to_string("review/clinician/email/reopened_message.txt", context)
+        send_mail(
+            settings.ACCOUNT_EMAIL_SUBJECT_PREFIX + " ".join(subject.split()), body, None, [to]
+        )
+
+    transaction.on_commit(send)

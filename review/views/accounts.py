@@ -3,7 +3,9 @@
 import csv
 import json
 from collections.abc import Iterator
+from datetime import date, timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -30,7 +32,7 @@ from review.forms.accounts import (
     RevokeForm,
     RolesForm,
 )
-from review.models import AccessApplication, AuditEvent
+from review.models import AccessApplication, AuditEvent, DUAVersion
 from review.selectors import accounts as selectors
 from review.services import accounts as services
 from review.services.audit import audit_record
@@ -63,6 +65,13 @@ def application_status(request: HttpRequest) -> HttpResponse:
             and application.status == Status.CHANGES_REQUESTED,
             "needs_dua": needs_dua,
             "needs_mfa_hint": _has_no_totp(request),
+            "lone_admin_until": _lone_admin_until(request),
+            "decision_days": settings.APPLICATION_DECISION_DAYS,
+            "decision_expected_by": (
+                application.submitted_at + timedelta(days=settings.APPLICATION_DECISION_DAYS)
+                if application is not None and application.status == Status.PENDING
+                else None
+            ),
         },
     )
 
@@ -210,8 +219,21 @@ def application_email_resend(request: HttpRequest) -> HttpResponse:
 @admin_required
 @require_GET
 def admin_applications(request: HttpRequest) -> HttpResponse:
+    """Every application by status, revoked and rejected ones included; ``?status=`` shows
+    one status only."""
+    statuses = dict(selectors.QUEUE_SECTIONS)
+    status = request.GET.get("status", "")
+    status = status if status in statuses else ""
+    queue = selectors.applications_for_queue(status=status)
     return render(
-        request, "review/accounts/admin_queue.html", {"queue": selectors.applications_for_queue()}
+        request,
+        "review/accounts/admin_queue.html",
+        {
+            "sections": [(key, statuses[key], rows) for key, rows in queue.items()],
+            "statuses": selectors.QUEUE_SECTIONS,
+            "status": status,
+            "lone_admin_until": _lone_admin_until(request),
+        },
     )
 
 
@@ -219,7 +241,7 @@ def admin_applications(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def admin_application_detail(request: HttpRequest, application_id: int) -> HttpResponse:
     application = _application_or_404(application_id)
-    form = DecisionForm(request.POST or None)
+    form = DecisionForm(request.POST or None, requested_role=application.requested_role)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -332,25 +354,66 @@ def admin_application_certificate(request: HttpRequest, application_id: int) -> 
 @admin_required
 @require_http_methods(["GET", "POST"])
 def admin_dua_publish(request: HttpRequest) -> HttpResponse:
+    """Edit (from the current text), preview the difference, then publish on confirmation.
+
+    A POST without ``action=publish`` (the "Preview" button) only shows the difference and
+    the confirmation; publishing needs both the button and the ticked confirmation."""
     current = selectors.dua_active()
-    form = DUAPublishForm(request.POST or None, initial={"text": current.text if current else ""})
-    if request.method == "POST" and form.is_valid():
-        try:
-            dua = services.dua_publish(
-                version=form.cleaned_data["version"],
-                title=form.cleaned_data["title"],
-                text=form.cleaned_data["text"],
-                actor=request.user,
-                request=request,
-            )
-        except services.AccountsError as exc:
-            form.add_error(None, str(exc))
+    current_text = current.text if current else ""
+    form = DUAPublishForm(
+        request.POST or None,
+        initial={"text": current_text, "version": _next_version(current)},
+        current_text=current_text,
+    )
+    action = request.POST.get("action", "")
+    preview = request.method == "POST" and action != "edit" and form.is_valid()
+    if preview and action == "publish":
+        if not form.cleaned_data["confirm"]:
+            form.add_error("confirm", "Tick this to publish: it suspends every user's access.")
         else:
-            messages.success(
-                request, f"Version {dua.version} published: every user must now re-sign it."
-            )
-            return redirect("admin_applications")
-    return render(request, "review/accounts/dua_publish.html", {"form": form, "current": current})
+            try:
+                dua = services.dua_publish(
+                    version=form.cleaned_data["version"],
+                    title=form.cleaned_data["title"],
+                    text=form.cleaned_data["text"],
+                    actor=request.user,
+                    request=request,
+                )
+            except services.AccountsError as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(
+                    request,
+                    f"Version {dua.version} published: every user must now sign it, you first.",
+                )
+                # The admin's own access is suspended too, until they sign.
+                return redirect("dua_sign")
+    diff = (
+        selectors.dua_text_diff(current_text, form.cleaned_data["text"])
+        if preview and "text" in form.cleaned_data
+        else None
+    )
+    return render(
+        request,
+        "review/accounts/dua_publish.html",
+        {
+            "form": form,
+            "current": current,
+            "diff": diff,
+            "preview": preview,
+            "affected": selectors.users_with_access_count(),
+        },
+    )
+
+
+def _next_version(current: DUAVersion | None) -> str:
+    """A suggestion for the next label: "1.0" -> "1.1"; empty when the label is not numeric."""
+    if current is None:
+        return "1.0"
+    major, _, minor = current.version.partition(".")
+    if major.isdigit() and (minor.isdigit() or not minor):
+        return f"{major}.{int(minor or 0) + 1}"
+    return ""
 
 
 # --- admin: audit log ----------------------------------------------------------------------------
@@ -452,7 +515,8 @@ def _render_detail(
             "history": selectors.applications_history_for_user(application.user).exclude(
                 pk=application.pk
             ),
-            "decision_form": decision_form or DecisionForm(),
+            "decision_form": decision_form
+            or DecisionForm(requested_role=application.requested_role),
             "revoke_form": revoke_form or RevokeForm(),
             "roles_form": roles_form
             or RolesForm(
@@ -462,6 +526,17 @@ def _render_detail(
         },
         status=status if request.method == "POST" else 200,
     )
+
+
+def _lone_admin_until(request: HttpRequest) -> date | None:
+    """For an admin with no other current admin: the day their own access ends, by which a
+    second admin must be approved (four eyes: nobody extends their own access). None else."""
+    access = user_access(request.user)
+    if not access.is_admin or access.application is None:
+        return None
+    if selectors.admins_current(exclude=request.user).exists():
+        return None
+    return access.application.access_ends_on()
 
 
 def _can_apply(request: HttpRequest) -> bool:

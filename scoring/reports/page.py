@@ -5,6 +5,7 @@ be computed says why, a p-value at the resolution of its resampling says "<", un
 "n/a" everywhere.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from django.utils.safestring import SafeString, mark_safe
@@ -22,6 +23,15 @@ def _svg(document: str) -> SafeString:
     # plots.py escapes every piece of text it draws, so its output is safe to inline.
     # Charts carry no style attribute (the CSP refuses inline styles): scoring.css sizes them.
     return mark_safe(document)  # noqa: S308
+
+
+def _chart(draw: Callable[..., str], *args: Any, **kwargs: Any) -> SafeString:
+    """A chart drawn twice: for a wide screen, and in its phone layout (``compact=True``),
+    which scoring.css shows below 600px instead. Scaled down to a phone's width, the wide
+    drawing's 12-unit text came out at 5 px (issue 28); the phone layout keeps it near 12."""
+    wide = draw(*args, **kwargs)
+    narrow = draw(*args, compact=True, **kwargs)
+    return _svg(f'<div class="chart-wide">{wide}</div><div class="chart-compact">{narrow}</div>')
 
 
 # --- figures -----------------------------------------------------------------------------------
@@ -67,74 +77,67 @@ def report_page(results: dict[str, Any]) -> dict[str, Any]:
     return {
         "clustering": clustering,
         "interval_caption": f"cluster-bootstrap intervals over {unit}s",
-        "correlation_chart": _svg(
-            plots.interval_chart(
-                tau_rows,
-                "Agreement with clinicians: mean per-review Kendall's tau-b",
-                f"Kendall's tau-b (cluster bootstrap over {unit}s)",
-            )
+        "correlation_chart": _chart(
+            plots.interval_chart,
+            tau_rows,
+            "Agreement with clinicians: mean per-review Kendall's tau-b",
+            f"Kendall's tau-b (cluster bootstrap over {unit}s)",
         )
         if tau_rows
         else None,
-        "accuracy_chart": _svg(
-            plots.interval_chart(
-                accuracy_rows,
-                "Pairwise accuracy (pooled over pairs)",
-                "Share of pairs ordered as clinicians (dashed: chance, 0.5)",
-                (0, 1),
-                reference=0.5,
-            )
+        "accuracy_chart": _chart(
+            plots.interval_chart,
+            accuracy_rows,
+            "Pairwise accuracy (pooled over pairs)",
+            "Share of pairs ordered as clinicians (dashed: chance, 0.5)",
+            (0, 1),
+            reference=0.5,
         )
         if accuracy_rows
         else None,
-        "win_chart": _svg(plots.heatmap(win["models"], win["matrix"], "Win rate (row vs column)"))
+        "win_chart": _chart(plots.heatmap, win["models"], win["matrix"], "Win rate (row vs column)")
         if win["models"]
         else None,
-        "correct_chart": _svg(
-            plots.bar_chart(
-                [
-                    {
-                        "label": r["model"],
-                        "value": r["share_correct"],
-                        "lo": r["correct_ci_low"],
-                        "hi": r["correct_ci_high"],
-                    }
-                    for r in leaderboard
-                ],
-                f"Share judged correct (cluster bootstrap over {unit}s)",
-                "Share correct",
-            )
+        "correct_chart": _chart(
+            plots.bar_chart,
+            [
+                {
+                    "label": r["model"],
+                    "value": r["share_correct"],
+                    "lo": r["correct_ci_low"],
+                    "hi": r["correct_ci_high"],
+                }
+                for r in leaderboard
+            ],
+            f"Share judged correct (cluster bootstrap over {unit}s)",
+            "Share correct",
         )
         if leaderboard
         else None,
-        "bt_chart": _svg(
-            plots.bar_chart(
-                [
-                    {
-                        "label": r["model"],
-                        "value": r["bt_strength"],
-                        "lo": r["bt_ci_low"],
-                        "hi": r["bt_ci_high"],
-                    }
-                    for r in leaderboard
-                ],
-                "Bradley-Terry strength (bootstrap interval)",
-                "log-strength",
-            )
+        "bt_chart": _chart(
+            plots.bar_chart,
+            [
+                {
+                    "label": r["model"],
+                    "value": r["bt_strength"],
+                    "lo": r["bt_ci_low"],
+                    "hi": r["bt_ci_high"],
+                }
+                for r in leaderboard
+            ],
+            "Bradley-Terry strength (bootstrap interval)",
+            "log-strength",
         )
         if leaderboard
         else None,
-        "position_chart": _svg(
-            plots.bar_chart(
-                [
-                    {"label": response_label(p), "value": m, "lo": None, "hi": None}
-                    for p, m in zip(
-                        bias.get("positions", []), bias.get("mean_rank", []), strict=True
-                    )
-                ],
-                "Mean rank by shown position",
-                "Mean rank (1 = best)",
-            )
+        "position_chart": _chart(
+            plots.bar_chart,
+            [
+                {"label": response_label(p), "value": m, "lo": None, "hi": None}
+                for p, m in zip(bias.get("positions", []), bias.get("mean_rank", []), strict=True)
+            ],
+            "Mean rank by shown position",
+            "Mean rank (1 = best)",
         )
         if bias.get("positions")
         else None,
@@ -400,13 +403,12 @@ def _scatters(results: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(
             {
                 "label": metric["label"],
-                "svg": _svg(
-                    plots.scatter(
-                        points,
-                        f"{metric['label']} against clinician rank",
-                        "Rank (1 = best)",
-                        metric["label"],
-                    )
+                "svg": _chart(
+                    plots.scatter,
+                    points,
+                    f"{metric['label']} against clinician rank",
+                    "Rank (1 = best)",
+                    metric["label"],
                 ),
                 "shown": len(points),
                 "total": sum(1 for r in responses if r.get(key) is not None and r["rank"]),
@@ -430,6 +432,7 @@ def _breakdown_tables(results: dict[str, Any]) -> list[dict[str, Any]]:
                 percentile = place.get("percentile")
                 cells.append(
                     {
+                        "label": m["label"],  # the column, named on a phone's card
                         "summary": _ci(c, "mean_tau", "ci_low", "ci_high", "interval_note"),
                         "n": c.get("n_reviews", 0),
                         "loo": f"{round(100 * percentile)}th pct of clinicians"

@@ -34,6 +34,9 @@ RAMP = ((0.0, (0xF7, 0xFB, 0xFF)), (0.5, (0x6B, 0xAE, 0xD6)), (1.0, (0x08, 0x30,
 
 FONT_SIZE = 12.0
 TITLE_SIZE = 14.0
+# The width of a chart's phone layout (``compact=True``), in the same units: about the pixels a
+# 390-px-wide screen gives a figure, so that text keeps about its size (issue 28).
+COMPACT_WIDTH = 360.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,18 +71,26 @@ def _text_width(text: str, size: float = FONT_SIZE) -> float:
 LABEL_MAX_WIDTH = 250.0
 
 
-def _wrap(text: str, max_width: float) -> list[str]:
+def _wrap(text: str, max_width: float, size: float = FONT_SIZE) -> list[str]:
     """``text`` in lines no wider than ``max_width`` (a word longer than that stands alone)."""
     lines: list[str] = []
     current = ""
     for word in text.split():
         candidate = f"{current} {word}".strip()
-        if current and _text_width(candidate) > max_width:
+        if current and _text_width(candidate, size) > max_width:
             lines.append(current)
             current = word
         else:
             current = candidate
     return [*lines, current] if current else lines or [""]
+
+
+def _clip(text: str, max_width: float) -> str:
+    """``text`` shortened with an ellipsis to fit ``max_width`` (the phone layouts' labels)."""
+    if _text_width(text) <= max_width:
+        return text
+    keep = max(1, int(max_width / (FONT_SIZE * 0.6)) - 1)
+    return text[:keep].rstrip() + "…"
 
 
 def _attrs(**attrs: Any) -> str:
@@ -99,6 +110,10 @@ def _text(x: float, y: float, content: str, **attrs: Any) -> str:
 
 
 def _document(width: float, height: float, title: str, desc: str, body: Iterable[str]) -> str:
+    # A title wider than the chart (a phone layout) wraps; the chart moves down to make room.
+    title_lines = _wrap(title, width - 20, TITLE_SIZE)
+    extra = (TITLE_SIZE + 4) * (len(title_lines) - 1)
+    height += extra
     head = (
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_n(width)} {_n(height)}" '
         f'role="img" aria-label={quoteattr(title)} '
@@ -110,16 +125,19 @@ def _document(width: float, height: float, title: str, desc: str, body: Iterable
         f"<title>{escape(title)}</title>",
         f"<desc>{escape(desc)}</desc>",
         f'<rect x="0" y="0" width="{_n(width)}" height="{_n(height)}" fill="#ffffff"/>',
-        _text(
-            width / 2,
-            22,
-            title,
-            text_anchor="middle",
-            font_size=TITLE_SIZE,
-            font_weight="600",
-            fill=INK,
+        *(
+            _text(
+                width / 2,
+                22 + k * (TITLE_SIZE + 4),
+                line,
+                text_anchor="middle",
+                font_size=TITLE_SIZE,
+                font_weight="600",
+                fill=INK,
+            )
+            for k, line in enumerate(title_lines)
         ),
-        *body,
+        *([f'<g transform="translate(0 {_n(extra)})">', *body, "</g>"] if extra else body),
         "</svg>",
     ]
     return "\n".join(parts)
@@ -209,6 +227,8 @@ def interval_chart(
     x_label: str,
     x_range: tuple[float, float] | None = (-1.0, 1.0),
     reference: float = 0.0,
+    *,
+    compact: bool = False,
 ) -> str:
     """Horizontal point-and-interval chart (forest plot), one row per ``{label, value, lo, hi}``.
 
@@ -226,19 +246,28 @@ def interval_chart(
         x_hi = max([float(x_range[1]), *data])
         if x_hi - x_lo < 1e-12:
             x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
-    # Long labels ("Learned from clinicians (pairwise LR, CV by patient)") wrap onto more
-    # lines inside the label column instead of running off the left edge.
-    wrapped = [_wrap(label, LABEL_MAX_WIDTH) for label, *_ in parsed]
-    label_w = max([_text_width(line) for lines in wrapped for line in lines] + [40.0]) + 16
-    value_w = 130.0
-    plot_w = 440.0
     line_h = FONT_SIZE + 3
-    row_heights = [max(26.0, line_h * len(lines) + 10) for lines in wrapped]
+    value_w = 130.0
+    if compact:
+        # A phone's layout, 360 units wide so that text keeps about its size: each row's label
+        # on its own lines above the interval, which then spans the width left of the value.
+        width = COMPACT_WIDTH
+        wrapped = [_wrap(label, width - 32) for label, *_ in parsed]
+        label_w, plot_w = 22.0, width - value_w - 34
+        row_heights = [line_h * len(lines) + 26 for lines in wrapped]
+    else:
+        # Long labels ("Learned from clinicians (pairwise LR, CV by patient)") wrap onto more
+        # lines inside the label column instead of running off the left edge.
+        wrapped = [_wrap(label, LABEL_MAX_WIDTH) for label, *_ in parsed]
+        label_w = max([_text_width(line) for lines in wrapped for line in lines] + [40.0]) + 16
+        plot_w = 440.0
+        row_heights = [max(26.0, line_h * len(lines) + 10) for lines in wrapped]
+        width = label_w + plot_w + value_w + 10
     row_tops = [sum(row_heights[:k]) for k in range(len(row_heights))]
     top = 44.0
     plot_h = sum(row_heights) if row_heights else 26.0
-    width = label_w + plot_w + value_w + 10
-    height = top + plot_h + 56
+    x_label_lines = _wrap(x_label, width - 20) if compact else [x_label]
+    height = top + plot_h + 56 + line_h * (len(x_label_lines) - 1)
     x0, x1 = label_w, label_w + plot_w
     sx = _scale(x_lo, x_hi, x0, x1)
     ticks = _ticks(x_lo, x_hi, 6)
@@ -257,15 +286,27 @@ def interval_chart(
             'stroke-dasharray="4 3"/>'
         )
     body.append(f"<line {_attrs(x1=x0, y1=axis_y, x2=x1, y2=axis_y, stroke=INK)}/>")
-    body.append(_text((x0 + x1) / 2, axis_y + 40, x_label, text_anchor="middle", fill=INK))
+    if compact:  # the axis title may be wider than the axis: wrapped under the whole chart
+        for n, line in enumerate(x_label_lines):
+            body.append(
+                _text(width / 2, axis_y + 36 + n * line_h, line, text_anchor="middle", fill=INK)
+            )
+    else:
+        body.append(_text((x0 + x1) / 2, axis_y + 40, x_label, text_anchor="middle", fill=INK))
 
     for k, (label, value, lo, hi) in enumerate(parsed):
-        y = top + row_tops[k] + row_heights[k] / 2
         body.append('<g class="row">')
         lines = wrapped[k]
-        first = y + 4 - line_h * (len(lines) - 1) / 2
-        for n, line in enumerate(lines):
-            body.append(_text(x0 - 8, first + n * line_h, line, text_anchor="end", fill=INK))
+        if compact:
+            first = top + row_tops[k] + line_h
+            y = first + line_h * (len(lines) - 1) + 14
+            for n, line in enumerate(lines):
+                body.append(_text(x0, first + n * line_h, line, fill=INK, font_weight="600"))
+        else:
+            y = top + row_tops[k] + row_heights[k] / 2
+            first = y + 4 - line_h * (len(lines) - 1) / 2
+            for n, line in enumerate(lines):
+                body.append(_text(x0 - 8, first + n * line_h, line, text_anchor="end", fill=INK))
         if _finite(lo) and _finite(hi):
             body.append(
                 f"<line {_attrs(class_='interval', x1=sx(lo), y1=y, x2=sx(hi), y2=y)} "
@@ -301,7 +342,13 @@ def interval_chart(
 # ---------------------------------------------------------------------------------------------
 
 
-def heatmap(labels: list[str], matrix: Sequence[Sequence[float | None]], title: str) -> str:
+def heatmap(
+    labels: list[str],
+    matrix: Sequence[Sequence[float | None]],
+    title: str,
+    *,
+    compact: bool = False,
+) -> str:
     """Square heatmap of values in 0..1 (e.g. a win-rate matrix, rows vs columns).
 
     Each cell is coloured on a light-to-dark blue ramp and prints its value; ``None``/nan cells
@@ -312,27 +359,39 @@ def heatmap(labels: list[str], matrix: Sequence[Sequence[float | None]], title: 
     values = [list(row) for row in matrix]
     if len(values) != n or any(len(row) != n for row in values):
         raise ValueError(f"matrix must be {n} x {n} to match the labels")
-    cell = 46.0
     label_w = min(220.0, max([_text_width(label) for label in labels] + [20.0]))
+    cell = 46.0
     diag = label_w * math.sqrt(0.5)
+    if compact:
+        # Labels of at most 120 units, column labels upright (nothing hangs off to the right),
+        # cells that share what is left of the phone's width.
+        label_w = min(label_w, 120.0)
+        diag = 0.0
+        cell = max(30.0, min(46.0, (COMPACT_WIDTH - label_w - 32) / max(n, 1)))
+        labels_shown = [_clip(label, label_w) for label in labels]
+    else:
+        labels_shown = labels
     left = label_w + 16
-    top = 40 + diag + 12
+    top = 40 + (label_w if compact else diag) + 12
     grid_w = cell * n
     legend_h = 46.0
     width = left + grid_w + diag + 16
+    if compact:
+        width = max(width, left + 5 * 36.0 + 16)
     height = top + grid_w + legend_h
 
     body: list[str] = []
-    for i, label in enumerate(labels):
+    for i, label in enumerate(labels_shown):
         y = top + cell * (i + 0.5)
         body.append(_text(left - 8, y + 4, label, text_anchor="end", fill=INK, class_="row-label"))
-        x = left + cell * (i + 0.5)
+        # Upright labels (a phone) sit on the column's centre line: their baseline is offset.
+        x = left + cell * (i + 0.5) + (4 if compact else 0)
         body.append(
             _text(
                 x,
                 top - 8,
                 label,
-                transform=f"rotate(-45 {_n(x)} {_n(top - 8)})",
+                transform=f"rotate({-90 if compact else -45} {_n(x)} {_n(top - 8)})",
                 fill=INK,
                 class_="col-label",
             )
@@ -365,7 +424,8 @@ def heatmap(labels: list[str], matrix: Sequence[Sequence[float | None]], title: 
             )
     # Legend: five swatches 0 .. 1.
     ly = top + grid_w + 12
-    sw = min(36.0, grid_w / 5) if n else 36.0
+    # A phone's grid may be narrower than five readable legend labels: the legend keeps its size.
+    sw = 36.0 if compact or not n else min(36.0, grid_w / 5)
     for k, v in enumerate((0.0, 0.25, 0.5, 0.75, 1.0)):
         lx = left + sw * k
         body.append(
@@ -432,6 +492,8 @@ def scatter(
     x_label: str,
     y_label: str,
     jitter_seed: int = 0,
+    *,
+    compact: bool = False,
 ) -> str:
     """Scatter plot, e.g. clinician rank (x) against metric score (y).
 
@@ -454,16 +516,20 @@ def scatter(
         x_hi = max(x_hi, float(xs.max()) + amplitude)
     y_lo, y_hi = _padded_range(list(ys))
 
-    left, top, right, bottom = 64.0, 44.0, 544.0, 324.0
+    if compact:
+        left, top, right, bottom = 56.0, 44.0, COMPACT_WIDTH - 16, 264.0
+    else:
+        left, top, right, bottom = 64.0, 44.0, 544.0, 324.0
     width, height = right + 20, bottom + 52
     sx = _scale(x_lo, x_hi, left, right)
     sy = _scale(y_lo, y_hi, bottom, top)
     body: list[str] = []
     _axes(body, (left, top, right, bottom), (x_lo, x_hi), (y_lo, y_hi), x_label, y_label)
     body.append(f'<g class="points" fill="{ACCENT}" fill-opacity="0.55" stroke="{INK}">')
+    radius = 3.0 if compact else 3.5
     for (x, y), xj in zip(finite, jittered, strict=True):
         body.append(
-            f"<circle {_attrs(class_='mark', cx=sx(float(xj)), cy=sy(y), r=3.5)} "
+            f"<circle {_attrs(class_='mark', cx=sx(float(xj)), cy=sy(y), r=radius)} "
             f'stroke-width="0.4"><title>{escape(f"{_fmt(x)}, {_fmt(y, 3)}")}</title></circle>'
         )
     body.append("</g>")
@@ -478,7 +544,9 @@ def scatter(
 # ---------------------------------------------------------------------------------------------
 
 
-def bar_chart(rows: list[dict[str, Any]], title: str, y_label: str) -> str:
+def bar_chart(
+    rows: list[dict[str, Any]], title: str, y_label: str, *, compact: bool = False
+) -> str:
     """Vertical bars from 0 with interval whiskers, one per ``{label, value, lo, hi}``.
 
     Suits leaderboards (share correct, Bradley-Terry strength: bars go down for negative
@@ -492,14 +560,23 @@ def bar_chart(rows: list[dict[str, Any]], title: str, y_label: str) -> str:
     if y_lo < 0:
         y_lo -= 0.04 * span
     band = 64.0
-    longest = max([_text_width(label) for label, *_ in parsed] + [0.0])
-    rotate = longest > band - 6
-    label_h = (longest * math.sqrt(0.5) + 12) if rotate else 18.0
+    names = [label for label, *_ in parsed]
     left, top = 70.0, 44.0
     plot_h = 260.0
+    if compact:
+        # The bars share the phone's width; long names are shortened (the full name is in the
+        # bar's tooltip and in the table beside the chart).
+        band = min(band, (COMPACT_WIDTH - left - 20) / max(len(parsed), 1))
+        names = [_clip(label, 110.0) for label in names]
+        plot_h = 200.0
+    longest = max([_text_width(label) for label in names] + [0.0])
+    rotate = longest > band - 6
+    label_h = (longest * math.sqrt(0.5) + 12) if rotate else 18.0
     right = left + band * max(len(parsed), 1)
     bottom = top + plot_h
     width = right + (longest * math.sqrt(0.5) if rotate else 0.0) + 20
+    if compact:
+        width = max(COMPACT_WIDTH, right + 20)  # rotated names hang to the left, under the bars
     height = bottom + label_h + 12
     sx = _scale(0.0, 1.0, left, right)
     sy = _scale(y_lo, y_hi, bottom, top)
@@ -539,13 +616,27 @@ def bar_chart(rows: list[dict[str, Any]], title: str, y_label: str) -> str:
                     f"<line {_attrs(x1=cx - 6, y1=sy(bound), x2=cx + 6, y2=sy(bound))} "
                     f'stroke="{INK}" stroke-width="1.5"/>'
                 )
-        if rotate:
+        name = names[k]
+        if rotate and compact:
+            ly = bottom + 14
+            body.append(
+                _text(
+                    cx + 4,
+                    ly,
+                    name,
+                    text_anchor="end",
+                    transform=f"rotate(-45 {_n(cx + 4)} {_n(ly)})",
+                    fill=INK,
+                    class_="bar-label",
+                )
+            )
+        elif rotate:
             ly = bottom + 14
             body.append(
                 _text(
                     cx,
                     ly,
-                    label,
+                    name,
                     transform=f"rotate(45 {_n(cx)} {_n(ly)})",
                     fill=INK,
                     class_="bar-label",
@@ -553,7 +644,7 @@ def bar_chart(rows: list[dict[str, Any]], title: str, y_label: str) -> str:
             )
         else:
             body.append(
-                _text(cx, bottom + 16, label, text_anchor="middle", fill=INK, class_="bar-label")
+                _text(cx, bottom + 16, name, text_anchor="middle", fill=INK, class_="bar-label")
             )
         body.append("</g>")
     desc = f"Bar chart of {len(parsed)} rows with intervals; y axis: {y_label}."

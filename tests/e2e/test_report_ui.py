@@ -64,12 +64,14 @@ def test_researcher_reads_the_report_and_downloads_the_csv(live_server, page):
     page.goto(live_server.url + reverse("scoring_report_detail", args=[report.pk]))
     expect(page.get_by_role("heading", name=f"Report #{report.pk}")).to_be_visible()
     expect(page.get_by_test_id("simulated-banner")).to_be_visible()
-    expect(page.get_by_test_id("correlation-chart").locator("svg")).to_be_visible()
-    expect(page.get_by_test_id("win-chart").locator("svg")).to_be_visible()
-    expect(page.get_by_test_id("leaderboard-chart").locator("svg")).to_be_visible()
+    # Each chart is drawn wide and in a phone layout; the desktop shows the wide one.
+    expect(page.get_by_test_id("correlation-chart").locator(".chart-wide svg")).to_be_visible()
+    expect(page.get_by_test_id("correlation-chart").locator(".chart-compact svg")).to_be_hidden()
+    expect(page.get_by_test_id("win-chart").locator(".chart-wide svg")).to_be_visible()
+    expect(page.get_by_test_id("leaderboard-chart").locator(".chart-wide svg")).to_be_visible()
     assert page.locator("figure.chart svg").count() >= 6
     assert (
-        page.locator("[data-testid=correlation-chart] circle.mark").count() == 2
+        page.locator("[data-testid=correlation-chart] .chart-wide circle.mark").count() == 2
     )  # BLEU + ceiling
     expect(page.get_by_role("link", name="Method").first).to_be_visible()
 

@@ -459,11 +459,50 @@ def test_publishing_a_dua_suspends_access_until_the_user_re_signs(client, admin)
 
 def test_admin_publishes_a_dua_from_the_app(client, admin):
     client.force_login(admin)
+    form = {"version": "1.1", "title": "DUA", "text": "Terms 1.1"}
+    # The first POST previews the difference; only a confirmed publish publishes.
+    preview = client.post(reverse("admin_dua_publish"), form)
+    assert preview.status_code == 200 and preview.context["diff"]
+    unconfirmed = client.post(reverse("admin_dua_publish"), {**form, "action": "publish"})
+    assert unconfirmed.status_code == 200
+    assert DUAVersion.objects.get(is_active=True).version != "1.1"
     response = client.post(
-        reverse("admin_dua_publish"), {"version": "1.1", "title": "DUA", "text": "Terms 1.1"}
+        reverse("admin_dua_publish"), {**form, "action": "publish", "confirm": "on"}
     )
-    assert response.status_code == 302
+    assert response.status_code == 302 and response["Location"] == reverse("dua_sign")
     assert DUAVersion.objects.get(is_active=True).version == "1.1"
+
+
+def test_a_dua_version_with_the_same_text_is_refused(client, admin):
+    client.force_login(admin)
+    current = DUAVersion.objects.get(is_active=True)
+    response = client.post(
+        reverse("admin_dua_publish"),
+        {
+            "version": "9.9",
+            "title": "DUA",
+            "text": current.text,
+            "action": "publish",
+            "confirm": "on",
+        },
+    )
+    assert response.status_code == 200 and "same as the active" in response.content.decode()
+    # As a browser sends it: the textarea's lines end in CRLF.
+    response = client.post(
+        reverse("admin_dua_publish"),
+        {"version": "9.9", "title": "DUA", "text": current.text.replace("\n", "\r\n") + "\r\n"},
+    )
+    assert "same as the active" in response.content.decode()
+    assert DUAVersion.objects.get(is_active=True) == current
+
+
+def test_a_dua_version_label_in_use_is_refused_at_the_preview(client, admin):
+    client.force_login(admin)
+    current = DUAVersion.objects.get(is_active=True)
+    response = client.post(
+        reverse("admin_dua_publish"), {"version": current.version, "title": "DUA", "text": "New."}
+    )
+    assert response.context["form"].errors["version"] and not response.context["preview"]
 
 
 def test_an_inactive_dua_cannot_be_signed(admin):

@@ -127,10 +127,15 @@ def test_the_accuracy_chart_draws_its_reference_line_at_chance():
             }
         ]
     }
-    chart = parse(str(report_page(results)["accuracy_chart"]))
-    assert float(marks(chart, "zero")[0].get("x1")) == pytest.approx(
-        float(marks(chart)[0].get("cx"))
-    )
+    # Drawn twice (wide and phone layouts): the line sits at chance in both.
+    both = str(report_page(results)["accuracy_chart"])
+    svgs = re.findall(r"<svg.*?</svg>", both, re.S)
+    assert len(svgs) == 2
+    for svg in svgs:
+        chart = parse(svg)
+        assert float(marks(chart, "zero")[0].get("x1")) == pytest.approx(
+            float(marks(chart)[0].get("cx"))
+        )
 
 
 def test_interval_chart_missing_values_and_range():
@@ -274,3 +279,47 @@ def test_bar_chart_mark_count(n):
 def test_charts_carry_no_inline_style_the_csp_would_refuse() -> None:
     svg = P.interval_chart([{"label": "a", "value": 0.1, "lo": 0.0, "hi": 0.2}], "t", "x")
     assert "style=" not in svg
+
+
+# --- issue 28: a phone layout whose text keeps its size ----------------------------------------
+LONG = "Learned from clinicians (pairwise LR, CV by patient)"
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda c: P.interval_chart(
+            [{"label": LONG, "value": 0.4, "lo": 0.1, "hi": 0.6}] * 3,
+            "Agreement with clinicians: mean per-review Kendall's tau-b",
+            "Kendall's tau-b (cluster bootstrap over instructions)",
+            compact=c,
+        ),
+        lambda c: P.heatmap(
+            ["gpt-4-32k@32768", "mpt-7b-instruct@2048", "vicuna-13b@2048", "b", "c", "d"],
+            [[0.5] * 6] * 6,
+            "Win rate (row vs column)",
+            compact=c,
+        ),
+        lambda c: P.scatter(
+            [(1, 2.0), (2, 3.0)], "BLEU against clinician rank", "Rank", "BLEU", compact=c
+        ),
+        lambda c: P.bar_chart(
+            [
+                {"label": f"model-number-{k}@32768", "value": 0.5, "lo": 0.4, "hi": 0.6}
+                for k in range(6)
+            ],
+            "Share judged correct (cluster bootstrap over instructions)",
+            "Share correct",
+            compact=c,
+        ),
+    ],
+    ids=["interval", "heatmap", "scatter", "bar"],
+)
+def test_the_phone_layout_is_as_wide_as_a_phone_and_keeps_its_marks_inside(draw):
+    wide, narrow = parse(draw(False)), parse(draw(True))
+    # Drawn 340 px wide on a 390-px phone, the wide layout's 12-unit text fell to 5-7 px.
+    assert view_box(wide)[2] > 420
+    assert view_box(narrow)[2] <= 380, view_box(narrow)
+    assert_inside_view_box(narrow)
+    drawn = [len(marks(root)) + len(marks(root, "cell")) for root in (wide, narrow)]
+    assert drawn[0] and drawn[0] == drawn[1]

@@ -14,12 +14,17 @@ from review.models import Dataset
 
 class Command(BaseCommand):
     help = (
-        "Load the demo dataset if it is not loaded, then serve the app on 127.0.0.1:8000 "
-        "together with a Celery worker. Ctrl-C stops both."
+        "Load the demo dataset if it is not loaded, then serve the app (on 127.0.0.1:8000 "
+        "unless --addr says otherwise) together with a Celery worker. Ctrl-C stops both."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--addr", default="127.0.0.1:8000")
+        parser.add_argument(
+            "--addr",
+            default="127.0.0.1:8000",
+            help="address and port to serve on, as runserver takes them: 0.0.0.0:8080, "
+            "127.0.0.1:9000, [::]:8000 (default 127.0.0.1:8000)",
+        )
         parser.add_argument("--concurrency", type=int, default=2)
 
     def handle(self, *args: object, **options: object) -> None:
