@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
+from review.access import user_access
 from review.models import (
     AuditEvent,
     CriterionGrade,
@@ -64,6 +65,15 @@ def gradings_assign(
         raise RubricError("only an accepted rubric is graded; a second clinician accepts it first")
     if study.dataset_id != rubric.instruction.dataset_id:
         raise RubricError("the study is of another dataset")
+    # Blind like ranking: an account that also holds researcher access can map responses to
+    # models through the exports. Ranking keeps such reviews out of reports; grading does not
+    # take them at all.
+    unblinded = sorted(c.email for c in clinicians if user_access(c).is_researcher)
+    if unblinded:
+        raise RubricError(
+            f"{', '.join(unblinded)} also hold researcher access (they can see model names): "
+            "grading is blind, ask clinicians without it"
+        )
     created = []
     for clinician in clinicians:
         try:

@@ -265,13 +265,17 @@ def admin_rubrics(request: HttpRequest, dataset_id: int) -> HttpResponse:
             return redirect("admin_rubrics", dataset_id=dataset.pk)
         elif action == "grading" and grading_form.is_valid():
             data = grading_form.cleaned_data
-            created = grading_services.gradings_assign(
-                rubric=data["rubric"],
-                study=data["study"],
-                clinicians=list(data["clinicians"]),
-                actor=_user(request),
-                request=request,
-            )
+            try:
+                created = grading_services.gradings_assign(
+                    rubric=data["rubric"],
+                    study=data["study"],
+                    clinicians=list(data["clinicians"]),
+                    actor=_user(request),
+                    request=request,
+                )
+            except services.RubricError as exc:
+                messages.error(request, f"Nothing assigned: {exc}.")
+                return redirect("admin_rubrics", dataset_id=dataset.pk)
             messages.success(request, f"Created {len(created)} grading assignment(s).")
             return redirect("admin_rubrics", dataset_id=dataset.pk)
         elif action == "upload" and upload_form.is_valid():

@@ -255,3 +255,13 @@ def test_autosave_is_audited_once_a_minute_at_most(setup):
         payload={"edits": [_edit(grading.handles[0], criteria[1], True)]},
     )
     assert AuditEvent.objects.filter(action=AuditEvent.Action.GRADING_SAVED).count() == 2
+
+
+def test_an_account_that_can_see_model_names_is_never_asked_to_grade(setup):
+    # Grading is blind as ranking is: an account that also holds researcher access can map
+    # responses to models through the exports, so its verdicts could follow the model.
+    grading, _, _, rubric = setup
+    both = factories.make_user("both@example.edu", roles=[Role.CLINICIAN, Role.RESEARCHER])
+    with pytest.raises(RubricError, match="researcher"):
+        services.gradings_assign(rubric=rubric, study=grading.study, clinicians=[both], actor=None)
+    assert not CriterionGrading.objects.filter(clinician=both).exists()

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from review.models import Dataset, Instruction, Rubric, Study, User
 from review.selectors.assignments import clinicians_approved
 from review.services.grading import gradings_assign
-from review.services.rubrics import rubric_assign
+from review.services.rubrics import RubricError, rubric_assign
 
 
 def _clinicians(raw: str) -> list[User]:
@@ -93,8 +93,11 @@ class Command(BaseCommand):
         ).order_by("instruction_id", "-version"):
             latest.setdefault(rubric.instruction_id, rubric)
         created = 0
-        for rubric in latest.values():
-            created += len(
-                gradings_assign(rubric=rubric, study=study, clinicians=clinicians, actor=None)
-            )
+        try:
+            for rubric in latest.values():
+                created += len(
+                    gradings_assign(rubric=rubric, study=study, clinicians=clinicians, actor=None)
+                )
+        except RubricError as exc:
+            raise CommandError(str(exc)) from exc
         self.stdout.write(f"Created {created} grading assignment(s) for {len(latest)} rubric(s).")
