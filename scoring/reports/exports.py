@@ -203,7 +203,8 @@ SECTION_COLUMNS: dict[str, list[str]] = {
         "n_responses", "n_clusters", "note",
     ],
     "rubric_agreement": [
-        "grader", "grader_label", "group", "row", "macro_f1", "kappa", "n_items",
+        "grader", "grader_label", "group", "row", "macro_f1", "kappa", "kappa_ci_low",
+        "kappa_ci_high", "n_items",
         "loo_clinician_f1", "loo_grader_f1", "loo_items", "grader_f1", "grader_ci_low",
         "grader_ci_high", "clinicians_f1", "clinicians_ci_low", "clinicians_ci_high",
         "difference", "difference_ci_low", "difference_ci_high", "n_clusters",
@@ -428,6 +429,8 @@ def _rubric_agreement_rows(section: dict[str, Any]) -> list[dict[str, Any]]:
                     "row": "pooled",
                     "macro_f1": direct.get("macro_f1"),
                     "kappa": direct.get("kappa"),
+                    "kappa_ci_low": direct.get("kappa_ci_low"),
+                    "kappa_ci_high": direct.get("kappa_ci_high"),
                     "n_items": direct.get("n_items"),
                     "loo_items": loo.get("n_items"),
                     "grader_f1": loo.get("grader_f1"),

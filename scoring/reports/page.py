@@ -478,7 +478,15 @@ def _agreement(section: dict[str, Any] | None) -> dict[str, Any]:
         "clinicians": interval(loo.get("clinicians_f1"), clinician_ci[0], clinician_ci[1]),
         "difference": interval(loo.get("difference"), diff_ci[0], diff_ci[1]),
         "direct": interval(direct.get("macro_f1"), direct.get("ci_low"), direct.get("ci_high")),
-        "direct_kappa": number(direct.get("kappa")),
+        "direct_kappa": interval(
+            direct.get("kappa"), direct.get("kappa_ci_low"), direct.get("kappa_ci_high")
+        ),
+        "grader_kappa": interval(
+            loo.get("grader_kappa"), *(loo.get("grader_kappa_ci") or [None, None])
+        ),
+        "clinicians_kappa": interval(
+            loo.get("clinicians_kappa"), *(loo.get("clinicians_kappa_ci") or [None, None])
+        ),
         "n_items": loo.get("n_items", 0),
         "per_clinician": [
             {

@@ -164,3 +164,31 @@ def test_score_table_puts_clinicians_and_grader_side_by_side_per_tag() -> None:
     assert [r["model"] for r in overall["grader"]] == ["m", "n"]
     assert [r["model"] for r in overall["clinicians"]] == ["m", "n"]
     assert set(table["per_tag"]) == {"axis:accuracy", "axis:completeness"}
+
+
+def test_kappa_has_cluster_bootstrap_intervals_too() -> None:
+    from sklearn.metrics import cohen_kappa_score
+
+    v = many_patients(60, grader_flip=0.4)
+    result = grader_agreement(v, n_resamples=500, seed=1)
+    direct = result["grader_vs_clinicians"]
+    assert direct["kappa_ci_low"] <= direct["kappa"] <= direct["kappa_ci_high"]
+    loo = result["leave_one_out"]
+    assert loo["clinicians_kappa_ci"][0] <= loo["clinicians_kappa"] <= loo["clinicians_kappa_ci"][1]
+    assert loo["grader_kappa_ci"][1] < loo["clinicians_kappa_ci"][0]  # a grader flipping 40%
+    # The pooled kappa is sklearn's over every (grader, clinician) pair of verdicts.
+    g = {
+        (int(r), int(c)): m
+        for r, c, m, who in zip(v.response, v.criterion, v.met, v.rater, strict=True)
+        if who == GRADER
+    }
+    pairs = [
+        (g[(int(r), int(c))], m)
+        for r, c, m, who in zip(v.response, v.criterion, v.met, v.rater, strict=True)
+        if who != GRADER and (int(r), int(c)) in g
+    ]
+    a, b = zip(*pairs, strict=True)
+    assert direct["kappa"] == pytest.approx(cohen_kappa_score(a, b))
+    # Too few clusters: no interval, as for macro-F1.
+    few = grader_agreement(many_patients(3, grader_flip=0.4), n_resamples=200)
+    assert math.isnan(few["grader_vs_clinicians"]["kappa_ci_low"])

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -301,14 +301,20 @@ def _pair_row(name: str, counts: Array, n_clusters: int) -> dict[str, Any]:
 
 
 def _interval(
-    pooled: list[_Pooled], order: list[str], draws: Array | None, confidence: float
+    pooled: list[_Pooled],
+    order: list[str],
+    draws: Array | None,
+    confidence: float,
+    stat: Callable[[Array], Array] = _macro_f1_counts,
 ) -> list[tuple[float, float]]:
+    """Cluster-bootstrap intervals of ``stat`` (macro-F1, or kappa) of each pooled comparison,
+    every one over the same cluster draws."""
     if draws is None:
         return [(math.nan, math.nan)] * len(pooled)
     out = []
     for p in pooled:
         per_cluster = np.stack([p.counts.get(c, np.zeros(4)) for c in order])
-        dist = _macro_f1_counts(draws @ per_cluster)
+        dist = stat(draws @ per_cluster)
         dist = dist[~np.isnan(dist)]
         out.append(_percentile_interval(dist, confidence) if dist.size else (math.nan, math.nan))
     return out
@@ -371,6 +377,9 @@ def grader_agreement(
         else None
     )
     (d_ci, c_ci, g_ci) = _interval([direct, loo_clinicians, loo_grader], order, draws, confidence)
+    (dk_ci, ck_ci, gk_ci) = _interval(
+        [direct, loo_clinicians, loo_grader], order, draws, confidence, _kappa_counts
+    )
     clin_f1 = float(_macro_f1_counts(loo_clinicians.total()))
     grad_f1 = float(_macro_f1_counts(loo_grader.total()))
     diff_ci = (math.nan, math.nan)
@@ -389,6 +398,8 @@ def grader_agreement(
             **_pair_row(grader, direct_total, len(direct.counts)),
             "ci_low": d_ci[0],
             "ci_high": d_ci[1],
+            "kappa_ci_low": dk_ci[0],
+            "kappa_ci_high": dk_ci[1],
         },
         "per_clinician": per_clinician,
         "leave_one_out": {
@@ -400,6 +411,14 @@ def grader_agreement(
             "difference": grad_f1 - clin_f1 if loo_clinicians.counts else math.nan,
             "difference_ci": list(diff_ci),
             "clinician_f1s": [r["loo_clinician_f1"] for r in per_clinician],
+            "clinicians_kappa": float(_kappa_counts(loo_clinicians.total()))
+            if loo_clinicians.counts
+            else math.nan,
+            "clinicians_kappa_ci": list(ck_ci),
+            "grader_kappa": float(_kappa_counts(loo_grader.total()))
+            if loo_grader.counts
+            else math.nan,
+            "grader_kappa_ci": list(gk_ci),
         },
         "n_clusters": n_clusters,
         "note": interval_note(n_clusters, min_clusters),
