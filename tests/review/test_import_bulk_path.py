@@ -272,3 +272,36 @@ def test_the_estimate_counts_parquet_rows_and_event_tables_by_size(tmp_path: Pat
         {"measurement": tmp_path / "measurement.csv", "concept": tmp_path / "concept.csv"},
     )
     assert estimate == 2 * 44 + 8000 // 80 + 2000 // 200
+
+
+@pytest.mark.django_db(transaction=True)  # each import commits, as in use
+def test_a_bulk_import_with_replace_reloads_records_already_there(
+    tmp_path: Path, settings, bulk_calls: list[bool]
+) -> None:
+    postgres_only()
+    settings.IMPORT_BULK_MIN_EVENTS = 1
+    root = cohort(tmp_path)
+    import_release(root, dataset_name="bulk")
+    first = events_by_person("bulk")
+    # The replaced records' events and encounters are deleted while the indexes are set aside.
+    import_release(root, dataset_name="bulk", replace=True)
+
+    assert bulk_calls == [True, True]
+    assert events_by_person("bulk") == first
+    assert Encounter.objects.filter(patient__dataset__name="bulk").count() == 3 * 2
+
+
+def test_an_import_in_a_transaction_with_pending_checks_goes_row_by_row(
+    tmp_path: Path, settings, bulk_calls: list[bool]
+) -> None:
+    """Two imports in one transaction: the first one's deferred checks on the encounters are
+    still pending, so PostgreSQL refuses to drop the keys; the second goes row by row."""
+    postgres_only()
+    settings.IMPORT_BULK_MIN_EVENTS = 1
+    root = cohort(tmp_path)
+    import_release(root, dataset_name="bulk")
+    first = events_by_person("bulk")
+    import_release(root, dataset_name="bulk", replace=True)
+
+    assert bulk_calls == [True, False]
+    assert events_by_person("bulk") == first
