@@ -13,8 +13,9 @@ it: ``IMPORT_BULK_MIN_EVENTS`` sets the smallest import that may do it (0: never
 Everything happens inside the import's transaction: a failed import rolls the dropped indexes
 and constraints back with its rows, and the table is exactly as it was. The definitions come
 from PostgreSQL's catalogue (``pg_get_indexdef``, ``pg_get_constraintdef``), so what is rebuilt
-is what the migrations made, under the same names. The index that leads with the patient is
-kept: replacing a record deletes its events by patient while the import runs.
+is what the migrations made, under the same names. When the import replaces records already
+in the dataset, the index that leads with the patient is kept: their events are deleted by
+patient while the import runs.
 """
 
 from collections.abc import Iterable
@@ -26,10 +27,9 @@ from django.db import DatabaseError, connection, transaction
 
 from review.models import Event
 
-# Kept during a bulk load: ``Event.objects.filter(patient=...).delete()`` (a replaced record)
-# would otherwise scan the whole table, once per record; rows come grouped by patient, so
-# keeping it up costs little.
-KEPT_INDEXES = frozenset({"event_patient_time"})
+# Kept during a bulk load that may replace records: ``Event.objects.filter(patient=...)
+# .delete()`` would otherwise scan the whole table, once per record.
+PATIENT_INDEX = "event_patient_time"
 # How long to wait for the table's exclusive lock before importing row by row instead.
 LOCK_TIMEOUT = "3s"
 # Rough bytes per event in the formats whose row count is not in the file's metadata.
@@ -106,11 +106,12 @@ def events_in_table() -> int:
         return int(cursor.fetchone()[0])
 
 
-def bulk_load_begin(expected_events: int) -> BulkLoad | None:
+def bulk_load_begin(expected_events: int, *, replaces: bool = True) -> BulkLoad | None:
     """Set the event table's secondary indexes and foreign keys aside when an import of about
     ``expected_events`` is worth it (see the module docstring); None when it is not, or when
-    the table is in use. Must run before the import writes any event (PostgreSQL refuses to
-    drop a constraint with checks pending)."""
+    the table is in use. ``replaces``: the import may delete records' events (``--replace``
+    into a dataset that has records), so the patient index stays. Must run before the import
+    writes any event (PostgreSQL refuses to drop a constraint with checks pending)."""
     minimum = settings.IMPORT_BULK_MIN_EVENTS
     if connection.vendor != "postgresql" or minimum <= 0 or expected_events < minimum:
         return None
@@ -128,7 +129,8 @@ def bulk_load_begin(expected_events: int) -> BulkLoad | None:
             "(SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid) ORDER BY c.relname",
             [table],
         )
-        indexes = [(name, sql) for name, sql in cursor.fetchall() if name not in KEPT_INDEXES]
+        kept = {PATIENT_INDEX} if replaces else set()
+        indexes = [(name, sql) for name, sql in cursor.fetchall() if name not in kept]
         cursor.execute(
             "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
             "WHERE conrelid = %s::regclass AND contype = 'f' ORDER BY conname",

@@ -846,7 +846,11 @@ def import_release(
         importer.problems.raise_if_any()
         # Before any event is written (see bulk.py); rolled back with everything else.
         meds_shards = sorted((meds_root / "data").rglob("*.parquet")) if meds_root else []
-        bulk = bulk_load_begin(estimate_events([*xml_files, *meds_shards], omop_tables))
+        bulk = bulk_load_begin(
+            estimate_events([*xml_files, *meds_shards], omop_tables),
+            # Only records already in the dataset are replaced (their events deleted).
+            replaces=replace and Patient.objects.filter(dataset=dataset).exists(),
+        )
         for xml_file in xml_files:
             importer.load_xml(xml_file)
         importer.problems.raise_if_any()

@@ -169,24 +169,28 @@ def events_by_person(dataset: str) -> list[tuple]:
 
 
 @pytest.fixture
-def bulk_calls(monkeypatch) -> list[bool]:
-    """Whether each import set the indexes aside (True) or went row by row (False)."""
-    calls: list[bool] = []
+def bulk_loads(monkeypatch) -> list:
+    """What each import's ``bulk_load_begin`` returned: the indexes and keys it set aside, or
+    None when the import went row by row."""
+    loads: list = []
     # An ANALYZE by an earlier test's import outlives its rollback (PostgreSQL updates the
     # statistics in place): the table counts as empty here, as on a fresh server.
     monkeypatch.setattr(bulk_module, "events_in_table", lambda: 0)
 
-    def spy(expected: int):
-        result = bulk_load_begin(expected)
-        calls.append(result is not None)
-        return result
+    def spy(expected: int, **options):
+        loads.append(bulk_load_begin(expected, **options))
+        return loads[-1]
 
     monkeypatch.setattr("review.importers.loader.bulk_load_begin", spy)
-    return calls
+    return loads
+
+
+def used(loads: list) -> list[bool]:
+    return [load is not None for load in loads]
 
 
 def test_a_bulk_import_stores_what_a_row_by_row_one_does_and_rebuilds_the_same_schema(
-    tmp_path: Path, settings, bulk_calls: list[bool]
+    tmp_path: Path, settings, bulk_loads: list
 ) -> None:
     postgres_only()
     before = schema_of_events()
@@ -197,7 +201,7 @@ def test_a_bulk_import_stores_what_a_row_by_row_one_does_and_rebuilds_the_same_s
     settings.IMPORT_BULK_MIN_EVENTS = 0  # never
     import_release(root, dataset_name="rows")
 
-    assert bulk_calls == [True, False]
+    assert used(bulk_loads) == [True, False]
     assert events_by_person("bulk") == events_by_person("rows")
     assert len(events_by_person("bulk")) == 3 * 43
     # The same indexes and constraints, under the same names, validated.
@@ -206,14 +210,14 @@ def test_a_bulk_import_stores_what_a_row_by_row_one_does_and_rebuilds_the_same_s
 
 
 def test_a_failed_bulk_import_stores_nothing_and_leaves_the_indexes(
-    tmp_path: Path, settings, bulk_calls: list[bool]
+    tmp_path: Path, settings, bulk_loads: list
 ) -> None:
     postgres_only()
     before = schema_of_events()
     settings.IMPORT_BULK_MIN_EVENTS = 1
     with pytest.raises(ImportFailed) as failure:
         import_release(cohort(tmp_path, bad_last_row=True), dataset_name="bulk")
-    assert bulk_calls == [True]
+    assert used(bulk_loads) == [True]
     # The problem names the file, the row and the field, as on the row-by-row path.
     assert "0.parquet, row 133, field 'time': subject 3's rows are not sorted" in str(failure.value)
     assert not Event.objects.exists()
@@ -276,7 +280,7 @@ def test_the_estimate_counts_parquet_rows_and_event_tables_by_size(tmp_path: Pat
 
 @pytest.mark.django_db(transaction=True)  # each import commits, as in use
 def test_a_bulk_import_with_replace_reloads_records_already_there(
-    tmp_path: Path, settings, bulk_calls: list[bool]
+    tmp_path: Path, settings, bulk_loads: list
 ) -> None:
     postgres_only()
     settings.IMPORT_BULK_MIN_EVENTS = 1
@@ -286,13 +290,23 @@ def test_a_bulk_import_with_replace_reloads_records_already_there(
     # The replaced records' events and encounters are deleted while the indexes are set aside.
     import_release(root, dataset_name="bulk", replace=True)
 
-    assert bulk_calls == [True, True]
+    assert used(bulk_loads) == [True, True]
     assert events_by_person("bulk") == first
     assert Encounter.objects.filter(patient__dataset__name="bulk").count() == 3 * 2
+    # A new dataset replaces nothing: every secondary index goes. Replacing records keeps the
+    # one their events are deleted by.
+    dropped_first, dropped_again = ({name for name, _ in load.indexes} for load in bulk_loads)
+    assert dropped_first == {
+        "event_encounter_time",
+        "event_patient_name",
+        "event_patient_time",
+        "event_patient_type_seq",
+    }
+    assert dropped_again == dropped_first - {"event_patient_time"}
 
 
 def test_an_import_in_a_transaction_with_pending_checks_goes_row_by_row(
-    tmp_path: Path, settings, bulk_calls: list[bool]
+    tmp_path: Path, settings, bulk_loads: list
 ) -> None:
     """Two imports in one transaction: the first one's deferred checks on the encounters are
     still pending, so PostgreSQL refuses to drop the keys; the second goes row by row."""
@@ -303,5 +317,5 @@ def test_an_import_in_a_transaction_with_pending_checks_goes_row_by_row(
     first = events_by_person("bulk")
     import_release(root, dataset_name="bulk", replace=True)
 
-    assert bulk_calls == [True, False]
+    assert used(bulk_loads) == [True, False]
     assert events_by_person("bulk") == first
