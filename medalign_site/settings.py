@@ -487,6 +487,10 @@ if not isinstance(JURY_JUDGES, list) or not all(isinstance(j, dict) for j in JUR
 
 # --- Importers --------------------------------------------------------------------------------
 IMPORT_MAX_FILE_BYTES = env_int("IMPORT_MAX_FILE_BYTES", 4 * 1024**3, minimum=1024)
+# PostgreSQL: an import of at least this many events, into an event table holding no more than
+# it brings, builds the table's indexes and foreign keys once instead of row by row (and locks
+# the table until it commits). 0: never. See review/importers/bulk.py.
+IMPORT_BULK_MIN_EVENTS = env_int("IMPORT_BULK_MIN_EVENTS", 50_000, minimum=0)
 
 # --- Internationalisation ---------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
