@@ -31,9 +31,7 @@ from review.models.reviews import new_handle
 from .audit import audit_record
 from .reviews import (
     EDIT_KEYS,
-    MAX_EDITS,
     MAX_SECONDS_PER_SAVE,
-    PAYLOAD_KEYS,
     SAVE_AUDIT_INTERVAL,
     SECONDS_SLACK,
     Edit,
@@ -42,7 +40,7 @@ from .reviews import (
     InvalidReview,
     ReviewReadOnly,
     _int,
-    _str,
+    batch_envelope,
     draft_merge,
     shown_order_for,
 )
@@ -132,17 +130,8 @@ def grading_validate(
     grading: CriterionGrading, payload: Any, *, criteria: list[int] | None = None
 ) -> EditBatch:
     """Check an edit batch against the grading; InvalidReview naming the first problem."""
-    if not isinstance(payload, dict):
-        raise InvalidReview("the body must be a JSON object")
-    unknown = set(payload) - PAYLOAD_KEYS
-    if unknown:
-        raise InvalidReview(f"unknown field(s): {', '.join(sorted(unknown))}")
-    items = payload.get("edits", [])
-    if not isinstance(items, list) or len(items) > MAX_EDITS:
-        raise InvalidReview(f"edits must be a list of at most {MAX_EDITS}", field="edits")
-    tab = _str(payload.get("tab", ""), "tab", max_chars=40)
-    seq = _int(payload.get("seq", 0), "seq", maximum=2**53)
-    active = _int(payload.get("active_seconds", 0), "active_seconds", maximum=86_400)
+    envelope = batch_envelope(payload)
+    items, tab, seq, active = envelope.items, envelope.tab, envelope.seq, envelope.active_seconds
     handles = set(grading.handles)
     fields = {f"c{cid}" for cid in (criteria if criteria is not None else criterion_ids(grading))}
     now_ms = int(timezone.now().timestamp() * 1000)

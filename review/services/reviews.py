@@ -266,8 +266,19 @@ def _value(field: str, value: Any, where: str, *, n: int) -> Any:
     return _str(value, where, max_chars=MAX_NOTE_CHARS)  # cannot_assess_note
 
 
-def review_validate(review: Review, payload: Any) -> EditBatch:
-    """Check an edit batch against the review; InvalidReview naming the first problem."""
+@dataclass(frozen=True)
+class BatchEnvelope:
+    """An edit batch's outer fields, checked; its edits still raw (each page checks its own)."""
+
+    items: list[Any]
+    tab: str
+    seq: int
+    active_seconds: int
+
+
+def batch_envelope(payload: Any) -> BatchEnvelope:
+    """The outer shape every autosave body shares (the review page's and the grading page's);
+    InvalidReview naming the first problem."""
     if not isinstance(payload, dict):
         raise InvalidReview("the body must be a JSON object")
     unknown = set(payload) - PAYLOAD_KEYS
@@ -276,9 +287,18 @@ def review_validate(review: Review, payload: Any) -> EditBatch:
     items = payload.get("edits", [])
     if not isinstance(items, list) or len(items) > MAX_EDITS:
         raise InvalidReview(f"edits must be a list of at most {MAX_EDITS}", field="edits")
-    tab = _str(payload.get("tab", ""), "tab", max_chars=40)
-    seq = _int(payload.get("seq", 0), "seq", maximum=2**53)
-    active = _int(payload.get("active_seconds", 0), "active_seconds", maximum=86_400)
+    return BatchEnvelope(
+        items=items,
+        tab=_str(payload.get("tab", ""), "tab", max_chars=40),
+        seq=_int(payload.get("seq", 0), "seq", maximum=2**53),
+        active_seconds=_int(payload.get("active_seconds", 0), "active_seconds", maximum=86_400),
+    )
+
+
+def review_validate(review: Review, payload: Any) -> EditBatch:
+    """Check an edit batch against the review; InvalidReview naming the first problem."""
+    envelope = batch_envelope(payload)
+    items, tab, seq, active = envelope.items, envelope.tab, envelope.seq, envelope.active_seconds
     handles = set(review.handles)
     n = len(review.handles)
     now_ms = int(time.time() * 1000)
