@@ -83,7 +83,9 @@ def compute_results(
         "min_clusters": min_clusters,
     }
 
-    significance = st.perm_both_tests(table, scores, n_permutations=n_permutations, seed=seed)
+    significance = st.perm_both_tests(
+        table, scores, n_permutations=n_permutations, seed=seed, min_clusters=min_clusters
+    )
     cluster_of = {row["metric"]: row["cluster"] for row in significance["clusters"]}
     loo = st.leave_one_clinician_out(table, scores)
     correlation = []

@@ -289,7 +289,15 @@ def _significance(section: dict[str, Any], labels: dict[str, str]) -> dict[str, 
     return {
         **section,
         "clusters": [
-            {**c, "label": labels.get(c["metric"], c["metric"]), "tau_text": number(c["tau"])}
+            {
+                **c,
+                "label": labels.get(c["metric"], c["metric"]),
+                "tau_text": number(c["tau"]),
+                # Too few clusters to test against any other metric: said, never numbered.
+                "cluster": c["cluster"]
+                if c["cluster"] is not None
+                else "not placed (too few clusters)",
+            }
             for c in section.get("clusters", [])
         ],
         "pairs": [

@@ -386,3 +386,27 @@ def test_style_control_separates_length_from_quality():
     assert abs(controlled["A"] - controlled["B"]) < 0.5 * (plain["A"] - plain["B"])
     assert out["style_coefficients"]["length_words"]["ci_low"] > 0
     assert out["n_clusters"] == 120 and out["controlled"]["converged"]
+
+
+def test_perm_both_gives_no_p_value_and_no_cluster_below_the_fewest_clusters():
+    # Final walk-through finding: a metric scored on one patient's responses (the clinicians'
+    # rubric score, 3 reviews) was put in a significance cluster with p = 0.016 against the
+    # lexical metrics, while every interval on the page said "n/a" below 10 clusters.
+    table, scores, _ = _synthetic(seed=8, n_instructions=80)
+    sparse = scores["metric_0"].copy()
+    one_patient = np.asarray(table.clusters) != np.asarray(table.clusters)[0]
+    sparse[one_patient] = np.nan
+    noise = np.random.default_rng(1).normal(size=len(table))
+    out = S.perm_both_tests(
+        table,
+        {"good": scores["metric_0"], "sparse": sparse, "noise": noise},
+        n_permutations=199,
+        min_clusters=10,
+    )
+    pairs = {(t["metric_a"], t["metric_b"]): t for t in out["pairs"]}
+    for pair in (("good", "sparse"), ("sparse", "noise")):
+        assert math.isnan(pairs[pair]["p_value"]) and not pairs[pair]["p_at_floor"]
+        assert pairs[pair]["n_clusters"] == 1
+    assert pairs[("good", "noise")]["p_value"] == 1 / 200  # enough clusters: tested as before
+    placed = {row["metric"]: row["cluster"] for row in out["clusters"]}
+    assert placed["sparse"] is None and placed["good"] == 1 and placed["noise"] == 2

@@ -256,6 +256,7 @@ def perm_both_tests(
     n_permutations: int = DEFAULT_PERMUTATIONS,
     seed: int = 0,
     alpha: float = SIGNIFICANCE_LEVEL,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> dict[str, Any]:
     """PERM-BOTH permutation tests between every two metrics, and significance clusters.
 
@@ -276,8 +277,17 @@ def perm_both_tests(
     correlation; a metric starts a new cluster when some metric of the current cluster beats
     it at level ``alpha``. Metrics of one cluster are not distinguishable from each other on
     these data. No correction for multiple comparisons is applied (as in WMT).
+
+    As everywhere in the report, no certainty from too little: a pair whose common responses
+    span fewer than ``min_clusters`` clusters gets no p-value, and a metric whose own responses
+    do is not placed in a cluster (``cluster`` None) and compared with no other.
     """
     names = list(scores)
+    row_clusters = np.asarray(table.clusters)
+    row_scores = {n: _check_scores(table, scores[n]) for n in names}
+    enough = {
+        n: n_clusters_of(row_clusters[~np.isnan(row_scores[n])]) >= min_clusters for n in names
+    }
     blocks = _Blocks(table)
     rng = np.random.default_rng(seed)
     bits = rng.integers(0, 2, size=(int(n_permutations), blocks.n_responses), dtype=np.int8)
@@ -292,10 +302,14 @@ def perm_both_tests(
     for x, y in itertools.combinations(names, 2):
         a, b = per_response[x], per_response[y]
         both = ~np.isnan(a) & ~np.isnan(b)
-        if both.sum() < 2:
+        pair_clusters = n_clusters_of(
+            row_clusters[~np.isnan(row_scores[x]) & ~np.isnan(row_scores[y])]
+        )
+        if both.sum() < 2 or pair_clusters < min_clusters:
             tests.append(
                 {"metric_a": x, "metric_b": y, "p_value": math.nan, "p_at_floor": False,
-                 "n_responses": int(both.sum())}
+                 "n_responses": int(both.sum()), "n_clusters": pair_clusters,
+                 "note": interval_note(pair_clusters, min_clusters)}
             )  # fmt: skip
             continue
         za, zb = np.full_like(a, np.nan), np.full_like(b, np.nan)
@@ -320,16 +334,26 @@ def perm_both_tests(
                 "p_value": (1 + exceed) / (int(n_permutations) + 1),
                 "p_at_floor": exceed == 0,
                 "n_responses": int(both.sum()),
+                "n_clusters": pair_clusters,
                 "n_responses_excluded": int(
                     np.count_nonzero(~np.isnan(a) | ~np.isnan(b)) - both.sum()
                 ),
             }
         )
     ranked = sorted(
-        names, key=lambda n: (-(observed[n] if math.isfinite(observed[n]) else -9.0), n)
+        (n for n in names if enough[n]),
+        key=lambda n: (-(observed[n] if math.isfinite(observed[n]) else -9.0), n),
     )
     p_of = {(t["metric_a"], t["metric_b"]): t["p_value"] for t in tests}
-    clusters = _assign_ranks(ranked, lambda i, j: p_of.get((i, j), p_of.get((j, i), 1.0)), alpha)
+
+    def p_value(i: str, j: str) -> float:
+        p = p_of.get((i, j), p_of.get((j, i), 1.0))
+        return 1.0 if math.isnan(p) else float(p)  # untested: never a reason to split
+
+    clusters: dict[str, int | None] = dict(_assign_ranks(ranked, p_value, alpha))
+    unplaced = [n for n in names if not enough[n]]
+    clusters.update({n: None for n in unplaced})
+    ranked += sorted(unplaced)
     return {
         "test": "PERM-BOTH (Deutsch, Dror & Roth 2021), one-sided, per-review tau-b",
         "n_permutations": int(n_permutations),
