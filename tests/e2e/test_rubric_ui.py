@@ -85,6 +85,9 @@ def test_a_rubric_is_written_accepted_and_graded(live_server, page):
     page.get_by_test_id("to-grade").get_by_role("link").click()
     criteria = page.get_by_test_id("criterion")
     expect(criteria).to_have_count(4)  # two responses, two criteria
+    # The keys work once grading.js has bound them (under CI's load the page can be painted
+    # before its deferred script ran: the presses went nowhere).
+    expect(page.locator("#grading-form")).to_have_attribute("data-ready", "true")
     criteria.nth(0).focus()
     page.keyboard.press("y")
     page.keyboard.press("n")
@@ -116,6 +119,7 @@ def test_a_rubric_is_written_accepted_and_graded(live_server, page):
     _sign_in(page, live_server, graders[1])
     grading = CriterionGrading.objects.get(clinician=graders[1])
     page.goto(live_server.url + reverse("grading_page", args=[grading.pk]))
+    expect(page.locator("#grading-form")).to_have_attribute("data-ready", "true")
     # The server cannot be reached for the first verdict: the page never says "saved" before
     # the server acknowledged it, keeps it, and sends it once the server answers again.
     page.route("**/draft/", lambda route: route.abort())
