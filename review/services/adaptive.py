@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.http import HttpRequest
 
+from review.access import user_access
 from review.models import AuditEvent, Instruction, SamplingDraw, Study, User
 from review.selectors.adaptive import DEFAULTS, AdaptiveState, adaptive_state
 
@@ -116,6 +117,16 @@ def adaptive_assign_wave(
         raise StudyError(state.message)
     if state.next_wave is None:
         raise StudyError(f"Every wave of {study.name} has been drawn.")
+    if state.waves_complete < state.waves_drawn:
+        # The next wave's probabilities are fitted to the reviews so far: drawn before the last
+        # wave's reviews are in, it would quietly fall back to uniform.
+        raise StudyError(
+            f"Wave {state.waves_drawn}'s reviews are not all submitted yet: the next wave is "
+            "drawn from them."
+        )
+    # Blind like every review: an account that also holds researcher access can see model
+    # names; its reviews are left out of reports, so it would leave a drawn instruction short.
+    pool = [c for c in clinicians if not user_access(c).is_researcher]
     SamplingDraw.objects.bulk_create(
         [
             SamplingDraw(
@@ -132,11 +143,12 @@ def adaptive_assign_wave(
     drawn = [row.instruction_id for row in state.plan if row.drawn]
     plan = assignments_create(
         instructions=Instruction.objects.filter(pk__in=drawn),
-        clinicians=clinicians,
+        clinicians=pool,
         overlap=state.design.overlap,
         actor=actor,
         study=study,
         adaptive_wave=True,
+        fresh_only=True,
     )
     result = WaveResult(
         wave=state.next_wave,

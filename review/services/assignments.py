@@ -67,8 +67,13 @@ def assignments_plan(
     study: Study | None = None,
     actor: User | None = None,
     create_study: bool = False,
+    fresh_only: bool = False,
 ) -> AssignmentPlan:
     """Choose clinicians to bring every instruction up to ``overlap`` reviewers. Writes nothing.
+
+    ``fresh_only`` (adaptive waves): a clinician who holds the instruction in another round is
+    not chosen for it; a round copied from another shows the same responses, and a second
+    ranking of them by the same person is not an independent review.
 
     Assignments belong to a study (``study``, else each instruction's dataset's latest round):
     existing assignments of that study count towards the overlap (whoever holds them), and
@@ -92,6 +97,7 @@ def assignments_plan(
     )
     plan = AssignmentPlan(overlap=overlap, instructions=len(instruction_ids), studies=studies)
     holders: dict[int, set[int]] = defaultdict(set)
+    elsewhere: dict[int, set[int]] = defaultdict(set)  # held in another round
     for instruction_id, clinician_id, study_id in (
         Assignment.objects.filter(instruction_id__in=instruction_ids)
         .exclude(simulated_q("clinician__email"))
@@ -99,6 +105,8 @@ def assignments_plan(
     ):
         if studies[instruction_id] == study_id:
             holders[instruction_id].add(clinician_id)
+        elif fresh_only:
+            elsewhere[instruction_id].add(clinician_id)
     load = Counter(
         dict(
             Assignment.objects.filter(clinician__in=people)
@@ -113,7 +121,11 @@ def assignments_plan(
         if need <= 0:
             plan.already_full += 1
             continue
-        eligible = [c for c in people if c.pk not in holders[instruction_id]]
+        eligible = [
+            c
+            for c in people
+            if c.pk not in holders[instruction_id] and c.pk not in elsewhere[instruction_id]
+        ]
         eligible.sort(key=lambda c: (load[c.pk], c.pk))
         for clinician in eligible[:need]:
             plan.pairs.append((instruction_id, clinician.pk))
@@ -135,6 +147,7 @@ def assignments_create(
     actor: User | None,
     study: Study | None = None,
     adaptive_wave: bool = False,
+    fresh_only: bool = False,
 ) -> AssignmentPlan:
     """Top every instruction up to ``overlap`` clinicians of its study, balanced; audited.
 
@@ -151,6 +164,7 @@ def assignments_create(
         study=study,
         actor=actor,
         create_study=True,
+        fresh_only=fresh_only,
     )
     if (
         not adaptive_wave

@@ -131,6 +131,12 @@ def test_the_assign_command_makes_the_study_adaptive_and_draws_a_wave(world):
     out = StringIO()
     call_command("assign", "--dataset", dataset.name, "--study", "1", "--dry-run", stdout=out)
     assert "Next: wave 2" in out.getvalue()
+    # The next wave is drawn from the last one's reviews: not before they are in (the final
+    # walk-through found wave 2 offered at once, its probabilities still uniform).
+    with pytest.raises(CommandError, match="not all submitted"):
+        call_command("assign", "--dataset", dataset.name, stdout=StringIO())
+    assert not SamplingDraw.objects.filter(study=study, wave=2).exists()
+    submit_all(study)
     # An adaptive study draws its next wave without --mode.
     call_command("assign", "--dataset", dataset.name, stdout=StringIO())
     assert SamplingDraw.objects.filter(study=study, wave=2).count() == 5
@@ -201,3 +207,33 @@ def test_djangos_admin_shows_the_draws_read_only(client, world):
     changelist = client.get(reverse("admin:review_samplingdraw_changelist"))
     assert changelist.status_code == 200 and b"AD-" in changelist.content
     assert client.get(reverse("admin:review_samplingdraw_add")).status_code == 403
+
+
+def test_a_wave_never_goes_to_an_account_that_can_see_model_names_or_to_a_second_look(world):
+    # Final walk-through findings: wave 1 gave the admin (also a researcher, whose reviews
+    # reports leave out) one review of each drawn instruction, and gave clinicians instructions
+    # they already ranked in the round this one was copied from (the same responses).
+    from review.models import Assignment, Role
+    from review.services.adaptive import adaptive_assign_wave, study_set_adaptive
+    from review.services.studies import study_create
+    from tests import factories
+
+    dataset, first, config, clinicians, admin = world
+    both = factories.make_user("both@example.edu", roles=[Role.CLINICIAN, Role.RESEARCHER])
+    second = study_create(dataset=dataset, name="Round 2", actor=admin, copy_responses_from=first)
+    instruction = dataset.instructions.order_by("pk").first()
+    veteran = clinicians[0]
+    factories.assign(instruction, veteran, study=first)
+    study_set_adaptive(
+        study=second,
+        actor=admin,
+        predictor_config_id=config.pk,
+        min_probability=1.0,
+        budget=1.0,
+        waves=1,
+    )
+    adaptive_assign_wave(study=second, clinicians=[*clinicians, both], actor=admin)
+    in_wave = Assignment.objects.filter(study=second)
+    assert in_wave.exists()
+    assert not in_wave.filter(clinician=both).exists()
+    assert not in_wave.filter(clinician=veteran, instruction=instruction).exists()
