@@ -32,6 +32,18 @@ def study_current(dataset: Dataset) -> Study | None:
     return Study.objects.filter(dataset=dataset).order_by("-round").first()
 
 
+def study_latest_reviewed(dataset: Dataset) -> Study | None:
+    """The latest round with a submitted review, else the latest round: what a report or the
+    power calculator analyses by default. A new, empty round must not silently become the
+    default analysis (an empty report, a plan from nothing)."""
+    reviewed = (
+        Study.objects.filter(dataset=dataset, assignments__review__status=Review.Status.SUBMITTED)
+        .order_by("-round")
+        .first()
+    )
+    return reviewed or study_current(dataset)
+
+
 def study_names(study_ids: set[int]) -> list[str]:
     """How a message names rounds: "<dataset>: Round <n> (<name>)"."""
     return [

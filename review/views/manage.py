@@ -67,7 +67,9 @@ def _power(request: HttpRequest, dataset: Dataset) -> dict[str, object]:
     except ValueError:
         points = 5.0
     points = min(50.0, max(0.5, points)) if points == points else 5.0
+    raw_study = request.GET.get("study", "")
     return study_power(
+        study_id=int(raw_study) if raw_study.isdigit() else None,
         dataset=dataset,
         predictor=request.GET.get("predictor", "auto")[:100],
         metric_a=request.GET.get("metric_a") or None,

@@ -43,7 +43,7 @@ class ReportForm(forms.Form):
     study = forms.ModelChoiceField(
         queryset=Study.objects.none(),
         required=False,
-        empty_label="The dataset's latest round",
+        empty_label="The latest round with submitted reviews",
         help_text="Whose reviews to analyse: each study (round) has its own response set.",
     )
     source = forms.ChoiceField(

@@ -162,17 +162,22 @@ def study_power(
     metric_b: str | None = None,
     margin: float = DEFAULT_MARGIN,
     confidence: float = 0.95,
+    study_id: int | None = None,
 ) -> dict[str, Any]:
-    """The admin's power calculator for a dataset's current study, from the reviews so far
+    """The admin's power calculator for a study of the dataset (``study_id``, else the latest
+    round with submitted reviews), from the reviews so far
     (the app's reviews, clustered as a report does by default): the targets' plans with and
     without the predictor, and the choices the page offers. Numbers only; about 15 queries."""
-    from review.selectors.studies import study_current
+    from review.selectors.studies import studies_of, study_latest_reviewed
     from scoring.reports.page import power_rows
     from scoring.reports.selectors import report_inputs, study_responses
 
-    study = study_current(dataset)
+    rounds = list(studies_of(dataset))
+    chosen = [s for s in rounds if s.pk == study_id]
+    study = chosen[0] if chosen else study_latest_reviewed(dataset)
     out: dict[str, Any] = {
         "study": study,
+        "rounds": rounds,
         "design": getattr(study, "assignment_mode", "uniform"),
         "predictor": None,
         "predictor_label": "",

@@ -10,7 +10,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from review.models import Dataset, ModelResponse, ResponseJudgement, Review, Study
-from review.selectors.studies import study_current
+from review.selectors.studies import study_latest_reviewed
 from scoring.jury_scores import jury_expand
 from scoring.models import (
     ApiToken,
@@ -180,14 +180,14 @@ def report_inputs(
 ) -> ReportInputs:
     """Build the judgement table, aligned metric scores and model variants (10 queries).
 
-    ``study``: whose reviews (default: the dataset's latest round). ``exclude_truncated``
-    leaves out (as missing) every score whose metric model cut a text.
+    ``study``: whose reviews (default: the dataset's latest round with submitted reviews).
+    ``exclude_truncated`` leaves out (as missing) every score whose metric model cut a text.
     ``include_unblindable`` keeps reviews whose reviewer also held researcher access.
     """
     from review.services.demo_reviews import is_simulated_email
 
     if study is None:
-        study = study_current(dataset)
+        study = study_latest_reviewed(dataset)
     reviews = Review.objects.filter(
         assignment__study=study, status=Review.Status.SUBMITTED, cannot_assess=""
     )

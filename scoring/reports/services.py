@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from medalign_site.logs import redact_exception
 from review.models import AuditEvent, Dataset, ModelResponse, Study, User
-from review.selectors.studies import response_set_summary, study_current
+from review.selectors.studies import response_set_summary, study_current, study_latest_reviewed
 from review.services.audit import audit_record
 from scoring.generation.provenance import add_generation_columns
 from scoring.models import (
@@ -137,12 +137,13 @@ def report_create(
     ``exclude_truncated``: leave out every score whose metric model cut the text.
     ``learned_metric``: add the metric learned from the clinicians' rankings (cross-validated
     by instruction; ``scoring.reports.learned``) as one more row of the correlation table.
-    ``study``: whose reviews to analyse (default: the dataset's latest round).
+    ``study``: whose reviews to analyse (default: the dataset's latest round with submitted
+    reviews, so that a new, empty round is not analysed by default).
     ``include_unblindable``: keep reviews by accounts that also held researcher access (they
     could map responses to models through the exports); left out by default.
     """
     if study is None:
-        study = study_current(dataset)
+        study = study_latest_reviewed(dataset)
     elif study.dataset_id != dataset.pk:
         raise ReportError(f"{study.name} is a study of another dataset than {dataset.name}")
     parameters = _report_parameters(

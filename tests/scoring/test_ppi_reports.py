@@ -157,3 +157,26 @@ def test_an_adaptive_study_is_warned_that_these_estimates_assume_uniform_reviews
     factories.sign_in(client, d.admin)
     progress = client.get(reverse("progress_dataset", args=[d.dataset.pk])).content.decode()
     assert 'data-testid="power-adaptive"' in progress
+
+
+def test_a_new_empty_round_is_not_what_reports_and_the_power_calculator_analyse_by_default(client):
+    # Final walk-through finding: once Round 2 existed (no reviews yet), a report left at its
+    # default analysed it (nothing), and the progress page's calculator could no longer reach
+    # Round 1's plan.
+    from review.models import Study
+    from review.services.studies import study_create
+    from scoring.reports.prediction import study_power
+
+    d = make_study()
+    first = Study.objects.get(dataset=d.dataset)
+    second = study_create(dataset=d.dataset, name="Round 2", actor=d.admin)
+    report = _report(d)
+    assert report.parameters["study_id"] == first.pk
+    assert study_power(dataset=d.dataset)["study"] == first
+    assert study_power(dataset=d.dataset, study_id=second.pk)["study"] == second
+    factories.sign_in(client, d.admin)
+    url = reverse("progress_dataset", args=[d.dataset.pk])
+    page = client.get(url).content.decode()
+    assert 'name="study"' in page and "Round 2" in page
+    chosen = client.get(url, {"study": second.pk}).content.decode()
+    assert f'<option value="{second.pk}" selected>' in chosen
