@@ -34,7 +34,7 @@ class AssignForm(forms.Form):
     study = _StudyChoice(
         queryset=Study.objects.none(),
         required=False,
-        empty_label="The dataset's only round (Round 1 is made if it has none)",
+        empty_label="The dataset's round, where it has only one (Round 1 is made if none)",
         help_text="The round the new assignments join. Required once a dataset has several.",
     )
     specialty = forms.ChoiceField(required=False, help_text="Specialty of the author.")

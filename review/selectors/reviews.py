@@ -55,6 +55,13 @@ class Queue:
         return round(100 * self.done / self.total) if self.total else 0
 
 
+def study_label(round_number: int, name: str) -> str:
+    """A round as people name it: "Round 2: with the new model", or "Round 1" alone where the
+    name only repeats the number."""
+    plain = f"Round {round_number}"
+    return plain if name.strip().casefold() == plain.casefold() else f"{plain}: {name}"
+
+
 def _queue_status(review: Review | None) -> str:
     # Opening a review starts it but is not work: only the first edit makes it "in progress".
     if review is None or (review.status == Review.Status.DRAFT and review.edited_at is None):
@@ -112,7 +119,7 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
                 ),
                 study_id=a.study_id,
                 round_label=(
-                    f"Round {a.study.round}: {a.study.name}"
+                    study_label(a.study.round, a.study.name)
                     if per_instruction[a.instruction_id] > 1 and a.study is not None
                     else ""
                 ),

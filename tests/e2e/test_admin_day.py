@@ -292,7 +292,15 @@ def _misfits(page, name: str) -> list[str]:
     found = page.evaluate(OVERFLOW)
     problems = []
     if found["page"] > 1:
-        problems.append(f"{name}: the page scrolls sideways by {found['page']}px")
+        widest = page.evaluate(
+            """() => [...document.querySelectorAll('body *')]
+                .filter(e => e.getBoundingClientRect().right > innerWidth + 1)
+                .filter(e => ![...e.children].some(
+                    c => c.getBoundingClientRect().right > innerWidth + 1))
+                .slice(0, 3)
+                .map(e => e.tagName + '.' + e.className + ' ' + (e.textContent || '').slice(0, 40))"""
+        )
+        problems.append(f"{name}: the page scrolls sideways by {found['page']}px: {widest}")
     if found["out"]:
         problems.append(f"{name}: controls off-screen: {found['out']}")
     return problems

@@ -179,5 +179,15 @@ def test_rubric_pages_have_no_axe_violations(live_server, tab):  # noqa: F811
     _sign_in(page, live_server, reviewer)
     visit(page, base, reverse("rubric_review", args=[in_review.pk]), "rubric review")
     visit(page, base, reverse("grading_page", args=[grading.pk]), "grading")
+    # On a phone nothing widens the page (the final walk-through found the criteria table's
+    # hidden labels escaping its scroll box: pages 491 px wide on a 390 px screen).
+    page.set_viewport_size({"width": 390, "height": 844})
+    for url in (
+        reverse("rubric_review", args=[in_review.pk]),
+        reverse("grading_page", args=[grading.pk]),
+    ):
+        page.goto(base + url)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390, url
+    page.set_viewport_size({"width": 1440, "height": 900})
     _sign_in(page, live_server, admin)
     visit(page, base, reverse("admin_rubrics", args=[dataset.pk]), "admin rubrics")
