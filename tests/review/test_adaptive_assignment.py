@@ -92,8 +92,10 @@ def test_waves_record_every_probability_keep_the_floor_and_the_overlap(world):
         adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
 
 
-def test_the_stopping_message_says_settled_and_the_reviews_saved(world):
-    _, study, config, clinicians, admin = world
+def test_the_stopping_message_says_settled_and_the_reviews_saved(db):
+    # 60 instructions, half in the first wave: the rule needs MIN_REVIEWED_TO_STOP (30)
+    # reviewed instructions before it may say "settled".
+    _, study, config, clinicians, admin = make_adaptive_world(n_instructions=60)
     study = study_set_adaptive(
         study=study, actor=admin, predictor_config_id=config.pk, budget=1.0, waves=2, seed=1
     )
@@ -101,8 +103,8 @@ def test_the_stopping_message_says_settled_and_the_reviews_saved(world):
     submit_all(study)
     state = adaptive_state(study)
     assert state.settled, state.message
-    assert state.reviews_assigned == 20 and state.reviews_uniform == 40
-    assert "The ranking is settled at 95%; 20 reviews saved against uniform" in state.message
+    assert state.reviews_assigned == 60 and state.reviews_uniform == 120
+    assert "The ranking is settled at 95%; 60 reviews saved against uniform" in state.message
     with pytest.raises(StudyError, match="settled"):
         adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
 
@@ -237,3 +239,14 @@ def test_a_wave_never_goes_to_an_account_that_can_see_model_names_or_to_a_second
     assert in_wave.exists()
     assert not in_wave.filter(clinician=both).exists()
     assert not in_wave.filter(clinician=veteran, instruction=instruction).exists()
+
+
+def test_a_wave_of_a_handful_never_settles_the_ranking(world):
+    # The same design on 20 instructions: one wave of 10 reviewed is too few to stop on.
+    _, study, config, clinicians, admin = world
+    study = study_set_adaptive(
+        study=study, actor=admin, predictor_config_id=config.pk, budget=1.0, waves=2, seed=1
+    )
+    adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+    submit_all(study)
+    assert not adaptive_state(study).settled
