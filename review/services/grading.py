@@ -38,6 +38,7 @@ from .reviews import (
     EditBatch,
     IncompleteReview,
     InvalidReview,
+    ReviewError,
     ReviewReadOnly,
     _int,
     batch_envelope,
@@ -216,7 +217,19 @@ def _locked(grading_id: int, clinician: User) -> CriterionGrading:
     )
     if grading is None:
         raise CriterionGrading.DoesNotExist
+    if user_access(clinician).is_researcher:
+        # Assigned while blind, given researcher access since: the exports now map responses to
+        # models, so verdicts made from here on could follow the model. Refused, with the reason.
+        raise GradingUnblinded(
+            "Your account now also holds researcher access (it can see model names), so it can "
+            "no longer grade blind: ask an admin to give this grading to another clinician."
+        )
     return grading
+
+
+class GradingUnblinded(ReviewError):
+    status = 403
+    code = "unblinded"
 
 
 def _audit(

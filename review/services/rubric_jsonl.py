@@ -58,7 +58,8 @@ def rubric_lines_parse(lines: Iterable[str]) -> list[ParsedLine]:
             raise RubricError(f"line {number} is longer than {MAX_LINE_CHARS} characters")
         try:
             obj = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
+            # RecursionError: arrays nested thousands deep, which json cannot parse at all.
             raise RubricError(f"line {number} is not valid JSON") from None
         if not isinstance(obj, dict):
             raise RubricError(f"line {number} is not a JSON object")

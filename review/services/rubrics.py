@@ -50,6 +50,12 @@ def criterion_input(row: Mapping[str, Any], *, where: str = "criterion") -> Crit
     if not isinstance(text, str) or not text.strip():
         raise RubricError(f"{where}: the criterion needs its text", field="text")
     text = text.strip()
+    # PostgreSQL refuses NUL in text (a 500 there), and a lone surrogate cannot be stored as
+    # UTF-8: both are refused here, named, wherever the criterion came from (page or JSONL).
+    if "\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text):
+        raise RubricError(
+            f"{where}: the text holds a character that cannot be stored", field="text"
+        )
     if len(text) > MAX_CRITERION_CHARS:
         raise RubricError(
             f"{where}: the text is longer than {MAX_CRITERION_CHARS} characters", field="text"

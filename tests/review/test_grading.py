@@ -265,3 +265,26 @@ def test_an_account_that_can_see_model_names_is_never_asked_to_grade(setup):
     with pytest.raises(RubricError, match="researcher"):
         services.gradings_assign(rubric=rubric, study=grading.study, clinicians=[both], actor=None)
     assert not CriterionGrading.objects.filter(clinician=both).exists()
+
+
+def test_a_grader_given_researcher_access_later_can_no_longer_grade(setup, client):
+    # An outside review: assigned while blind, then given researcher access, an account could
+    # still grade (and its grades reached the reports).
+    from review.services.accounts import application_set_roles
+
+    grading, clinician, _, _ = setup
+    criteria = services.criterion_ids(grading)
+    application = clinician.applications.get(status="approved")
+    admin = factories.make_user("boss@example.edu", roles=[Role.ADMIN])
+    application_set_roles(
+        application=application,
+        reviewer=admin,
+        roles=[Role.CLINICIAN, Role.RESEARCHER],
+        expires_on=application.expires_on,
+    )
+    clinician = type(clinician).objects.get(pk=clinician.pk)  # as the next request sees it
+    with pytest.raises(services.GradingUnblinded):
+        services.grading_submit(
+            grading_id=grading.pk, clinician=clinician, payload={"edits": _all(grading, criteria)}
+        )
+    assert not CriterionGrade.objects.filter(clinician=clinician).exists()

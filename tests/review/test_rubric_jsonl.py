@@ -154,3 +154,16 @@ def test_assign_rubrics_rotates_authors_with_a_second_clinician_as_reviewer(data
             reviewers="a@example.edu",
             revise=True,
         )
+
+
+def test_a_line_nested_too_deep_or_holding_a_lone_surrogate_is_named_not_a_crash(dataset):
+    # An outside review: both made the admin's upload answer 500.
+    deep = '{"prompt_id": "x", "rubrics": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(RubricError, match="line 1 is not valid JSON"):
+        rubrics_import(dataset=dataset, lines=[deep], source_name="x", actor=None)
+    lines = SAMPLE.read_text().splitlines()
+    surrogate = json.loads(lines[0])
+    surrogate["rubrics"][0]["criterion"] = "a\ud800b"
+    with pytest.raises(RubricError, match="line 1"):
+        rubrics_import(dataset=dataset, lines=[json.dumps(surrogate)], source_name="x", actor=None)
+    assert not Rubric.objects.exists()

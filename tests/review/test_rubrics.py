@@ -155,3 +155,13 @@ def test_the_demo_gives_each_demo_clinician_rubric_work_once(db):
     assert CriterionGrading.objects.count() == 4
     work = clinician_rubric_work(two)
     assert (len(work.to_write), len(work.to_review), len(work.to_grade)) == (1, 1, 2)
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "a\ud800b"])
+def test_a_criterion_that_cannot_be_stored_is_refused_by_name(bad):
+    # An outside review: a NUL reached the database from the writing page (PostgreSQL answers
+    # 500), and a lone surrogate in a JSONL import crashed the upload.
+    from review.services.rubrics import RubricError, criterion_input
+
+    with pytest.raises(RubricError, match="criterion 2: the text holds a character"):
+        criterion_input({"text": bad, "points": 5}, where="criterion 2")
