@@ -195,6 +195,7 @@ def prediction_powered_page(section: dict[str, Any] | None) -> dict[str, Any]:
     if not section:
         return {}
     estimates = section.get("estimates") or {}
+    note = estimates.get("interval_note", "")
     rows = []
     for r in estimates.get("rows", []):
         digits = 2 if r["target"] in ("rank", "bt") else 3
@@ -203,12 +204,15 @@ def prediction_powered_page(section: dict[str, Any] | None) -> dict[str, Any]:
                 **r,
                 "name": TARGET_NAMES.get(r["target"], r["target"]),
                 "subject": f"{r['model']} over {r['versus']}" if r.get("versus") else r["model"],
-                "ppi_text": interval(r.get("estimate"), r.get("ci_low"), r.get("ci_high"), digits),
+                "ppi_text": interval(
+                    r.get("estimate"), r.get("ci_low"), r.get("ci_high"), digits, note=note
+                ),
                 "classical_text": interval(
                     r.get("classical"),
                     r.get("classical_ci_low"),
                     r.get("classical_ci_high"),
                     digits,
+                    note=note,
                 ),
                 "width_text": f"{r['width_ratio']:.2f}×"
                 if _number(r.get("width_ratio"))

@@ -124,6 +124,7 @@ def section(
     power: float = DEFAULT_POWER,
     estimates: bool = True,
     unit: str = "unit",
+    min_clusters: int = st.MIN_CLUSTERS,
 ) -> dict[str, Any]:
     """The report's prediction-powered section: the predictor, its estimates, the plan."""
     out: dict[str, Any] = {
@@ -136,7 +137,7 @@ def section(
     if preds is None or len(table) == 0 or not responses.response_ids:
         return out
     if estimates:
-        out["estimates"] = estimate_targets(table, preds, confidence)
+        out["estimates"] = estimate_targets(table, preds, confidence, min_clusters)
     if metric_a is None and metric_b is None:
         metric_a, metric_b = default_pair(mean_taus(table, table_scores), exclude=predictor)
     out["power"] = power_analysis(

@@ -487,6 +487,7 @@ def _prediction_powered_results(
         table_scores=scores,
         confidence=float(params.get("confidence", 0.95)),
         unit=unit,
+        min_clusters=int(params.get("min_clusters", st.MIN_CLUSTERS)),
     )
 
 

@@ -460,3 +460,17 @@ def test_no_bradley_terry_rows_when_a_model_never_loses():
     out = estimate_targets(never_loses, predictions)
     assert not [r for r in out["rows"] if r["target"] == "bt"]
     assert [r for r in out["rows"] if r["target"] == "correct"]  # the rest is still there
+
+
+def test_no_prediction_powered_interval_from_fewer_reviewed_clusters_than_the_report_allows():
+    # An outside review: "95%" intervals covered 63% of the time from 3 reviewed patients, and a
+    # single reviewed patient gave a zero-width one; every other section says n/a below 10.
+    table, preds, _ = study()
+    full = estimate_targets(table, preds, 0.95, min_clusters=2)
+    assert all(math.isfinite(r["ci_low"]) for r in full["rows"] if r["target"] == "correct")
+    strict = estimate_targets(table, preds, 0.95, min_clusters=full["n_labelled_units"] + 1)
+    assert all(
+        math.isnan(r["ci_low"]) and math.isnan(r["effective_reviews"]) for r in strict["rows"]
+    )
+    assert "fewer than" in strict["interval_note"]
+    assert [r["estimate"] for r in strict["rows"]] == [r["estimate"] for r in full["rows"]]
