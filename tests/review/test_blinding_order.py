@@ -73,13 +73,15 @@ def test_no_clinician_visible_rule_predicts_the_order(study):
         if previous is not None and shown == previous:
             same_as_previous += 1
         previous = shown
-    # The old seeded formula: every order matched. Chance is 1/720 per review.
+    # The old seeded formula: every order matched. Chance is 1/720 per review, so about 0.17
+    # matches in 120 reviews; "at most 1" failed one CI run in ~80 (P(>= 2) = 1.3%). At most 4:
+    # by chance P(>= 5) is about 1e-6, and the old formula's 120 of 120 stays far beyond it.
     stats = (exact_old, import_order_first, same_as_previous, dict(first_model))
-    assert exact_old <= 1, stats
+    assert exact_old <= 4, stats
     # The first model shown follows neither import order nor the previous instruction's order.
     bound = _chance_bound(1 / N_MODELS, N_INSTRUCTIONS)
     assert import_order_first / N_INSTRUCTIONS < bound, stats
-    assert same_as_previous <= 1, stats
+    assert same_as_previous <= 4, stats  # chance 1/720 a pair: the same tail as above
     # Every model is shown first about as often (a model always first would be spotted).
     assert max(first_model.values()) / N_INSTRUCTIONS < bound, stats
 
