@@ -43,9 +43,9 @@ known), ignored (duplicates).
 
 import json
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, tzinfo
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -53,13 +53,14 @@ from typing import Any
 import meds
 import pyarrow as pa
 import pyarrow.parquet as pq
+from django.utils import timezone
 from flexible_schema.exceptions import SchemaValidationError
 
-from review.models import Encounter, Patient
+from review.models import Patient
 
-from .columnar import BATCH_ROWS, CohortWriter, batch_rows, local_times
+from .columnar import BATCH_ROWS, CohortWriter, aware, batch_rows, pylist, utc_wall_times
 from .demographics import normalise_sex
-from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
+from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, PendingEncounter, _Importer
 
 VALUE_MAX = 100  # Event.value's length: longer text is a note, not a value
 # Visit codes by the vocabulary they start with, and the kind of visit each opens or ends: an
@@ -244,6 +245,7 @@ class _Code:
     opens: bool
     closes: bool
     life_event: bool  # birth or death: no visit
+    plain: bool  # neither opens nor closes a visit, nor a life event: placed like its neighbours
     birth: bool
     visit_kind: str
 
@@ -269,19 +271,21 @@ class _Subject:
         "events",
         "notes",
         "first",
+        "placed_time",
+        "placed",
     )
 
     def __init__(self, subject_id: int, patient: Patient | None) -> None:
         self.subject_id = subject_id
         self.patient = patient
         self.patient_id = patient.pk if patient is not None else None
-        self.encounters: list[Encounter] = []
-        self.current: Encounter | None = None  # the day encounter rows outside visits join
+        self.encounters: list[PendingEncounter] = []
+        self.current: PendingEncounter | None = None  # the day encounter rows outside visits join
         self.current_day: date | None = None
         # Visits open now, innermost last: (kind of visit, encounter, its end is known).
-        self.open_visits: list[tuple[str, Encounter, bool]] = []
+        self.open_visits: list[tuple[str, PendingEncounter, bool]] = []
         # meds_etl's ``visit_id``: its encounters, and those a visit row has named.
-        self.linked_visits: dict[Any, Encounter] = {}
+        self.linked_visits: dict[Any, PendingEncounter] = {}
         self.named_visits: set[Any] = set()
         self.last_time: datetime | None = None
         self.key_time: object = _UNSET
@@ -291,13 +295,22 @@ class _Subject:
         self.events = 0
         self.notes = 0
         self.first: datetime | None = None
+        # The last plain row's time and encounter: a plain row at the same time goes there too
+        # (a lab panel's rows share a time), without working the visits out again.
+        self.placed_time: object = _UNSET
+        self.placed: PendingEncounter | None = None
 
 
 class MedsLoader:
     def __init__(self, importer: _Importer, root: Path) -> None:
         self.importer = importer
         self.root = root
-        self.cohort = CohortWriter(importer, "meds")
+        # Times stay naive UTC wall-clock values from Arrow to the COPY (``utc_wall_times``):
+        # making each aware cost a third of the import's Python time. Dates a clinician reads
+        # (a visit-less day, the birth date) are taken in ``TIME_ZONE``, as before.
+        self.cohort = CohortWriter(importer, "meds", naive_utc=True)
+        zone = timezone.get_default_timezone()
+        self.local_date = _utc_date if str(zone) == "UTC" else _zoned_date(zone)
         self.descriptions: dict[str, str] = {}
         self.codes: dict[str, _Code] = {}
         self.seen_subjects: set[int] = set()
@@ -306,10 +319,15 @@ class MedsLoader:
     def run(self) -> None:
         self.descriptions = read_code_descriptions(self.root, self.importer)
         shards = sorted((self.root / meds.data_subdirectory).rglob("*.parquet"))
-        for shard in shards:
-            self.load_shard(shard)
-        self._close_subject()
-        self.cohort.finish()
+        try:
+            for shard in shards:
+                self.load_shard(shard)
+            self._close_subject()
+            self.cohort.finish()
+        except BaseException:
+            self.cohort.close(failing=True)
+            raise
+        self.cohort.close()
 
     def problem(self, file: str, row: int | None, field: str | None, message: str) -> None:
         self.importer.problems.add(file, row, field, message, unit="row")
@@ -351,14 +369,14 @@ class MedsLoader:
         names = batch.schema.names
 
         def column(name: str) -> list[Any]:
-            return batch.column(name).to_pylist() if name in names else [None] * n
+            return pylist(batch.column(name)) if name in names else [None] * n
 
         sids = column("subject_id")
-        times = local_times(batch.column("time"))
+        times = utc_wall_times(batch.column("time"))
         codes = column("code")
         numerics = column("numeric_value")
         texts = column("text_value")
-        ends = local_times(batch.column("end")) if "end" in extras else None
+        ends = utc_wall_times(batch.column("end")) if "end" in extras else None
         units = column("unit") if "unit" in extras else None
         # meds_etl's columns: the OMOP table a row came from, and the visit it belongs to.
         tables = column("table") if "table" in extras else None
@@ -444,8 +462,14 @@ class MedsLoader:
             visit_id = visit_ids[i] if visit_ids is not None else None
             if visit_id is not None and not info.life_event:
                 encounter = self._linked(subject, visit_id, info, time, end)
+            elif info.plain and time == subject.placed_time:
+                encounter = subject.placed
             else:
                 encounter = self._place(subject, info, time, end)
+                if info.plain:
+                    subject.placed_time, subject.placed = time, encounter
+                else:
+                    subject.placed_time = _UNSET
             event_type = info.event_type
             typed = info.typed
             if table is not None and table in TABLE_EVENT_TYPES:
@@ -486,7 +510,7 @@ class MedsLoader:
                         info.code, info.name, value, numeric, unit, "", "", attributes))
                 # fmt: on
             if len(rows) >= EVENT_FLUSH_ROWS:
-                self.cohort.flush()
+                self.cohort.flush_later()
         for key, count in tally.items():
             family, outcome = key.split("\0")
             self.importer.summary.tally(family, outcome, count)
@@ -532,6 +556,7 @@ class MedsLoader:
             opens=opens,
             closes=closes,
             life_event=code in (meds.birth_code, meds.death_code),
+            plain=not (opens or closes or code in (meds.birth_code, meds.death_code)),
             birth=code == meds.birth_code,
             visit_kind=description or code.split("/", 1)[-1].strip("/") or code,
         )
@@ -612,20 +637,22 @@ class MedsLoader:
     def _birth(self, file: str, row: int, subject: _Subject, time: datetime) -> None:
         patient = subject.patient
         assert patient is not None
-        patient.birth_date = time.date()
-        if subject.first_timed is not None and subject.first_timed[0].date() < time.date():
+        local_date = self.local_date
+        born = local_date(time)
+        patient.birth_date = born
+        if subject.first_timed is not None and local_date(subject.first_timed[0]) < born:
             first_time, first_row = subject.first_timed
             self.problem(
                 file,
                 first_row,
                 "time",
-                f"subject {subject.subject_id} has an event on {first_time.date()}, before "
-                f"their birth on {time.date()} ({meds.birth_code}, row {row})",
+                f"subject {subject.subject_id} has an event on {local_date(first_time)}, "
+                f"before their birth on {born} ({meds.birth_code}, row {row})",
             )
 
     def _place(
         self, subject: _Subject, info: _Code, time: datetime, end: datetime | None
-    ) -> Encounter | None:
+    ) -> PendingEncounter | None:
         """The encounter this row belongs to (opened if need be); see the module docstring."""
         if info.life_event:
             # Life events belong to no visit; the next row outside a visit opens its own day.
@@ -654,18 +681,19 @@ class MedsLoader:
         if visits:
             return visits[-1][1]
         current = subject.current
-        if current is not None and subject.current_day == time.date():
+        day = self.local_date(time)
+        if current is not None and subject.current_day == day:
             current.end = time
             return current
         encounter = self._new_encounter(subject, "day (no visit code)", time, time)
         subject.current = encounter
-        subject.current_day = time.date()
+        subject.current_day = day
         return encounter
 
     @staticmethod
     def _close_visit(
-        visits: list[tuple[str, Encounter, bool]], family: str, time: datetime
-    ) -> Encounter | None:
+        visits: list[tuple[str, PendingEncounter, bool]], family: str, time: datetime
+    ) -> PendingEncounter | None:
         """End the innermost open visit of ``family``; else, when the innermost open visit is
         a generic one (``VISIT/…``), that one. Returns the visit ended, if any."""
         for index in range(len(visits) - 1, -1, -1):
@@ -682,7 +710,7 @@ class MedsLoader:
 
     def _linked(
         self, subject: _Subject, visit_id: Any, info: _Code, time: datetime, end: datetime | None
-    ) -> Encounter:
+    ) -> PendingEncounter:
         """The encounter of meds_etl's ``visit_id``: one per visit, whichever rows come first
         (its visit rows sort after the same day's events), named by its visit row, ending at
         that row's ``end`` or its last event, whichever is later. Visit-detail rows name the
@@ -702,12 +730,23 @@ class MedsLoader:
 
     def _new_encounter(
         self, subject: _Subject, kind: str, start: datetime, end: datetime | None
-    ) -> Encounter:
+    ) -> PendingEncounter:
         assert subject.patient_id is not None
         ordinal = len(subject.encounters) + 1
         encounter = self.cohort.new_encounter(subject.patient_id, ordinal, kind, start, end)
         subject.encounters.append(encounter)
         return encounter
+
+
+def _utc_date(time: datetime) -> date:
+    return time.date()
+
+
+def _zoned_date(zone: tzinfo) -> Callable[[datetime], date]:
+    def local_date(time: datetime) -> date:
+        return aware(time, zone).date()
+
+    return local_date
 
 
 def _is_note(code: str, text: str) -> bool:

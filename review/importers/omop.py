@@ -35,6 +35,7 @@ required values, events dated before the person's birth (compared by date: birth
 just midnight).
 """
 
+import json
 import mmap
 from collections import Counter
 from collections.abc import Iterator
@@ -54,7 +55,7 @@ from django.utils import timezone
 from review.models import Encounter, Patient
 from review.services.vocabulary import omop_concept_synonyms_import
 
-from .columnar import BATCH_ROWS, CohortWriter, local_times
+from .columnar import BATCH_ROWS, CohortWriter, local_times, local_zone, pylist
 from .demographics import normalise_sex
 from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
 from .scratch import ScratchTable, drop_scratch_tables, scratch_tables
@@ -388,7 +389,12 @@ class _Person:
         self.patient_id = patient_id
         self.birth = birth
         # Local midnight of the birth date: an event before it is on an earlier day.
-        self.born = timezone.make_aware(datetime.combine(birth, time())) if birth else None
+        # In the zone object the events' times carry (``local_zone``): compared with every event.
+        self.born = (
+            timezone.make_aware(datetime.combine(birth, time())).astimezone(local_zone())
+            if birth
+            else None
+        )
         self.events = 0
         self.notes = 0
         self.first: datetime | None = None
@@ -423,7 +429,7 @@ class _Columns:
 
     def _per_value(self, column: str, parse: Any) -> list[Any]:
         out: list[Any] = []
-        for i, value in enumerate(self.batch.column(column).to_pylist()):
+        for i, value in enumerate(pylist(self.batch.column(column))):
             try:
                 out.append(parse(value))
             except (ValueError, TypeError, BadTimestamp) as exc:
@@ -444,10 +450,10 @@ class _Columns:
             return [None] * self.n
         array = self.batch.column(column)
         if pa.types.is_integer(array.type):
-            return array.to_pylist()  # type: ignore[no-any-return]
+            return pylist(array)
         if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
             try:
-                return pc.cast(self._blank_as_null(column), pa.int64()).to_pylist()  # type: ignore[no-any-return]
+                return pylist(pc.cast(self._blank_as_null(column), pa.int64()))
             except pa.ArrowInvalid:
                 pass  # "8507.0", or a bad value: the slow way names the row
         return self._per_value(column, _int)
@@ -465,7 +471,7 @@ class _Columns:
                 return self._per_value(column, _float)
         else:
             return self._per_value(column, _float)
-        return pc.if_else(pc.is_nan(array), pa.scalar(None, pa.float64()), array).to_pylist()  # type: ignore[no-any-return]
+        return pylist(pc.if_else(pc.is_nan(array), pa.scalar(None, pa.float64()), array))
 
     def _timestamps(self, column: str) -> pa.Array | None:
         """The column as Arrow timestamps or dates; None when only the slow way can read it."""
@@ -508,10 +514,10 @@ class _Columns:
             return [""] * self.n
         array = self.batch.column(column)
         if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
-            return [_str(v) for v in array.to_pylist()]
+            return [_str(v) for v in pylist(array)]
         array = pc.utf8_trim_whitespace(array)
         array = pc.if_else(pc.equal(pc.utf8_upper(array), "NULL"), "", array)
-        return pc.fill_null(array, "").to_pylist()  # type: ignore[no-any-return]
+        return pylist(pc.fill_null(array, ""))
 
 
 _NULL_WORDS = pa.array(["NULL", "NA", "NAN"])
@@ -554,6 +560,14 @@ class OmopLoader:
         return table
 
     def run(self) -> None:
+        try:
+            self._run()
+        except BaseException:
+            self.cohort.close(failing=True)
+            raise
+        self.cohort.close()
+
+    def _run(self) -> None:
         if "person" not in self.tables:
             first = next(iter(self.tables.values()))
             self.problem(first.name, None, None, "OMOP tables need the person table (person.csv)")
@@ -576,6 +590,17 @@ class OmopLoader:
         )
         self.key_table = self._table("key", [("id", "bigint"), ("row", "integer")])
         self.count_table = self._table("count", [("encounter_id", "bigint"), ("n", "integer")])
+        self.tally_table = self._table(
+            "tally",
+            [
+                ("patient_id", "bigint"),
+                ("events", "integer"),
+                ("notes", "integer"),
+                ("first_at", "timestamptz"),
+                ("last_at", "timestamptz"),
+                ("demographics", "text"),
+            ],
+        )
         scratch_tables(*self.scratch)
         if self.has_concepts:
             self._read("concept", ("concept_id", "vocabulary_id", "concept_code"), self._concepts)
@@ -660,7 +685,7 @@ class OmopLoader:
 
         def handle_batch(file: str, columns: _Columns) -> None:
             batch = columns.batch
-            values_by_column = {n: batch.column(n).to_pylist() for n in batch.schema.names}
+            values_by_column = {n: pylist(batch.column(n)) for n in batch.schema.names}
             self._prefetch_concepts(
                 [columns.ints(c) for c in concept_columns if c in columns.names]
             )
@@ -1028,7 +1053,7 @@ class OmopLoader:
             else:
                 read += 1
             if len(rows) >= EVENT_FLUSH_ROWS:
-                self.cohort.flush()
+                self.cohort.flush_later()
         if per_encounter:
             self.count_table.insert(per_encounter.items())
         summary = self.importer.summary
@@ -1093,24 +1118,29 @@ class OmopLoader:
                 f") AS summed WHERE {encounters}.id = summed.encounter_id"
             )
         people = [p for p in self.persons.values() if p is not None]
-        for start in range(0, len(people), 500):
-            chunk = people[start : start + 500]
-            Patient.objects.bulk_update(
-                [
-                    Patient(
-                        pk=p.patient_id,
-                        event_count=p.events,
-                        note_count=p.notes,
-                        first_event_at=p.first,
-                        last_event_at=p.last,
-                        # OMOP demographics are columns; only the observation periods land here.
-                        demographics=(
-                            {"observation_period": "; ".join(p.periods)} if p.periods else {}
-                        ),
-                    )
-                    for p in chunk
-                ],
-                ["event_count", "note_count", "first_event_at", "last_event_at", "demographics"],
+        # One statement from a scratch table, not Django's bulk_update: its CASE expressions
+        # cost 1.9 s of Python for 1,000 people.
+        adapt = connection.ops.adapt_datetimefield_value
+        self.tally_table.insert(
+            (
+                p.patient_id,
+                p.events,
+                p.notes,
+                adapt(p.first),
+                adapt(p.last),
+                # OMOP demographics are columns; only the observation periods land here.
+                json.dumps({"observation_period": "; ".join(p.periods)} if p.periods else {}),
+            )
+            for p in people
+        )
+        patients = Patient._meta.db_table
+        tallies = self.tally_table.name
+        as_json = "t.demographics::jsonb" if connection.vendor == "postgresql" else "t.demographics"
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {patients} SET event_count = t.events, note_count = t.notes, "  # noqa: S608
+                f"first_event_at = t.first_at, last_event_at = t.last_at, "
+                f"demographics = {as_json} FROM {tallies} AS t WHERE {patients}.id = t.patient_id"
             )
         self.cohort.count(
             patients=len(people),

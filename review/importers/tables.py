@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from .errors import ImportFailed, Problem
 
@@ -61,7 +62,7 @@ def read_header(path: Path) -> list[str]:
     return [normalise_header(h) for h in next(csv.reader([first], delimiter=delimiter), [])]
 
 
-def _open(path: Path):  # noqa: ANN202 - a text file handle
+def _open(path: Path) -> TextIO:
     return path.open("r", encoding="utf-8-sig", newline="")
 
 

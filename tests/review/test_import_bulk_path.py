@@ -119,6 +119,31 @@ def test_copy_stores_the_same_rows_as_insert() -> None:
     assert copied[1][9] == "tab\there\nnew line \\ back"
 
 
+def test_naive_utc_rows_store_the_same_instants_as_aware_rows() -> None:
+    """The MEDS and OMOP importers send naive UTC wall-clock times (sent as ``timestamp`` in the
+    binary COPY, made aware on SQLite): what is stored is exactly what aware rows store, on
+    either database, whatever the session's time zone."""
+    dataset = Dataset.objects.create(name="d")
+    patient = Patient.objects.create(dataset=dataset, person_id="1")
+    encounter = Encounter.objects.create(patient=patient, ordinal=1, encounter_type="visit")
+    rows = event_rows(patient.pk, encounter.pk)
+    write_event_rows(rows)
+    from_aware = stored(patient)
+    Event.objects.all().delete()
+    naive = [
+        (*r[:3], r[3].astimezone(UTC).replace(tzinfo=None) if r[3] else None, *r[4:]) for r in rows
+    ]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET TIME ZONE 'Asia/Kolkata'")  # not the server's nor UTC
+    write_event_rows(naive, naive_utc=True)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET TIME ZONE 'UTC'")
+    assert stored(patient) == from_aware
+    assert from_aware[1][2] == datetime(1901, 12, 31, 18, 29, tzinfo=UTC)
+
+
 def test_copy_refuses_a_value_longer_than_its_column_as_insert_does() -> None:
     postgres_only()
     dataset = Dataset.objects.create(name="d")

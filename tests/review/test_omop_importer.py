@@ -146,6 +146,19 @@ def test_it_imports_omop_tables_with_concept_names_visits_and_notes(tmp_path: Pa
     assert Event.objects.get(event_type="condition").encounter_id == outpatient.pk
     assert (inpatient.event_count, outpatient.event_count) == (1, 1)
     assert inpatient.end.date() == date(2020, 1, 3)
+    # The patients' tallies, written in one statement at the end: counts, first and last event
+    # as the same instants the events hold, demographics without observation periods empty.
+    timed = Event.objects.filter(patient=eleven).order_by("timestamp")
+    assert (eleven.event_count, eleven.note_count) == (
+        timed.count(),
+        timed.filter(event_type="note").count(),
+    )
+    assert Patient.objects.get(person_id="12").note_count == 1
+    assert (eleven.first_event_at, eleven.last_event_at) == (
+        timed.first().timestamp,
+        timed.last().timestamp,
+    )
+    assert eleven.demographics == {}
 
 
 def test_without_a_concept_table_codes_keep_their_concept_ids(tmp_path: Path) -> None:
