@@ -193,6 +193,62 @@ def test_bench_study_prints_its_figures_one_per_line():
     assert any(line.startswith("lowest coverage ") for line in lines)
 
 
+def test_strength_for_correlation_reaches_the_asked_correlation():
+    # bench_study's --predictor-correlation (issue 26: the demo's predictors measured against
+    # the truth, then replayed at that level): the strength found gives, on a fresh draw, the
+    # correlation asked for, pooled or within model; the standard levels map back to themselves.
+    from scoring.reports.statistics.study_sim import (
+        PREDICTORS,
+        strength_for_correlation,
+        truth_correlations,
+    )
+
+    study = SimStudy()
+    for target, within in ((0.70, False), (0.61, True), (0.918, False)):
+        strength = strength_for_correlation(study, target, within_model=within)
+        yhat, _, truth = simulate_study(study, strength, 60, np.random.default_rng(99))
+        assert truth_correlations(yhat, truth)[1 if within else 0] == pytest.approx(
+            target, abs=0.006
+        )
+    assert strength_for_correlation(study, 0.918) == pytest.approx(PREDICTORS["good"][0], abs=0.05)
+    with pytest.raises(ValueError, match="outside what this predictor reaches"):
+        strength_for_correlation(study, 0.1)  # strength 0 already knows the models' shares
+    yhat, _, truth = simulate_study(study, 0.0, 5, np.random.default_rng(1))
+    assert truth_correlations(yhat, truth)[1] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_bench_study_adds_a_predictor_at_a_chosen_correlation():
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    out = StringIO()
+    call_command(
+        "bench_study",
+        "--replicates",
+        "20",
+        "--predictor-correlation",
+        "demo chrF=0.70",
+        "--predictor-correlation",
+        "0.8",
+        stdout=out,
+    )
+    lines = out.getvalue().splitlines()
+    for name in ("demo chrF (0.70)", "chosen (0.80)"):
+        assert any(line.startswith(f"predictor {name}: signal strength ") for line in lines)
+        header = next(line for line in lines if line.startswith(f"predictor {name}: correlation"))
+        assert float(header.split()[-7]) == pytest.approx(float(name[-5:-1]), abs=0.02)
+        assert any(
+            line.startswith(f"ppi+adaptive with the {name} predictor")
+            and line.endswith("x the clinician reviews of uniform classical")
+            for line in lines
+        )
+    with pytest.raises(CommandError, match="between 0 and 1"):
+        call_command("bench_study", "--replicates", "2", "--predictor-correlation", "1.5")
+    with pytest.raises(CommandError, match=r"\[LABEL=\]NUMBER"):
+        call_command("bench_study", "--replicates", "2", "--predictor-correlation", "demo")
+
+
 def test_a_small_study_never_settles_a_tie_on_a_handful_of_labels():
     # An outside review: with the app's defaults a tie was declared settled in 23% of
     # 50-instruction and 12% of 100-instruction studies, mostly after wave 1 (~8 labels), the

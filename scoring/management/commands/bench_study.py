@@ -1,8 +1,26 @@
 """Replay a synthetic study with a known truth: coverage, width and reviews saved, per design."""
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scoring.reports.statistics.study_sim import METHODS, SimStudy, bench
+from scoring.reports.statistics.study_sim import (
+    METHODS,
+    PREDICTORS,
+    SimStudy,
+    bench,
+    strength_for_correlation,
+)
+
+
+def chosen_level(value: str) -> tuple[str, float]:
+    """``--predictor-correlation`` as ``(label, correlation)``: ``0.7`` or ``demo chrF=0.7``."""
+    label, _, number = value.rpartition("=")
+    try:
+        correlation = float(number)
+    except ValueError:
+        raise CommandError(f"--predictor-correlation wants [LABEL=]NUMBER, not {value!r}") from None
+    if not 0.0 < correlation < 1.0:
+        raise CommandError(f"--predictor-correlation {correlation:g} is not between 0 and 1")
+    return label.strip() or "chosen", correlation
 
 
 class Command(BaseCommand):
@@ -21,6 +39,21 @@ class Command(BaseCommand):
         parser.add_argument("--overlap", type=int, default=2)
         parser.add_argument("--min-probability", type=float, default=0.1)
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--predictor-correlation",
+            action="append",
+            default=[],
+            metavar="[LABEL=]R",
+            help="add a predictor whose correlation with the truth is R (e.g. one measured on "
+            "the demo: 'demo chrF=0.70'), after the six standard ones; repeatable",
+        )
+        parser.add_argument(
+            "--match",
+            choices=("pooled", "within"),
+            default="pooled",
+            help="which correlation --predictor-correlation sets: pooled over every response "
+            "(the one printed per level), or within model (each model centred on its means)",
+        )
 
     def handle(self, *args: object, **o: object) -> None:
         study = SimStudy(
@@ -29,13 +62,27 @@ class Command(BaseCommand):
             pi_min=float(o["min_probability"]),  # type: ignore[arg-type]
         )
         replicates = int(o["replicates"])  # type: ignore[call-overload]
+        w = self.stdout.write
+        predictors = dict(PREDICTORS)
+        within = o["match"] == "within"
+        chosen = o["predictor_correlation"]
+        assert isinstance(chosen, list)
+        for value in chosen:
+            label, correlation = chosen_level(str(value))
+            try:
+                strength = strength_for_correlation(study, correlation, within_model=within)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
+            name = f"{label} ({correlation:.2f}{' within model' if within else ''})"
+            predictors[name] = (strength,)
+            w(f"predictor {name}: signal strength {strength:.3f}")
         result = bench(
             study,
             replicates=replicates,
             reviews=int(o["reviews"]),  # type: ignore[call-overload]
             seed=int(o["seed"]),  # type: ignore[call-overload]
+            predictors=predictors,
         )
-        w = self.stdout.write
         truth = ", ".join(f"{p:.2f}" for p in study.true_correct)
         w(
             f"study: {len(study.true_correct)} models truly correct {truth}; "
@@ -55,7 +102,10 @@ class Command(BaseCommand):
         w(f"fixed budget {result.reviews} clinician reviews")
         w(f"target width {result.target_width:.3f} (uniform classical's, at the fixed budget)")
         for report in result.predictors:
-            w(f"predictor {report.name}: correlation {report.correlation:.2f} with the truth")
+            w(
+                f"predictor {report.name}: correlation {report.correlation:.2f} with the truth "
+                f"({report.within_correlation:.2f} within model)"
+            )
             for method in METHODS:
                 label = f"  {report.name} / {method}:"
                 w(f"{label} coverage {report.coverage[method]:.1%}")
@@ -93,6 +143,7 @@ class Command(BaseCommand):
                 "classical"
             )
         w(
-            "<= 0.5x the clinician reviews of uniform classical from the "
-            + (f"{halves[0].name} predictor up" if halves else "none of these predictors")
+            "<= 0.5x the clinician reviews of uniform classical with the "
+            + (", ".join(r.name for r in halves) + " predictor" if halves else "none of these")
+            + ("s" if len(halves) > 1 else "")
         )

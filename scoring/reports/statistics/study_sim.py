@@ -106,6 +106,64 @@ def simulate_study(
     return np.asarray(yhat, dtype=float), y, truth
 
 
+def _within_model(values: Array) -> Array:
+    """Each model's column centred on its own mean (over replicates and instructions)."""
+    return np.asarray(values - values.mean(axis=(0, 1), keepdims=True), dtype=float)
+
+
+def _pearson(a: Array, b: Array) -> float:
+    """Pearson's correlation of two flattened arrays; 0 where either is constant."""
+    a, b = np.ravel(a) - np.mean(a), np.ravel(b) - np.mean(b)
+    scale = float(np.sqrt((a @ a) * (b @ b)))
+    return float(a @ b) / scale if scale > 0 else 0.0
+
+
+def truth_correlations(yhat: Array, truth: Array) -> tuple[float, float]:
+    """The predictor's Pearson correlation with the true verdict: pooled over every response
+    (what ``bench_study`` prints) and within model (each model centred on its own means, so the
+    models' different shares correct add nothing; what a model's share or a gap leans on)."""
+    return _pearson(yhat, truth), _pearson(_within_model(yhat), _within_model(truth))
+
+
+MAX_STRENGTH = 6.0  # correlation 0.999+ with the truth: past every level worth asking for
+
+
+def strength_for_correlation(
+    study: SimStudy,
+    target: float,
+    *,
+    within_model: bool = False,
+    replicates: int = 40,
+    seed: int = 0,
+    tol: float = 1e-4,
+) -> float:
+    """The signal strength whose predictor reaches ``target`` correlation with the truth
+    (pooled, or ``within_model``), by bisection on one fixed draw (the same random numbers at
+    every strength, so the correlation rises smoothly with it). A strength of 0 still knows each
+    model's share correct (pooled correlation about 0.22, within model 0): a target below what
+    strength 0 reaches, or above ``MAX_STRENGTH``'s, is a ``ValueError``."""
+
+    def corr(strength: float) -> float:
+        yhat, _, truth = simulate_study(study, strength, replicates, np.random.default_rng(seed))
+        return truth_correlations(yhat, truth)[1 if within_model else 0]
+
+    low, high = 0.0, MAX_STRENGTH
+    c_low, c_high = corr(low), corr(high)
+    if not c_low <= target <= c_high:
+        kind = "within model" if within_model else "pooled"
+        raise ValueError(
+            f"a correlation of {target:g} with the truth ({kind}) is outside what this "
+            f"predictor reaches: {c_low:.3f} to {c_high:.3f}"
+        )
+    while high - low > tol:
+        mid = (low + high) / 2
+        if corr(mid) < target:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
 def _neighbours(values: Array) -> Array:
     """Model k minus model k+1 (models in their true order), as (…, K-1, N)."""
     v = np.swapaxes(values, -1, -2)
@@ -168,6 +226,7 @@ def run_methods(
 class PredictorReport:
     name: str
     correlation: float  # predictor vs true verdict, pooled
+    within_correlation: float = float("nan")  # the same, each model centred on its own means
     coverage: dict[str, float] = field(default_factory=dict)  # shares and gaps pooled
     coverage_shares: dict[str, float] = field(default_factory=dict)
     coverage_gaps: dict[str, float] = field(default_factory=dict)
@@ -223,9 +282,8 @@ def bench(
     target = float("nan")
     for name, strength in (predictors or PREDICTORS).items():
         yhat, y, verdict = simulate_study(study, strength, replicates, rng)
-        report = PredictorReport(
-            name=name, correlation=float(np.corrcoef(yhat.ravel(), verdict.ravel())[0, 1])
-        )
+        pooled, within = truth_correlations(yhat, verdict)
+        report = PredictorReport(name=name, correlation=pooled, within_correlation=within)
         curves: dict[str, list[tuple[float, float]]] = {m: [] for m in METHODS}
         sizes = sorted({n_fixed, *(max(2, round(f * big_n)) for f in grid)})
         for n in sizes:
