@@ -434,6 +434,22 @@ def _prediction_powered(
         )
     except prediction.PredictorError as exc:
         return {"predictor": None, "error": str(exc), "estimates": None, "power": None}
+    if study.assignment_mode == Study.AssignmentMode.ADAPTIVE:
+        # PPI here takes the reviewed instructions as a uniform sample of the study; an adaptive
+        # design chose them for doubt, so these numbers would be biased (3-4 points in an
+        # outside review's simulation), and a warning on the page does not travel with an
+        # export. The inverse-probability-weighted estimates live with the study.
+        return {
+            "predictor": key,
+            "design": study.assignment_mode,
+            "error": (
+                "this round assigned its reviews adaptively, so estimates that take the reviewed "
+                "instructions as a uniform sample would be biased; the weighted (active-inference) "
+                "estimates and the stopping rule are on the admin's studies page"
+            ),
+            "estimates": None,
+            "power": None,
+        }
     preds = None
     if key == prediction.LEARNED and learned_fit is not None:
         if int(learned_fit["info"].get("n_splits") or 0) < 2:
@@ -451,8 +467,6 @@ def _prediction_powered(
         section = _prediction_powered_results(
             inputs, responses, key, labels, preds, scores, params, unit
         )
-        # PPI here takes the reviewed instructions as a uniform sample of the study; an adaptive
-        # design chose them for doubt, and its weighted estimates live with the study.
         section["design"] = study.assignment_mode
         return section
     except (ValueError, ArithmeticError, numpy.linalg.LinAlgError) as exc:

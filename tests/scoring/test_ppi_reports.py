@@ -145,16 +145,26 @@ def test_the_progress_page_says_how_many_more_reviews_each_target_needs(client):
     assert "No metric" in client.get(url + "?predictor=meteor").content.decode()
 
 
-def test_an_adaptive_study_is_warned_that_these_estimates_assume_uniform_reviews(client):
+def test_an_adaptive_study_gets_no_unweighted_prediction_powered_numbers(client):
+    """An adaptive round's reviewed instructions were chosen for doubt: PPI taking them as a
+    uniform sample is biased (3-4 points in the outside review's simulation). A warning beside
+    the numbers still let them reach a paper through the export: the report now withholds them
+    and points to the weighted estimates."""
     from review.models import Study
 
     d = make_study()
     Study.objects.filter(dataset=d.dataset).update(assignment_mode="adaptive")
     report = _report(d)
-    assert report.results["prediction_powered"]["design"] == "adaptive"
+    section = report.results["prediction_powered"]
+    assert section["design"] == "adaptive"
+    assert section["estimates"] is None and section["power"] is None
+    assert "weighted" in section["error"]
+    assert exports.rows(report, "prediction_powered") == []
+    assert exports.rows(report, "power") == []
     factories.sign_in(client, d.researcher)
     page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
-    assert 'data-testid="ppi-adaptive"' in page
+    assert 'data-testid="ppi-error"' in page
+    assert 'data-testid="ppi-table"' not in page
     factories.sign_in(client, d.admin)
     progress = client.get(reverse("progress_dataset", args=[d.dataset.pk])).content.decode()
     assert 'data-testid="power-adaptive"' in progress
