@@ -80,6 +80,7 @@ class StudyArrays:
     labelled: NDArray[np.bool_]  # (N,)
     uniform: NDArray[np.float64]  # (N,) each instruction's uniform number
     wave_of: NDArray[np.intp]  # (N,) 1-based wave in the walking order
+    patients: NDArray[np.int64]  # (N,) each instruction's patient (its own -id without one)
 
 
 def _predictions(study: Study, config_id: int | None, response_ids: list[int]) -> dict[int, float]:
@@ -98,7 +99,11 @@ def study_arrays(study: Study, design: AdaptiveDesign) -> StudyArrays:
     """Three queries: the response set, the predictor's scores, the submitted verdicts."""
     rows = list(
         StudyResponse.objects.filter(study=study).values_list(
-            "instruction_id", "instruction__instruction_id", "response_id", "response__model_name"
+            "instruction_id",
+            "instruction__instruction_id",
+            "response_id",
+            "response__model_name",
+            "instruction__patient_id",
         )
     )
     ids = sorted({r[0] for r in rows})
@@ -109,10 +114,14 @@ def study_arrays(study: Study, design: AdaptiveDesign) -> StudyArrays:
     index = {pk: i for i, pk in enumerate(order)}
     col = {name: k for k, name in enumerate(models)}
     codes = [""] * len(order)
+    patients = np.zeros(len(order), dtype=np.int64)
     scores = _predictions(study, design.predictor_config_id, [r[2] for r in rows])
     raw = np.full((len(order), len(models)), np.nan)
-    for instruction_id, code, response_id, model in rows:
+    for instruction_id, code, response_id, model, patient_id in rows:
         codes[index[instruction_id]] = code
+        # Instructions about one patient are one draw for the intervals; one with no linked
+        # record stands alone (a negative label no patient id takes).
+        patients[index[instruction_id]] = patient_id if patient_id is not None else -instruction_id
         if response_id in scores:
             raw[index[instruction_id], col[model]] = scores[response_id]
     yhat = _scale(raw)
@@ -137,7 +146,7 @@ def study_arrays(study: Study, design: AdaptiveDesign) -> StudyArrays:
         y = np.where(count > 0, total / np.maximum(count, 1), yhat)
     wave_size = max(1, math.ceil(len(order) / max(design.waves, 1)))
     wave_of = np.arange(len(order)) // wave_size + 1
-    return StudyArrays(order, codes, models, yhat, y, labelled, uniform, wave_of)
+    return StudyArrays(order, codes, models, yhat, y, labelled, uniform, wave_of, patients)
 
 
 def _scale(raw: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -240,6 +249,7 @@ def _status(
         mask=mask.astype(float),
         alpha=1.0 - design.confidence,
         looks=design.waves,
+        clusters=arrays.patients,
     )
     return status, xi & mask, pi, complete
 

@@ -4,6 +4,7 @@ and the stopping rule tells the admin when the ranking is settled."""
 
 from io import StringIO
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -250,3 +251,40 @@ def test_a_wave_of_a_handful_never_settles_the_ranking(world):
     adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
     submit_all(study)
     assert not adaptive_state(study).settled
+
+
+def test_the_weighted_estimates_count_patients_not_instructions(db):
+    """Instructions about one patient share its record's quirks: the studies page's intervals
+    take each patient as one draw (an outside statistical review found them treating every
+    instruction as independent). Instructions with no linked record stand alone."""
+    from review.models import Instruction
+    from review.selectors.adaptive import AdaptiveDesign, study_arrays
+    from tests.review import review_data
+
+    dataset, study, config, clinicians, admin = make_adaptive_world(n_instructions=60)
+    study = study_set_adaptive(
+        study=study, actor=admin, predictor_config_id=config.pk, budget=1.0, waves=2, seed=1
+    )
+    instructions = list(Instruction.objects.filter(dataset=dataset).order_by("pk"))
+    records = [review_data.make_record(dataset, f"P-{k}", n_events=1) for k in range(12)]
+    for i, instruction in enumerate(instructions[:-1]):
+        instruction.patient = records[i % 12]
+        instruction.save(update_fields=["patient"])
+    loner = instructions[-1]
+    Instruction.objects.filter(pk=loner.pk).update(patient=None)
+    arrays = study_arrays(study, AdaptiveDesign.of(study))
+    by_pk = {i.pk: i for i in Instruction.objects.filter(dataset=dataset)}
+    for pk, patient in zip(arrays.instruction_ids, arrays.patients, strict=True):
+        expected = by_pk[pk].patient_id
+        assert patient == (expected if expected is not None else -pk)
+    assert len(set(arrays.patients.tolist())) == 13
+
+    adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+    submit_all(study)
+    clustered = adaptive_state(study)
+    Instruction.objects.filter(dataset=dataset).update(patient=None)
+    alone = adaptive_state(study)
+    assert clustered.shares and alone.shares
+    widths = [[r.upper - r.lower for r in sorted(state.shares, key=lambda r: r.model)]
+              for state in (clustered, alone)]  # fmt: skip
+    assert not np.allclose(*widths)

@@ -266,3 +266,38 @@ def test_a_small_study_never_settles_a_tie_on_a_handful_of_labels():
         )  # fmt: skip
         assert (r.stopped_after >= 0).mean() <= 0.05, n
     assert MIN_REVIEWED_TO_STOP >= 30
+
+
+def test_clustered_intervals_count_patients_as_the_draws():
+    """Adaptive estimates once took instructions as independent; instructions about one patient
+    are not. With clusters the variance is that of patient sums (checked against the direct
+    cluster-robust formula for fixed-lambda terms); one instruction per patient changes nothing;
+    a shared patient effect widens the interval."""
+    rng = np.random.default_rng(3)
+    n = 60
+    patients = np.repeat(np.arange(12), 5)
+    effect = rng.normal(0, 0.3, 12)[patients]
+    y = np.clip(0.5 + effect + rng.normal(0, 0.1, n), 0, 1)
+    yhat = np.clip(y + rng.normal(0, 0.2, n), 0, 1)
+    pi = np.full(n, 0.5)
+    xi = rng.random(n) < pi
+    lam = 0.4
+    got = active_mean_ci(yhat, y, xi, pi, lam=lam, clusters=patients)
+    terms = active_terms(yhat, y, xi, pi, lam)
+    centred = terms - terms.mean()
+    sums = np.bincount(patients, weights=centred)
+    assert got.estimate == pytest.approx(terms.mean())
+    assert got.se == pytest.approx(np.sqrt((sums**2).sum()) / n)
+    alone = active_mean_ci(yhat, y, xi, pi, lam=lam)
+    singletons = active_mean_ci(yhat, y, xi, pi, lam=lam, clusters=np.arange(n))
+    assert singletons.se == pytest.approx(alone.se)
+    assert got.se > 1.3 * alone.se  # the patient effect is shared by five instructions each
+    # Tuned lambda and several models (the stopping rule's path) take the clusters too.
+    ys = np.stack([y, np.clip(y - 0.2, 0, 1)], -1)
+    fs = np.stack([yhat, np.clip(yhat - 0.2, 0, 1)], -1)
+    clustered = ranking_status(fs, ys, xi, pi, clusters=patients)
+    plain = ranking_status(fs, ys, xi, pi)
+    assert (clustered.shares.se > plain.shares.se).all()
+    np.testing.assert_allclose(
+        ranking_status(fs, ys, xi, pi, clusters=np.arange(n)).gaps.se, plain.gaps.se
+    )

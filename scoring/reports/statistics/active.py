@@ -138,9 +138,16 @@ class ActiveMoments:
     m: Array  # (…,) units
 
 
-def active_moments(yhat: Any, y: Any, xi: Any, pi: Any, *, mask: Any = None) -> ActiveMoments:
+def active_moments(
+    yhat: Any, y: Any, xi: Any, pi: Any, *, mask: Any = None, clusters: Any = None
+) -> ActiveMoments:
     """Moments over the units (axis -2) of ``yhat`` and ``y`` (…, N, K), ``y`` read only
-    where ``xi``; ``xi``, ``pi`` and ``mask`` (the units to average over) are (…, N)."""
+    where ``xi``; ``xi``, ``pi`` and ``mask`` (the units to average over) are (…, N).
+
+    ``clusters`` (N,), a label per unit shared by every leading axis (the patient of each
+    instruction): the covariances are then of cluster sums, so units of one patient count as
+    one draw (cluster-robust, as every other section of the report); one unit per cluster is
+    exactly the unclustered figure."""
     yhat = np.asarray(yhat, dtype=float)
     xi = np.asarray(xi, dtype=bool)
     pi = np.asarray(pi, dtype=float)
@@ -158,6 +165,8 @@ def active_moments(yhat: Any, y: Any, xi: Any, pi: Any, *, mask: Any = None) -> 
     am, bm = (a * mw[..., None]).sum(-2), (b * mw[..., None]).sum(-2)
     om = (o * mw).sum(-1)
     a0, b0, o0 = a - am[..., None, :], b - bm[..., None, :], o - om[..., None]
+    if clusters is not None:
+        return _clustered(am, bm, om, a0, b0, o0, m_arr, m, clusters)
     a0w = np.swapaxes(a0 * mw[..., None], -1, -2)  # (…, K, N)
     o0w = o0 * mw
     return ActiveMoments(
@@ -170,6 +179,41 @@ def active_moments(yhat: Any, y: Any, xi: Any, pi: Any, *, mask: Any = None) -> 
         cov_oa=np.einsum("...n,...nk->...k", o0w, a0),
         cov_ob=np.einsum("...n,...nk->...k", o0w, b0),
         var_o=(o0w * o0).sum(-1),
+        m=m,
+    )
+
+
+def _clustered(
+    am: Array,
+    bm: Array,
+    om: Array,
+    a0: Array,
+    b0: Array,
+    o0: Array,
+    m_arr: Array,
+    m: Array,
+    clusters: Any,
+) -> ActiveMoments:
+    """The moments' covariances from cluster sums of the centred terms: Var(mean) is
+    ``sum_c S_c S_c' / m**2``, kept here as ``/ m`` (``active_contrasts`` divides by ``m``)."""
+    _, codes = np.unique(np.asarray(clusters), return_inverse=True)
+    if codes.shape != (m_arr.shape[-1],):
+        raise ValueError("clusters must give one label per unit")
+    members = np.eye(int(codes.max()) + 1 if codes.size else 0)[codes].T  # (G, N)
+    sa = members @ (a0 * m_arr[..., None])  # (…, G, K)
+    sb = members @ (b0 * m_arr[..., None])
+    so = np.einsum("gn,...n->...g", members, o0 * m_arr)  # (…, G)
+    scale = 1.0 / m
+    return ActiveMoments(
+        mean_a=am,
+        mean_b=bm,
+        mean_o=om,
+        cov_aa=(np.swapaxes(sa, -1, -2) @ sa) * scale[..., None, None],
+        cov_ab=(np.swapaxes(sa, -1, -2) @ sb) * scale[..., None, None],
+        cov_bb=(np.swapaxes(sb, -1, -2) @ sb) * scale[..., None, None],
+        cov_oa=np.einsum("...g,...gk->...k", so, sa) * scale[..., None],
+        cov_ob=np.einsum("...g,...gk->...k", so, sb) * scale[..., None],
+        var_o=(so * so).sum(-1) * scale,
         m=m,
     )
 
@@ -232,9 +276,10 @@ def active_mean_ci(
     alpha: float = 0.05,
     lam: float | None = None,
     mask: Any = None,
+    clusters: Any = None,
 ) -> MeanCI:
     """Active inference's interval of the mean of ``y`` over the units (last axis) where
-    ``mask`` (default: all).
+    ``mask`` (default: all), cluster-robust over ``clusters`` when given.
 
     ``pi`` are the probabilities each unit had of being labelled, known when it was drawn;
     ``xi`` whether it was. The variance is the terms' sample variance over ``m`` units,
@@ -247,6 +292,7 @@ def active_mean_ci(
         np.broadcast_to(np.asarray(xi, dtype=bool), shape),
         np.broadcast_to(np.asarray(pi, dtype=float), shape),
         mask=None if mask is None else np.broadcast_to(np.asarray(mask, dtype=float), shape),
+        clusters=clusters,
     )
     ci = active_contrasts(moments, np.ones((1, 1)), alpha=alpha, lam=lam)
     return MeanCI(*(np.asarray(v[..., 0], dtype=float) for v in _fields(ci)))

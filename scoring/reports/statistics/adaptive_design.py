@@ -99,15 +99,18 @@ def ranking_status(
     mask: Any = None,
     alpha: float = 0.05,
     looks: int = 1,
+    clusters: Any = None,
 ) -> RankingStatus:
     """Shares correct and neighbour gaps from an adaptive (or uniform) design.
 
     ``yhat`` and ``y`` are (…, N, K): the predictor and the clinicians' mean verdict per
     instruction and model (``y`` read only where ``xi``); ``xi`` and ``pi`` (…, N); ``mask``
-    (…, N) the instructions already walked (their probability fixed), default all."""
+    (…, N) the instructions already walked (their probability fixed), default all;
+    ``clusters`` (N,) each instruction's patient: intervals count patients, not instructions,
+    as independent draws."""
     yhat = np.asarray(yhat, dtype=float)
     k = yhat.shape[-1]
-    moments = active_moments(yhat, y, xi, pi, mask=mask)
+    moments = active_moments(yhat, y, xi, pi, mask=mask, clusters=clusters)
     shares = active_contrasts(moments, np.broadcast_to(np.eye(k), (*yhat.shape[:-2], k, k)))
     shares = MeanCI(*_relevel(shares, alpha))
     order = np.argsort(-shares.estimate, axis=-1, kind="stable")
