@@ -21,6 +21,8 @@ from numpy.typing import NDArray
 from review.models import ResponseJudgement, Review, SamplingDraw, Study, StudyResponse
 from review.services.demo_reviews import simulated_q
 from scoring.reports.statistics.adaptive_design import (
+    MIN_PATIENTS_TO_STOP,
+    MIN_REVIEWED_TO_STOP,
     RankingStatus,
     doubt_scores,
     inclusion_probabilities,
@@ -329,8 +331,16 @@ def adaptive_state(study: Study) -> AdaptiveState:
             f"uniform ({state.reviews_assigned} assigned of the {state.reviews_uniform} uniform "
             f"assignment at overlap {design.overlap} would ask). No further wave is needed."
         )
+    elif not (open_gaps := [g for g in state.gaps if not g.separated]):
+        reviewed = int(xi.sum())
+        patients = len(np.unique(arrays.patients[xi]))
+        state.message = (
+            f"Not settled at {level} yet: every gap between neighbours excludes 0, but the rule "
+            f"waits for at least {MIN_REVIEWED_TO_STOP} reviewed instructions about at least "
+            f"{MIN_PATIENTS_TO_STOP} patients (now {reviewed} about {patients}): intervals from "
+            f"fewer are too narrow. Waves complete: {complete} of {design.waves}."
+        )
     else:
-        open_gaps = [g for g in state.gaps if not g.separated]
         state.message = (
             f"Not settled at {level} yet: {len(open_gaps)} of {len(state.gaps)} gaps between "
             f"neighbours still include 0 ("

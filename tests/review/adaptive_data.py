@@ -14,9 +14,14 @@ QUALITY = {0: 0.9, 1: 0.5, 2: 0.1}  # by the model's place in review_data.MODEL_
 
 def make_adaptive_world(n_instructions: int = 20, n_clinicians: int = 3):
     dataset = review_data.make_dataset("adaptive")
-    patient = review_data.make_record(dataset, "P-ADAPT", n_events=5)
+    # Two instructions a patient: the estimates count patients as the draws, and a study about
+    # one patient can never settle its ranking.
+    patients = [
+        review_data.make_record(dataset, f"P-ADAPT-{j}", n_events=2)
+        for j in range((n_instructions + 1) // 2)
+    ]
     instructions = [
-        review_data.make_instruction(dataset, patient, f"AD-{i:02d}", n_responses=3)
+        review_data.make_instruction(dataset, patients[i // 2], f"AD-{i:02d}", n_responses=3)
         for i in range(n_instructions)
     ]
     study = factories.put_in_study(*instructions)

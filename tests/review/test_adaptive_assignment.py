@@ -288,3 +288,22 @@ def test_the_weighted_estimates_count_patients_not_instructions(db):
     widths = [[r.upper - r.lower for r in sorted(state.shares, key=lambda r: r.model)]
               for state in (clustered, alone)]  # fmt: skip
     assert not np.allclose(*widths)
+
+
+def test_a_study_about_one_patient_never_settles(db):
+    """Sixty reviewed instructions about one patient are one draw: before the patient floor the
+    clustered variance was zero up to rounding, and the rule declared the ranking settled."""
+    from review.models import Instruction
+
+    dataset, study, config, clinicians, admin = make_adaptive_world(n_instructions=60)
+    study = study_set_adaptive(
+        study=study, actor=admin, predictor_config_id=config.pk, budget=1.0, waves=2, seed=1
+    )
+    adaptive_assign_wave(study=study, clinicians=clinicians, actor=admin)
+    submit_all(study)
+    assert adaptive_state(study).settled  # 30 patients
+    one = Instruction.objects.filter(dataset=dataset).first().patient
+    Instruction.objects.filter(dataset=dataset).update(patient=one)
+    state = adaptive_state(study)
+    assert not state.settled
+    assert state.message.startswith("Not settled")

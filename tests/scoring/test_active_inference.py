@@ -301,3 +301,19 @@ def test_clustered_intervals_count_patients_as_the_draws():
     np.testing.assert_allclose(
         ranking_status(fs, ys, xi, pi, clusters=np.arange(n)).gaps.se, plain.gaps.se
     )
+
+
+def test_the_stopping_rule_needs_enough_patients_as_well_as_instructions():
+    """Counted by patient, 60 reviewed instructions about 4 patients are 4 draws: a
+    cluster-robust interval from a handful of clusters is too narrow to settle anything."""
+    from scoring.reports.statistics.adaptive_design import MIN_PATIENTS_TO_STOP
+
+    rng = np.random.default_rng(0)
+    n = 60
+    y = np.stack([rng.random(n) < 0.9, rng.random(n) < 0.1], -1).astype(float)
+    xi = np.ones(n, dtype=bool)
+    pi = np.ones(n)
+    spread = ranking_status(y, y, xi, pi, clusters=np.arange(n) % 30)
+    assert spread.settled  # 30 patients: a 0.8 gap is settled
+    few = np.arange(n) % (MIN_PATIENTS_TO_STOP - 6)
+    assert not ranking_status(y, y, xi, pi, clusters=few).settled

@@ -88,6 +88,9 @@ def gap_contrasts(order: Ints) -> Array:
 
 # The fewest reviewed instructions before the stopping rule may say "settled".
 MIN_REVIEWED_TO_STOP = 30
+# With patients as the draws, the fewest reviewed patients too: a cluster-robust variance from
+# a handful of clusters is too small (the report's own floor, ``statistics.MIN_CLUSTERS``).
+MIN_PATIENTS_TO_STOP = 10
 
 
 def ranking_status(
@@ -120,7 +123,15 @@ def ranking_status(
     # A gap with no spread (se 0: too few or identical labels) separates nothing.
     separated = (gaps.lower > 0) & (gaps.se > 0)
     walked = np.ones(np.shape(xi), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
-    reviewed = (np.asarray(xi, dtype=bool) & walked).sum(-1)
+    labelled = np.asarray(xi, dtype=bool) & walked
+    reviewed = labelled.sum(-1)
+    enough = reviewed >= MIN_REVIEWED_TO_STOP
+    if clusters is not None:
+        labels = np.asarray(clusters)
+        patients = np.array(
+            [len(np.unique(labels[row])) for row in labelled.reshape(-1, labelled.shape[-1])]
+        ).reshape(labelled.shape[:-1])
+        enough = enough & (patients >= MIN_PATIENTS_TO_STOP)
     return RankingStatus(
         shares=shares,
         order=order,
@@ -130,7 +141,7 @@ def ranking_status(
         # The normal intervals lean on the weights (lambda, gamma) fitted to these same labels:
         # with a handful they are too narrow, and a tie was declared settled in 12-23% of
         # simulated 50-100-instruction studies, mostly after the first wave (an outside review).
-        settled=separated.all(-1) & (reviewed >= MIN_REVIEWED_TO_STOP),
+        settled=separated.all(-1) & enough,
         level=level,
     )
 
