@@ -114,10 +114,9 @@ def local_times(column: pa.Array | pa.ChunkedArray) -> list[datetime | None]:
     utc = _utc_microseconds(column)
     if len(utc) == 0:
         return []
-    instants = utc.cast(pa.int64()).to_numpy(zero_copy_only=False)
     nulls = utc.null_count
-    if nulls:
-        instants = np.asarray(utc.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False))
+    as_int = utc.cast(pa.int64())
+    instants = (as_int.fill_null(0) if nulls else as_int).to_numpy(zero_copy_only=False)
     distinct, positions = np.unique(instants, return_inverse=True)
     zone = local_zone()
     naive = utc_wall_times(pa.array(distinct, pa.timestamp("us", tz="UTC")))

@@ -540,6 +540,7 @@ class MedsLoader:
         description = self.descriptions.get(code, "")
         upper = code.upper()
         family = vocabulary(code)
+        life_event = code in (meds.birth_code, meds.death_code)
         info = _Code(
             code=code[:120],
             event_type=(event_type or "observation")[:40],
@@ -555,8 +556,8 @@ class MedsLoader:
             note_code=any(w in upper for w in NOTE_WORDS),
             opens=opens,
             closes=closes,
-            life_event=code in (meds.birth_code, meds.death_code),
-            plain=not (opens or closes or code in (meds.birth_code, meds.death_code)),
+            life_event=life_event,
+            plain=not (opens or closes or life_event),
             birth=code == meds.birth_code,
             visit_kind=description or code.split("/", 1)[-1].strip("/") or code,
         )
