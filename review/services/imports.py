@@ -1,6 +1,8 @@
 """The import service: runs an importer and records it in the audit trail."""
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from review.importers import ImportSummary, import_release
 from review.importers.loader import ProgressFn
@@ -47,9 +49,39 @@ def dataset_import(
     audit_record(
         action=AuditEvent.Action.DATA_IMPORTED,
         actor=actor,
-        details={"dataset": dataset_name, "replace": replace, "counts": dict(summary.counts)},
+        details={
+            "dataset": dataset_name,
+            "replace": replace,
+            "counts": dict(summary.counts),
+            # What each table or code family read, fell back on and ignored, and why rows were
+            # skipped or look wrong: whether the cohort came through whole, kept with the record
+            # of the import (names of tables, vocabularies and columns, never patient text).
+            "sources": _largest(
+                {name: dict(c) for name, c in summary.sources.items()},
+                key=lambda counts: sum(counts.values()),
+            ),
+            "skipped": _largest(dict(summary.skipped), key=int),
+            "warnings": _largest(dict(summary.warnings), key=int),
+        },
     )
     return summary
+
+
+# Entries per part of an import's audit record: a MEDS cohort may hold thousands of code
+# families; the largest are kept and the rest summed under "(others)".
+AUDIT_ENTRIES = 100
+
+
+def _largest(entries: dict[str, Any], *, key: Callable[[Any], int]) -> dict[str, Any]:
+    if len(entries) <= AUDIT_ENTRIES:
+        return entries
+    ranked = sorted(entries.items(), key=lambda item: -key(item[1]))
+    kept = dict(ranked[:AUDIT_ENTRIES])
+    kept["(others)"] = {
+        "entries": len(ranked) - AUDIT_ENTRIES,
+        "rows": sum(key(v) for _, v in ranked[AUDIT_ENTRIES:]),
+    }
+    return kept
 
 
 def _new_responses_to_study(

@@ -627,3 +627,33 @@ def test_without_a_concept_synonym_table_nothing_is_stored(tmp_path: Path) -> No
 
     import_release(write_omop(tmp_path), dataset_name="o")
     assert not EventNameSynonym.objects.exists()
+
+
+def test_the_audit_record_of_an_import_keeps_what_each_table_read_fell_back_and_ignored(
+    tmp_path: Path,
+) -> None:
+    """A data manager answering for the DUA reads the audit log, not a terminal's scrollback:
+    the per-table summary (issue 27) goes into the import's audit record, bounded."""
+    from review.models import AuditEvent
+    from review.services.imports import dataset_import
+
+    rows = [[1, 11, 999999, "2020-01-01", "", "1", "", "", "X"]]
+    dataset_import(
+        path=write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)), dataset_name="o"
+    )
+    details = AuditEvent.objects.get(action=AuditEvent.Action.DATA_IMPORTED).details
+    assert details["sources"]["measurement"] == {"read": 0, "fell back": 1}
+    assert details["sources"]["person"]["read"] == 2
+    assert any("999999" in w for w in details["warnings"])
+    assert details["counts"]["events"] == Event.objects.count()
+
+
+def test_the_audit_record_keeps_the_largest_entries_and_sums_the_rest() -> None:
+    from review.services.imports import AUDIT_ENTRIES, _largest
+
+    families = {f"VOCAB{i}": {"read": i} for i in range(AUDIT_ENTRIES + 50)}
+    kept = _largest(families, key=lambda counts: sum(counts.values()))
+    assert len(kept) == AUDIT_ENTRIES + 1
+    assert f"VOCAB{AUDIT_ENTRIES + 49}" in kept and "VOCAB0" not in kept
+    assert kept["(others)"] == {"entries": 50, "rows": sum(range(50))}
+    assert _largest({"a": 1}, key=int) == {"a": 1}
