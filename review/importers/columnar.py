@@ -25,6 +25,7 @@ from review.models import Encounter, Event, Patient
 
 from .copier import BackgroundCopy
 from .loader import PendingEncounter, _IdReserver, _Importer, write_encounters, write_event_rows
+from .timestamps import aware
 
 # Rows per record batch: its Python values stay a few MB (65,536 grew peak RSS by 50 MB).
 BATCH_ROWS = 16_384
@@ -92,12 +93,6 @@ def utc_wall_times(column: pa.Array | pa.ChunkedArray) -> list[datetime | None]:
         # Out of datetime's range: the library's conversion raises as it always did.
         return [v.replace(tzinfo=None) if v is not None else None for v in utc.to_pylist()]
     return utc.to_numpy(zero_copy_only=False).tolist()  # type: ignore[no-any-return]
-
-
-def aware(value: datetime, zone: tzinfo = UTC) -> datetime:
-    """A naive UTC wall-clock time (``utc_wall_times``) as an aware datetime in ``zone``."""
-    utc = value.replace(tzinfo=UTC)
-    return utc if zone is UTC else utc.astimezone(zone)
 
 
 def local_zone() -> tzinfo:

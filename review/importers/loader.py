@@ -14,7 +14,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ from .tables import (
     parse_optional_int,
     read_header,
 )
+from .timestamps import aware
 
 EVENT_FLUSH_ROWS = 5000
 RESPONSE_TEXT_COLUMNS = ("model_response", "response", "model_output", "output", "generation")
@@ -729,7 +730,7 @@ def write_event_rows(rows: list[tuple[Any, ...]], *, naive_utc: bool = False) ->
         return
     if connection.vendor != "postgresql":
         if naive_utc:
-            rows = [(*r[:3], _aware_utc(r[3]), *r[4:]) for r in rows]
+            rows = [(*r[:3], aware(r[3]) if r[3] is not None else None, *r[4:]) for r in rows]
         insert_event_rows(rows)
         return
     with connection.cursor() as cursor:
@@ -786,10 +787,6 @@ EVENT_COPY_TYPES = (
 )
 EMPTY_JSONB = b"\x01{}"
 EVENT_COPY_TYPES_NAIVE_UTC = (*EVENT_COPY_TYPES[:3], "timestamp", *EVENT_COPY_TYPES[4:])
-
-
-def _aware_utc(value: datetime | None) -> datetime | None:
-    return value.replace(tzinfo=UTC) if value is not None else None
 
 
 ENCOUNTER_COLUMNS = (

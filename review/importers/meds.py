@@ -45,7 +45,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from datetime import date, datetime, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -53,14 +53,14 @@ from typing import Any
 import meds
 import pyarrow as pa
 import pyarrow.parquet as pq
-from django.utils import timezone
 from flexible_schema.exceptions import SchemaValidationError
 
 from review.models import Patient
 
-from .columnar import BATCH_ROWS, CohortWriter, aware, batch_rows, pylist, utc_wall_times
+from .columnar import BATCH_ROWS, CohortWriter, batch_rows, local_zone, pylist, utc_wall_times
 from .demographics import normalise_sex
 from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, PendingEncounter, _Importer
+from .timestamps import aware
 
 VALUE_MAX = 100  # Event.value's length: longer text is a note, not a value
 # Visit codes by the vocabulary they start with, and the kind of visit each opens or ends: an
@@ -309,8 +309,8 @@ class MedsLoader:
         # making each aware cost a third of the import's Python time. Dates a clinician reads
         # (a visit-less day, the birth date) are taken in ``TIME_ZONE``, as before.
         self.cohort = CohortWriter(importer, "meds", naive_utc=True)
-        zone = timezone.get_default_timezone()
-        self.local_date = _utc_date if str(zone) == "UTC" else _zoned_date(zone)
+        zone = local_zone()
+        self.local_date = _utc_date if zone is UTC else _zoned_date(zone)
         self.descriptions: dict[str, str] = {}
         self.codes: dict[str, _Code] = {}
         self.seen_subjects: set[int] = set()

@@ -5,7 +5,7 @@ Paper-era records mix ``MM/DD/YYYY HH:MM`` and ``MM/DD/YYYY hh:mm AM/PM``; the r
 with all its events and visits repeat the same few values.
 """
 
-from datetime import date, datetime, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from functools import lru_cache
 
 from django.utils import timezone
@@ -13,6 +13,13 @@ from django.utils import timezone
 
 class BadTimestamp(ValueError):
     pass
+
+
+def aware(value: datetime, zone: tzinfo = UTC) -> datetime:
+    """A naive UTC wall-clock time (``columnar.utc_wall_times``) as an aware datetime in
+    ``zone``."""
+    utc = value.replace(tzinfo=UTC)
+    return utc if zone is UTC else utc.astimezone(zone)
 
 
 @lru_cache(maxsize=65536)

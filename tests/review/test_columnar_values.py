@@ -14,7 +14,8 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from review.importers.columnar import aware, local_times, pylist, utc_wall_times
+from review.importers.columnar import local_times, pylist, utc_wall_times
+from review.importers.timestamps import aware
 
 ARRAYS = [
     pa.array([1, None, 2**62 + 1, -(2**63)], pa.int64()),
