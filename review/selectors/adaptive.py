@@ -332,8 +332,9 @@ def adaptive_state(study: Study) -> AdaptiveState:
             f"assignment at overlap {design.overlap} would ask). No further wave is needed."
         )
     elif not (open_gaps := [g for g in state.gaps if not g.separated]):
-        reviewed = int(xi.sum())
-        patients = len(np.unique(arrays.patients[xi]))
+        # The studies page always passes the instructions' patients (``study_arrays``).
+        assert status.patients is not None
+        reviewed, patients = int(status.reviewed), int(status.patients)
         state.message = (
             f"Not settled at {level} yet: every gap between neighbours excludes 0, but the rule "
             f"waits for at least {MIN_REVIEWED_TO_STOP} reviewed instructions about at least "

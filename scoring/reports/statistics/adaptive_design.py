@@ -77,6 +77,8 @@ class RankingStatus:
     separated: Bools  # a gap's corrected interval lies above 0 (… x K-1)
     settled: Bools  # every gap separated (…)
     level: float  # the per-gap, per-look level used (alpha / pairs / looks)
+    reviewed: Ints  # reviewed instructions among the walked ones (…)
+    patients: Ints | None  # the patients they are about (…); None without clusters
 
 
 def gap_contrasts(order: Ints) -> Array:
@@ -126,6 +128,7 @@ def ranking_status(
     labelled = np.asarray(xi, dtype=bool) & walked
     reviewed = labelled.sum(-1)
     enough = reviewed >= MIN_REVIEWED_TO_STOP
+    patients = None
     if clusters is not None:
         labels = np.asarray(clusters)
         patients = np.array(
@@ -143,6 +146,8 @@ def ranking_status(
         # simulated 50-100-instruction studies, mostly after the first wave (an outside review).
         settled=separated.all(-1) & enough,
         level=level,
+        reviewed=reviewed,
+        patients=patients,
     )
 
 
