@@ -3,6 +3,7 @@
 import csv
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -585,6 +586,41 @@ def test_duplicate_ids_in_different_batches_are_refused_naming_both_rows(
         "measurement.csv, row 301, field 'measurement_id': measurement_id 7 appears again "
         "(first at row 7)"
     ) in message
+
+
+def _key_statements(queries: Any) -> list[str]:
+    return [
+        q["sql"]
+        for q in queries.captured_queries
+        if "omop_import_key" in q["sql"] and not q["sql"].startswith(("CREATE", "DROP"))
+    ]
+
+
+@pytest.mark.parametrize("held", [100_000, 120])
+def test_keys_of_a_table_read_in_many_batches_are_checked_in_memory_up_to_a_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: int
+) -> None:
+    """The scratch table's COPY, aggregate and DELETE cost PostgreSQL about a second per
+    million keys; held in memory (12 bytes a key) up to ``HELD_KEYS_MAX`` they cost NumPy
+    milliseconds. Beyond the cap they go to the scratch table, so memory stays bounded."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(omop_module, "HELD_KEYS_MAX", held)
+    rows = [[i, 11, 3027018, "2020-01-01", "", str(i), "", "", "HR"] for i in range(1, 301)]
+    rows.append([7, 11, 3027018, "2020-01-02", "", "1", "", "", "HR"])
+    rows.append([300, 11, 3027018, "2020-01-02", "", "1", "", "", "HR"])
+    with CaptureQueriesContext(connection) as queries:
+        message = refused(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)))
+    assert "row 301, field 'measurement_id': measurement_id 7 appears again (first at row 7)" in (
+        message
+    )
+    assert "row 302, field 'measurement_id': measurement_id 300 appears again" in message
+    if held > len(rows):
+        assert not _key_statements(queries)
+    else:
+        assert _key_statements(queries)  # spilled to the scratch table past the cap
 
 
 def test_a_table_that_cannot_be_memory_mapped_is_read_as_a_plain_file(
