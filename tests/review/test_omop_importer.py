@@ -693,3 +693,13 @@ def test_the_audit_record_keeps_the_largest_entries_and_sums_the_rest() -> None:
     assert f"VOCAB{AUDIT_ENTRIES + 49}" in kept and "VOCAB0" not in kept
     assert kept["(others)"] == {"entries": 50, "rows": sum(range(50))}
     assert _largest({"a": 1}, key=int) == {"a": 1}
+
+
+def test_repeated_keys_held_in_memory_are_found_across_chunks_in_row_order() -> None:
+    ids = pa.chunked_array([pa.array([5, 9, 2], pa.int64()), pa.array([7, 9, 5], pa.int64())])
+    rows = pa.chunked_array([pa.array([1, 2, 3], pa.int32()), pa.array([4, 5, 6], pa.int32())])
+    assert omop_module._repeats(ids, rows) == [(9, 2, 5), (5, 1, 6)]
+    unique = pa.chunked_array([pa.array([3, 1], pa.int64()), pa.array([2], pa.int64())])
+    assert omop_module._repeats(unique, rows) == []
+    empty = pa.chunked_array([], pa.int64())
+    assert omop_module._repeats(empty, pa.chunked_array([], pa.int32())) == []
