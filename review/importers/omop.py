@@ -12,11 +12,11 @@ Unlike MEDS, OMOP tables are not grouped by patient, and an event may name any v
 be remembered across the input lives in temporary tables (``scratch.py``), not in Python:
 concepts, the visit map (visit id -> person, encounter), the primary keys of a table with more
 than ``HELD_KEYS_MAX`` rows (duplicates found in SQL when the table ends; a smaller table's keys
-are held and checked in memory, 12 bytes a key) and each batch's events per encounter. A batch asks them, in one
-query each, for what it needs. Encounters are written as their visits are read, with provisional
-ordinals, and numbered by start time in SQL at the end. The importer's own memory holds a few
-numbers per person (ids, birth, tallies, observation periods) and one batch: flat in the number
-of events and visits.
+are held and checked in memory, 12 bytes a key) and each batch's events per encounter. A batch
+asks them, in one query each, for what it needs. Encounters are written as their visits are
+read, with provisional ordinals, and numbered by start time in SQL at the end. The importer's own
+memory holds a few numbers per person (ids, birth, tallies, observation periods) and one batch:
+flat in the number of events and visits.
 
 Codes are ``VOCABULARY/concept_code`` from ``concept`` (e.g. ``LOINC/8867-4``); without a concept
 table, or for concept 0 ("no matching concept"), an event keeps ``CONCEPT/<id>`` and its source
