@@ -865,8 +865,9 @@ def collector_paused() -> Iterator[None]:
     An import allocates millions of short-lived row tuples and lists that form no cycles
     (reference counting frees them), yet the collector walked them, and every older object,
     hundreds of times: at a million MEDS events about a third of the importer's Python time
-    (BENCHMARKS.md). Imports run in management commands and workers, not in web requests, so
-    pausing the process's collector for one is safe; a caller's own pause is kept."""
+    (BENCHMARKS.md). Imports run in management commands (``import_medalign``, ``load_demo``),
+    never in a web request, so pausing the process's collector for one is safe; a caller's
+    own pause is kept."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -529,7 +529,7 @@ _MISSING = object()
 CONCEPT_CACHE_MAX = 100_000
 # Primary keys of one table checked for repeats in memory (12 bytes each, and 9 more while
 # checked: 21 MB at most); a larger table's go to a temporary table. At a million keys the
-# temporary table's COPY, aggregate and DELETE cost PostgreSQL about 0.9 s; a NumPy sort 60 ms.
+# temporary table's COPY, aggregate and DELETE cost PostgreSQL about 0.9 s; a NumPy sort 10 ms.
 HELD_KEYS_MAX = 1_000_000
 # Visits get provisional ordinals above any real one while they are read (the ordinal is unique
 # per patient); the final numbering, by start time, happens in SQL at the end.
