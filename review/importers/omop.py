@@ -527,9 +527,10 @@ _MISSING = object()
 # Concepts looked up for earlier batches are kept, up to this many (then forgotten, and looked up
 # again when needed): a full vocabulary export holds millions.
 CONCEPT_CACHE_MAX = 100_000
-# Primary keys of one table checked for repeats in memory (12 bytes each, and 9 more while
-# checked: 21 MB at most); a larger table's go to a temporary table. At a million keys the
-# temporary table's COPY, aggregate and DELETE cost PostgreSQL about 0.9 s; a NumPy sort 10 ms.
+# Primary keys of one table checked for repeats in memory (12 bytes each, and 17 more while
+# checked, a joined and a sorted copy: 29 MB at most); a larger table's go to a temporary table.
+# At a million keys the temporary table's COPY, aggregate and DELETE cost PostgreSQL about
+# 0.9 s; a NumPy sort 10 ms.
 HELD_KEYS_MAX = 1_000_000
 # Visits get provisional ordinals above any real one while they are read (the ordinal is unique
 # per patient); the final numbering, by start time, happens in SQL at the end.
@@ -555,7 +556,6 @@ class OmopLoader:
         self.queued_persons: list[tuple[int, Patient]] = []
         # The current event table's primary keys and their rows (see _remember_keys).
         self.held_keys: list[tuple[pa.Array, pa.Array]] = []
-        self.held_count = 0
         self.keys_in_table = False
 
     def problem(self, file: str, row: int | None, column: str | None, message: str) -> None:
@@ -1079,13 +1079,13 @@ class OmopLoader:
         rows = pa.array(range(columns.offset + 1, columns.offset + columns.n + 1), pa.int32())
         present = pc.is_valid(id_array)
         keys = (id_array.filter(present), rows.filter(present))
-        if not self.keys_in_table and self.held_count + len(keys[0]) <= HELD_KEYS_MAX:
+        held = sum(len(ids) for ids, _ in self.held_keys)
+        if not self.keys_in_table and held + len(keys[0]) <= HELD_KEYS_MAX:
             self.held_keys.append(keys)
-            self.held_count += len(keys[0])
             return
-        for held in self.held_keys:
-            self.key_table.insert_arrays(held)
-        self.held_keys, self.held_count = [], 0
+        for earlier in self.held_keys:
+            self.key_table.insert_arrays(earlier)
+        self.held_keys = []
         self.keys_in_table = True
         self.key_table.insert_arrays(keys)
 
@@ -1101,7 +1101,7 @@ class OmopLoader:
             repeats = _repeats(ids, rows)[:limit]
         else:
             repeats = []
-        self.held_keys, self.held_count = [], 0
+        self.held_keys = []
         self.keys_in_table = False
         for key, first, again in repeats:
             self.problem(file, again, column, message.format(id=key, first=first))
