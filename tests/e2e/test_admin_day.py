@@ -433,7 +433,7 @@ def test_wrong_codes_and_the_lockout_reach_the_audit_log_and_the_lockout_says_ho
         page.fill("input[name=code]", "000000")
         page.click("main button[type=submit]")
         page.wait_for_load_state()
-    page.fill("input[name=code]", factories.totp_code())
+    page.fill("input[name=code]", factories.totp_code_fresh())
     page.click("main button[type=submit]")
     page.wait_for_load_state()
     text = page.inner_text("main")
