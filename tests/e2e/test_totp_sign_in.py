@@ -15,7 +15,7 @@ from allauth.mfa.totp.internal import auth as totp_auth
 
 from review.models import Role
 from tests import factories
-from tests.e2e.test_accessibility import context, sign_in_with_totp, tab  # noqa: F401 - fixtures
+from tests.e2e.test_accessibility import sign_in_with_totp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -33,15 +33,17 @@ class _Clock:
         self.now += seconds
 
 
-def test_a_code_asked_for_at_the_end_of_its_window_still_signs_in(live_server, tab, monkeypatch):
+def test_a_code_asked_for_at_the_end_of_its_window_still_signs_in(live_server, page, monkeypatch):
     period = mfa_settings.TOTP_PERIOD
     clock = _Clock(1_800_000_000 // period * period + period - 0.5)
-    monkeypatch.setattr(factories, "time", types.SimpleNamespace(time=clock.time, sleep=clock.sleep))
+    monkeypatch.setattr(
+        factories, "time", types.SimpleNamespace(time=clock.time, sleep=clock.sleep)
+    )
     # The server checks the code a second after the helper computed it.
     monkeypatch.setattr(totp_auth, "time", types.SimpleNamespace(time=lambda: clock.now + 1.0))
     factories.active_dua()
     user = factories.make_user("tess@example.edu", roles=[Role.CLINICIAN])
 
-    sign_in_with_totp(tab, live_server.url, user.email)
+    sign_in_with_totp(page, live_server.url, user.email)
 
-    assert "/accounts/" not in tab.url
+    assert "/accounts/" not in page.url
