@@ -60,6 +60,24 @@ def pylist(array: pa.Array | pa.ChunkedArray) -> list[Any]:
     return values.tolist()  # type: ignore[no-any-return]
 
 
+class NumberTexts(dict[float, str]):
+    """A numeric value as the event's text (``f"{x:g}"``), remembered per value: lab results
+    repeat, and a dictionary hit costs a third of formatting (85 against 220-380 ns here, 0.3 s
+    of a million MEDS events' Python). Zero is not remembered, as -0.0 and 0.0 are one key
+    ("-0" and "0"), nor is NaN, which matches no key; the table is emptied when it holds
+    ``LIMIT`` values, so distinct values cannot grow memory with the input."""
+
+    LIMIT = 16_384
+
+    def __missing__(self, number: float) -> str:
+        text = f"{number:g}"
+        if number and number == number:
+            if len(self) >= self.LIMIT:
+                self.clear()
+            self[number] = text
+        return text
+
+
 def _utc_microseconds(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """The column's instants as UTC timestamps (us, no zone): naive values are wall-clock time in
     ``TIME_ZONE``, as the XML importer reads them, so records from all formats line up."""

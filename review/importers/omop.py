@@ -38,7 +38,6 @@ just midnight).
 
 import json
 import mmap
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time
@@ -57,7 +56,7 @@ from django.utils import timezone
 from review.models import Encounter, Patient
 from review.services.vocabulary import omop_concept_synonyms_import
 
-from .columnar import BATCH_ROWS, CohortWriter, local_times, local_zone, pylist
+from .columnar import BATCH_ROWS, CohortWriter, NumberTexts, local_times, local_zone, pylist
 from .demographics import normalise_sex
 from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
 from .scratch import ScratchTable, drop_scratch_tables, scratch_tables
@@ -551,6 +550,7 @@ class OmopLoader:
         self.has_concepts = "concept" in tables
         self.concepts: dict[int, tuple[str, str, str] | None] = {}  # id -> vocab, code, name
         self.persons: dict[int, _Person | None] = {}  # None: kept as already imported
+        self.number_texts = NumberTexts()
         self.scratch: list[ScratchTable] = []
         self.pending_visits: list[tuple[int, int, int | None, int]] = []
         self.queued_persons: list[tuple[int, Patient]] = []
@@ -944,7 +944,10 @@ class OmopLoader:
         bad = columns.bad
         rows = self.cohort.rows
         append = rows.append
-        per_encounter: Counter[int] = Counter()
+        # A plain dict: a Counter's ``+= 1`` costs 220 ns a row here, ``get`` and a store 50.
+        per_encounter: dict[int, int] = {}
+        count = per_encounter.get
+        number_texts = self.number_texts
         event_type = spec.event_type
         read = fell_back = 0
         for i in range(n):
@@ -1018,7 +1021,7 @@ class OmopLoader:
             if person.last is None or when > person.last:
                 person.last = when
             if encounter_id is not None:
-                per_encounter[encounter_id] += 1
+                per_encounter[encounter_id] = count(encounter_id, 0) + 1
             if note:
                 kind = kinds[note_kinds[i]]
                 missing = missing or bool(kind and kind.fell_back)
@@ -1035,7 +1038,7 @@ class OmopLoader:
                 # Synthea keeps urinalysis results and T-scores).
                 numeric = numerics[i]
                 if numeric is not None:
-                    value = f"{numeric:g}"
+                    value = number_texts[numeric]
                 elif not death:
                     value = value_texts[i]
                     as_concept = value_names[value_concepts[i]]

@@ -14,7 +14,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from review.importers.columnar import local_times, pylist, utc_wall_times
+from review.importers.columnar import NumberTexts, local_times, pylist, utc_wall_times
 from review.importers.timestamps import aware
 
 ARRAYS = [
@@ -125,3 +125,24 @@ def test_utc_wall_times_outside_datetime_range_fail_as_the_library_does():
         column.to_pylist()
     with pytest.raises((ValueError, OverflowError)):
         utc_wall_times(column)
+
+
+NUMBERS = [0.0, -0.0, 0.0, -0.0, 1.5, 1.5, -2.5e-7, 1e21, float("nan"), float("inf"), -1.0, 3, 7.0]
+
+
+def test_number_texts_give_what_formatting_gives_in_any_order():
+    """Remembered texts must be the formatted ones: -0.0 and 0.0 are one dictionary key but
+    two texts, and NaN is never equal to itself."""
+    texts = NumberTexts()
+    for order in (NUMBERS, NUMBERS[::-1], NUMBERS):
+        assert [texts[x] for x in order] == [f"{x:g}" for x in order]
+    assert texts[-0.0] == "-0" and texts[0.0] == "0"
+    assert not any(x != x or x == 0 for x in texts)
+
+
+def test_number_texts_stay_bounded(monkeypatch):
+    monkeypatch.setattr(NumberTexts, "LIMIT", 5)
+    texts = NumberTexts()
+    values = [i + 0.5 for i in range(23)]
+    assert [texts[x] for x in values] == [f"{x:g}" for x in values]
+    assert 0 < len(texts) <= 5
