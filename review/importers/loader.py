@@ -969,9 +969,22 @@ def import_release(
     if connection.vendor == "postgresql" and importer.summary.counts["events"] >= 10_000:
         # Fresh statistics after a large load: without them PostgreSQL plans the record pages
         # as if the events table were small (deep timeline pages went from ~20 ms to ~115 ms).
+        # Only the columns the record pages' indexes hold (their filters and sort keys): the
+        # values, texts and attributes are read, never planned on, and cost half the ANALYZE
+        # (a column list leaves autovacuum's count of changed rows as it is, so autovacuum
+        # still gathers the rest in the background).
+        columns = ", ".join(f'"{column}"' for column in planned_event_columns())
         with connection.cursor() as cursor:
-            cursor.execute(f"ANALYZE {Event._meta.db_table}")  # noqa: S608 - a model's table
+            cursor.execute(f"ANALYZE {Event._meta.db_table} ({columns})")  # noqa: S608 - the model's
     return importer.summary
+
+
+def planned_event_columns() -> list[str]:
+    """The event table's columns in the model's indexes, in their order, once each."""
+    fields = dict.fromkeys(
+        name.lstrip("-") for index in Event._meta.indexes for name in index.fields
+    )
+    return [Event._meta.get_field(name).column for name in fields]  # type: ignore[union-attr]
 
 
 def total_bytes(path: Path | str) -> int:

@@ -12,7 +12,12 @@ from django.db import DataError, connection, transaction
 from review.importers import ImportFailed, import_release
 from review.importers import bulk as bulk_module
 from review.importers.bulk import bulk_load_begin, estimate_events
-from review.importers.loader import EVENT_COLUMNS, insert_event_rows, write_event_rows
+from review.importers.loader import (
+    EVENT_COLUMNS,
+    insert_event_rows,
+    planned_event_columns,
+    write_event_rows,
+)
 from review.models import Dataset, Encounter, Event, Patient
 from tests.review.test_meds_importer import T, table, write_meds
 
@@ -344,3 +349,26 @@ def test_an_import_in_a_transaction_with_pending_checks_goes_row_by_row(
 
     assert used(bulk_loads) == [True, False]
     assert events_by_person("bulk") == first
+
+
+def test_a_large_import_leaves_the_planner_statistics_of_the_columns_the_record_pages_use(
+    tmp_path: Path,
+) -> None:
+    """Without fresh statistics PostgreSQL plans the record pages as if the table were small.
+    ANALYZE's statistics are rows of a catalogue, so they roll back with the test: what is
+    seen here is what this import's ANALYZE gathered (it sees its own transaction's rows)."""
+    postgres_only()
+    from review.management.commands.bench_import import write_meds_bench
+
+    import_release(write_meds_bench(tmp_path / "meds", 10_000), dataset_name="stats")
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attname, most_common_vals::text FROM pg_stats WHERE tablename = %s",
+            [Event._meta.db_table],
+        )
+        stats = dict(cursor.fetchall())
+    assert set(planned_event_columns()) <= set(stats)
+    # The bench cohort's four lab names (and the note and visit events), nothing older.
+    names = stats["name"]
+    assert all(name in names for name in ("HR", "Na", "Creat", "Hb")), names
