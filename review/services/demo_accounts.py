@@ -105,6 +105,7 @@ def _ensure(spec: DemoAccount) -> User:
         raise RuntimeError("No active DUA version: run the migrations first.")
     if access.reason == "new DUA version not signed":
         dua_sign(user=user, version=dua, typed_name=spec.full_name)
+        user.refresh_from_db()
         return user
     admin = User.objects.filter(email=DEMO_ACCOUNTS[0].email).first() or user
     # A stale demo application (pending, expired, other roles) is replaced by a fresh one.
@@ -139,6 +140,9 @@ def _ensure(spec: DemoAccount) -> User:
         notify=False,
         by_operator=True,  # synthetic demo accounts, created by load_demo on the server
     )
+    # The approval ended the account's sessions (a new session epoch): a caller that signs
+    # this instance in must hold the epoch its session will be checked against.
+    user.refresh_from_db()
     return user
 
 

@@ -23,8 +23,9 @@ from django.db import connection, reset_queries
 from django.urls import reverse
 
 from review.demo import DemoSpec, write_release
-from review.models import Assignment, Dataset, Event, Instruction, Patient, Review, Role, User
+from review.models import Dataset, Event, Instruction, Patient, Review, Role, User
 from review.selectors.records import Cursor
+from review.services.assignments import assignments_create
 from review.services.imports import dataset_import
 
 TARGET_P95_MS = 150.0
@@ -55,12 +56,19 @@ class Command(BaseCommand):
             bool(options["rebuild"]),  # type: ignore[arg-type]
         )
         user = self._clinician()
-        Assignment.objects.get_or_create(instruction=instruction, clinician=user)
+        # As an admin assigns: in the instruction's study round, whose response set it ranks.
+        assignments_create(instructions=[instruction], clinicians=[user], overlap=1, actor=None)
         from review.benchmarks import signed_in_client
 
         client = signed_in_client(user)
         rng = random.Random(int(options["seed"]))  # type: ignore[arg-type]
-        client.get(reverse("clinician_review", args=[instruction.pk]))  # starts the review
+        # The first view starts the review (and draws its order of responses).
+        response = client.get(reverse("clinician_review", args=[instruction.pk]))
+        if response.status_code != 200:
+            raise CommandError(
+                f"the bench clinician's review page answered {response.status_code} "
+                f"{response.get('Location', '')}".rstrip()
+            )
         endpoints = self._endpoints(patient, instruction, rng)
         db = connection.vendor
         self.stdout.write(

@@ -1,0 +1,21 @@
+"""bench_review runs end to end on a small record: a benchmark that cannot run measures nothing
+(it stopped when assignments came to belong to a study round)."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from review.models import Assignment
+
+
+@pytest.mark.django_db
+def test_bench_review_times_every_endpoint_on_a_small_record() -> None:
+    out = StringIO()
+    call_command("bench_review", events=600, requests=2, rebuild=True, stdout=out)
+
+    text = out.getvalue()
+    assert "p50 ms" in text, text
+    assignment = Assignment.objects.get(clinician__email__startswith="bench")
+    # The bench clinician ranks the set of the instruction's round, as a real one would.
+    assert assignment.study.dataset_id == assignment.instruction.dataset_id
