@@ -4,7 +4,7 @@
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from review.models import Assignment
 
@@ -12,6 +12,8 @@ from review.models import Assignment
 @pytest.mark.django_db
 def test_bench_review_times_every_endpoint_on_a_small_record() -> None:
     out = StringIO()
+    call_command("bench_review", events=600, requests=2, rebuild=True, stdout=StringIO())
+    # Again, rebuilt: the first run's started review fixed its response set.
     call_command("bench_review", events=600, requests=2, rebuild=True, stdout=out)
 
     text = out.getvalue()
@@ -19,3 +21,13 @@ def test_bench_review_times_every_endpoint_on_a_small_record() -> None:
     assignment = Assignment.objects.get(clinician__email__startswith="bench")
     # The bench clinician ranks the set of the instruction's round, as a real one would.
     assert assignment.study.dataset_id == assignment.instruction.dataset_id
+
+
+@pytest.mark.django_db
+def test_bench_review_rebuilds_only_a_synthetic_dataset() -> None:
+    from review.models import Dataset
+
+    Dataset.objects.create(name="real", is_synthetic=False)
+    with pytest.raises(CommandError, match="not a synthetic dataset"):
+        call_command("bench_review", dataset="real", events=600, rebuild=True, stdout=StringIO())
+    assert Dataset.objects.filter(name="real").exists()

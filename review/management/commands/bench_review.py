@@ -26,6 +26,7 @@ from review.demo import DemoSpec, write_release
 from review.models import Dataset, Event, Instruction, Patient, Review, Role, User
 from review.selectors.records import Cursor
 from review.services.assignments import assignments_create
+from review.services.datasets import dataset_delete
 from review.services.imports import dataset_import
 
 TARGET_P95_MS = 150.0
@@ -162,6 +163,16 @@ class Command(BaseCommand):
             .first()
         )
         if patient is None or rebuild:
+            existing = Dataset.objects.filter(name=dataset_name).first()
+            if existing is not None:
+                # A bench run's review was started: its responses can no longer be replaced
+                # (a study's set is fixed once shown), so the bench dataset goes whole.
+                if not existing.is_synthetic:
+                    raise CommandError(
+                        f"{dataset_name} is not a synthetic dataset: bench_review rebuilds only "
+                        "its own (choose another --dataset)"
+                    )
+                dataset_delete(dataset=existing, with_reviews=True)
             self.stdout.write(f"Generating and importing a {events:,}-event record…")
             with tempfile.TemporaryDirectory(prefix="medalign-bench-") as tmp:
                 write_release(
