@@ -739,3 +739,75 @@ def test_a_columns_values_are_the_same_whether_it_casts_straight_or_the_careful_
         return method("c"), columns.problems
 
     assert read(straight=True) == read(straight=False)
+
+
+VISIT_TIMES = (
+    ["visit_occurrence_id", "person_id", "visit_concept_id", "visit_start_date"]
+    + ["visit_start_datetime", "visit_end_date", "visit_end_datetime"],
+    [
+        [5, 11, 9201, "2020-01-01", "2020-01-01 08:00:00", "2020-01-03", ""],
+        [4, 11, 9202, "2019-01-01", "", "", ""],
+        [6, 12, 9202, " 2021-03-04 ", "NULL", "2021-03-04", "2021-03-04 17:30:00"],
+        [7, 12, 9201, "2021-06-01", "2021-06-01T10:15:00", "null", ""],
+    ],
+)
+OBSERVATION_PERIODS = (
+    ["observation_period_id", "person_id", "observation_period_start_date"]
+    + ["observation_period_end_date"],
+    [[1, 11, "2018-01-01", "2022-12-31"], [2, 12, "2020-02-02", ""]],
+)
+
+
+def omop_as_stored() -> tuple[list[tuple], list[tuple], list[tuple]]:
+    encounters = Encounter.objects.order_by("patient__person_id", "ordinal").values_list(
+        "patient__person_id", "ordinal", "encounter_type", "start", "end"
+    )
+    events = Event.objects.order_by("patient__person_id", "seq").values_list(
+        "patient__person_id", "encounter__ordinal", "timestamp", "name", "value"
+    )
+    patients = Patient.objects.order_by("person_id").values_list(
+        "person_id", "birth_date", "demographics"
+    )
+    return list(encounters), list(events), list(patients)
+
+
+@pytest.mark.parametrize(
+    "visits",
+    [
+        VISIT_TIMES,
+        # A start date in US order: that column does not cast, and is read value by value.
+        (VISIT_TIMES[0], [*VISIT_TIMES[1], [8, 11, 9202, "03/04/2021", "", "", ""]]),
+        # A date that is no date: the import is refused, naming its row and column.
+        (VISIT_TIMES[0], [*VISIT_TIMES[1], [8, 11, 9202, "2021-13-45", "", "", ""]]),
+    ],
+    ids=["clean", "US order", "a bad date"],
+)
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
+def test_visit_times_read_column_wise_are_those_read_value_by_value(
+    tmp_path: Path, monkeypatch, settings, visits, zone
+) -> None:
+    """Dates and times of visits and observation periods are parsed a column at a time when
+    the whole column casts: the records stored, and the problems named, are the same as when
+    every value is parsed on its own (in the installation's zone, as naive times are read)."""
+    settings.TIME_ZONE = zone
+    folder = write_omop(
+        tmp_path / "omop", visit_occurrence=visits, observation_period=OBSERVATION_PERIODS
+    )
+
+    def run() -> tuple[Any, str]:
+        try:
+            import_release(folder, dataset_name="o", replace=True)
+        except ImportFailed as failure:
+            return None, str(failure)
+        stored = omop_as_stored()
+        Patient.objects.all().delete()
+        return stored, ""
+
+    column_wise = run()
+    monkeypatch.setattr(omop_module._Columns, "_timestamps", lambda self, column: None)
+    value_by_value = run()
+
+    assert column_wise == value_by_value
+    stored, refusal = column_wise
+    assert (stored is None) == ("2021-13-45" in str(visits)), refusal
+    assert stored is None or len(stored[0]) == len(visits[1])
