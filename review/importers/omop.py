@@ -714,16 +714,6 @@ class OmopLoader:
         def handle_batch(file: str, columns: _Columns) -> None:
             batch = columns.batch
             values_by_column = {n: pylist(batch.column(n)) for n in batch.schema.names}
-            for name in batch.schema.names:
-                # Dates and times as text, parsed column-wise when the whole column casts (a
-                # visit took 35 us parsed value by value, most of it here); otherwise value by
-                # value, as before, so a bad value is named on its row.
-                if name.endswith(("_date", "_datetime")) and pa.types.is_string(
-                    batch.column(name).type
-                ):
-                    cast = columns._timestamps(name)
-                    if cast is not None:
-                        values_by_column[name] = local_times(cast)
             self._prefetch_concepts(
                 [columns.ints(c) for c in concept_columns if c in columns.names]
             )
