@@ -62,8 +62,8 @@ def pylist(array: pa.Array | pa.ChunkedArray) -> list[Any]:
 
 class NumberTexts(dict[float, str]):
     """A numeric value as the event's text (``f"{x:g}"``), remembered per value: lab results
-    repeat, and a dictionary hit costs a third of formatting (85 against 220-380 ns here, 0.3 s
-    of a million MEDS events' Python). Zero is not remembered, as -0.0 and 0.0 are one key
+    repeat, and a dictionary hit costs a third of formatting (85 against 220-380 ns here, about
+    0.15 s of a million MEDS events' Python). Zero is not remembered, as -0.0 and 0.0 are one key
     ("-0" and "0"), nor is NaN, which matches no key; the table is emptied when it holds
     ``LIMIT`` values, so distinct values cannot grow memory with the input."""
 

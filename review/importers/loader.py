@@ -975,7 +975,7 @@ def import_release(
         # still gathers the rest in the background).
         columns = ", ".join(f'"{column}"' for column in planned_event_columns())
         with connection.cursor() as cursor:
-            cursor.execute(f"ANALYZE {Event._meta.db_table} ({columns})")  # noqa: S608 - the model's
+            cursor.execute(f"ANALYZE {Event._meta.db_table} ({columns})")  # noqa: S608 - model's
     return importer.summary
 
 
