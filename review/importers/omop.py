@@ -456,6 +456,18 @@ class _Columns:
         blank = pc.or_(pc.equal(array, ""), pc.is_in(upper, value_set=_NULL_WORDS))
         return pc.if_else(blank, pa.scalar(None, pa.string()), array)
 
+    def _cast_text(self, column: str, target: pa.DataType) -> pa.Array | None:
+        """A text column cast to ``target``: straight when it is clean, else trimmed with blanks
+        and NULL words as nulls; None when some value still does not cast (the caller then
+        reads it value by value, which names the row)."""
+        straight = self._straight(column, target)
+        if straight is not None:
+            return straight
+        try:
+            return pc.cast(self._blank_as_null(column), target)
+        except pa.ArrowInvalid:
+            return None
+
     def ints(self, column: str) -> list[int | None]:
         if column not in self.names:
             return [None] * self.n
@@ -463,13 +475,10 @@ class _Columns:
         if pa.types.is_integer(array.type):
             return pylist(array)
         if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-            straight = self._straight(column, pa.int64())
-            if straight is not None:
-                return pylist(straight)
-            try:
-                return pylist(pc.cast(self._blank_as_null(column), pa.int64()))
-            except pa.ArrowInvalid:
-                pass  # "8507.0", or a bad value: the slow way names the row
+            cast = self._cast_text(column, pa.int64())
+            if cast is not None:
+                return pylist(cast)
+            # "8507.0", or a bad value: the slow way names the row
         return self._per_value(column, _int)
 
     def floats(self, column: str) -> list[float | None]:
@@ -479,15 +488,10 @@ class _Columns:
         if pa.types.is_floating(array.type) or pa.types.is_integer(array.type):
             array = array.cast(pa.float64())
         elif pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-            straight = self._straight(column, pa.float64())
-            try:
-                array = (
-                    straight
-                    if straight is not None
-                    else pc.cast(self._blank_as_null(column), pa.float64())
-                )
-            except pa.ArrowInvalid:
+            cast = self._cast_text(column, pa.float64())
+            if cast is None:
                 return self._per_value(column, _float)
+            array = cast
         else:
             return self._per_value(column, _float)
         return pylist(pc.if_else(pc.is_nan(array), pa.scalar(None, pa.float64()), array))
@@ -498,15 +502,9 @@ class _Columns:
         if pa.types.is_timestamp(array.type) or pa.types.is_date(array.type):
             return array
         if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-            straight = self._straight(column, pa.timestamp("us"))
-            if straight is not None:
-                return straight
-            try:
-                # ISO dates and times without a zone, the CDM's own form; anything else (a zone
-                # offset, US order, a bad value) goes the slow way, which names the row.
-                return pc.cast(self._blank_as_null(column), pa.timestamp("us"))
-            except pa.ArrowInvalid:
-                pass
+            # ISO dates and times without a zone, the CDM's own form; anything else (a zone
+            # offset, US order, a bad value) goes the slow way, which names the row.
+            return self._cast_text(column, pa.timestamp("us"))
         return None
 
     def times(self, column: str, fallback: str | None = None) -> list[datetime | None]:
