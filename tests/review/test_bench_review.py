@@ -32,3 +32,16 @@ def test_bench_review_rebuilds_only_a_synthetic_dataset() -> None:
     with pytest.raises(CommandError, match="not a synthetic dataset"):
         call_command("bench_review", dataset="real", events=600, rebuild=True, stdout=StringIO())
     assert Dataset.objects.filter(name="real").exists()
+
+
+@pytest.mark.django_db
+def test_bench_review_never_reviews_in_a_dataset_that_is_not_synthetic() -> None:
+    """Without --rebuild a record already there is used as it is: in a real dataset the bench
+    clinician would be assigned, draw an order and autosave fake judgements among real ones."""
+    from review.models import Dataset, Patient
+
+    real = Dataset.objects.create(name="real", is_synthetic=False)
+    Patient.objects.create(dataset=real, person_id="1", event_count=5_000)
+    with pytest.raises(CommandError, match="not a synthetic dataset"):
+        call_command("bench_review", dataset="real", events=1, requests=2, stdout=StringIO())
+    assert not Assignment.objects.exists()

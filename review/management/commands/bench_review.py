@@ -157,21 +157,23 @@ class Command(BaseCommand):
 
     # --- set-up ---------------------------------------------------------------------------------
     def _record(self, dataset_name: str, events: int, rebuild: bool) -> tuple[Patient, Instruction]:
+        existing = Dataset.objects.filter(name=dataset_name).first()
+        if existing is not None and not existing.is_synthetic:
+            # The bench assigns, opens and autosaves reviews, and a rebuild deletes: never
+            # among real clinicians' work.
+            raise CommandError(
+                f"{dataset_name} is not a synthetic dataset: bench_review works only in its own "
+                "(choose another --dataset)"
+            )
         patient = (
             Patient.objects.filter(dataset__name=dataset_name, event_count__gte=events)
             .order_by("-event_count")
             .first()
         )
         if patient is None or rebuild:
-            existing = Dataset.objects.filter(name=dataset_name).first()
             if existing is not None:
                 # A bench run's review was started: its responses can no longer be replaced
                 # (a study's set is fixed once shown), so the bench dataset goes whole.
-                if not existing.is_synthetic:
-                    raise CommandError(
-                        f"{dataset_name} is not a synthetic dataset: bench_review rebuilds only "
-                        "its own (choose another --dataset)"
-                    )
                 dataset_delete(dataset=existing, with_reviews=True)
             self.stdout.write(f"Generating and importing a {events:,}-event record…")
             with tempfile.TemporaryDirectory(prefix="medalign-bench-") as tmp:
