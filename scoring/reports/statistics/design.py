@@ -56,7 +56,7 @@ import numpy as np
 from scipy import stats as sps
 
 from .resampling import MIN_CLUSTERS
-from .table import Array
+from .table import Array, JudgementTable
 
 # What a report shows that some designs cannot give. Keys are stable (exports, tests).
 SECTIONS: dict[str, str] = {
@@ -68,6 +68,13 @@ SECTIONS: dict[str, str] = {
     "uniform_sample": "unweighted statistics (metric-clinician taus, agreement) on a uniform "
     "sample of instructions",
     "prediction_powered": "prediction-powered estimates and reviews still needed",
+}
+SECTION_NAMES: dict[str, str] = {
+    "human_ceiling": "human ceiling",
+    "clinicians_compared": "metrics among clinicians",
+    "disagreement_measured": "clinicians' disagreement",
+    "uniform_sample": "unweighted statistics",
+    "prediction_powered": "prediction-powered sections",
 }
 # Planning values before any review: a clinician's verdict disagrees with the clinicians'
 # majority view about one time in ten (the bench's clinicians err 5-15%, mean 10%), and two
@@ -444,7 +451,7 @@ def compare(
     )
 
 
-# --- the moments, from reviews or assumed ---------------------------------------------------------
+# --- the moments, from reviews or assumed -------------------------------------------------------
 @dataclass(frozen=True)
 class LabelMoments:
     between: float
@@ -557,3 +564,145 @@ def target_se(
     if not math.isfinite(difference) or difference == 0:
         return math.nan
     return abs(difference) / (z + float(sps.norm.ppf(power)))
+
+
+# --- a round's reviews so far, planned ------------------------------------------------------------
+def _by_review(table: JudgementTable, values: Array, model: str) -> tuple[Array, Array, Array]:
+    """``(review, instruction, value)`` of one model's rows (one response per model)."""
+    rows = np.flatnonzero(np.asarray(table.model).astype(str) == model)
+    return (
+        np.asarray(table.review)[rows],
+        np.asarray(table.instruction)[rows],
+        np.asarray(values, dtype=float)[rows],
+    )
+
+
+def _column(
+    name: str,
+    instruction: Array,
+    label: Array,
+    prediction: Array | None,
+    within_default: float,
+    se: float,
+) -> tuple[Column, LabelMoments]:
+    m = moments_from_labels(instruction, label, prediction, within_default=within_default)
+    return Column(name, m.between, m.within, m.explained, se), m
+
+
+def round_targets(
+    table: JudgementTable,
+    prediction: Array | None,
+    *,
+    margin: float = 0.05,
+    confidence: float = 0.95,
+    power: float = 0.8,
+    tau_difference: tuple[str, Array, Array] | None = None,
+    disagreement: float = PLANNING_DISAGREEMENT,
+) -> tuple[list[Target], list[LabelMoments]]:
+    """The report's targets as columns, from a round's reviews (``table``) and the predictor's
+    value on each row's response (``prediction``, or None): the top two models' shares apart,
+    every share within ``margin``, and (``tau_difference``: a label and, per review, the two
+    metrics' taus with the clinician) metric A against B, planned without the predictor.
+    Where no instruction has two reviews, the clinicians' disagreement is assumed
+    (``disagreement`` per verdict; half the per-review variance for a tau difference)."""
+    correct = np.asarray(table.correct, dtype=float)
+    models = sorted(set(np.asarray(table.model).astype(str)))
+    shares = {m: float(np.nanmean(_by_review(table, correct, m)[2])) for m in models}
+    z = float(sps.norm.ppf(1.0 - (1.0 - confidence) / 2.0))
+    e = disagreement
+    targets: list[Target] = []
+    moments: list[LabelMoments] = []
+    ranked = sorted(models, key=lambda m: -shares[m])
+    if len(ranked) >= 2:
+        a, b = ranked[0], ranked[1]
+        ra, ia, ya = _by_review(table, correct, a)
+        rb, _, yb = _by_review(table, correct, b)
+        both, xa, xb = np.intersect1d(ra, rb, return_indices=True)
+        f = None
+        if prediction is not None:
+            fa, fb = _by_review(table, prediction, a)[2], _by_review(table, prediction, b)[2]
+            f = fa[xa] - fb[xb]
+        diff = ya[xa] - yb[xb]
+        d = float(np.nanmean(diff)) if diff.size else math.nan
+        se = target_se("difference", difference=d, confidence=confidence, power=power)
+        col, mom = _column(f"{a} - {b}", ia[xa], diff, f, 2 * e * (1 - e), se)
+        targets.append(
+            Target(
+                "top_two",
+                f"{a} and {b} (the top two, now {d:+.3f} apart) told apart at "
+                f"{confidence:.0%} confidence with {power:.0%} power",
+                (col,),
+            )
+        )
+        moments.append(mom)
+    cols = []
+    for m in models:
+        _, inst, y = _by_review(table, correct, m)
+        f = None if prediction is None else _by_review(table, prediction, m)[2]
+        col, mom = _column(m, inst, y, f, e * (1 - e), margin / z)
+        cols.append(col)
+        moments.append(mom)
+    if cols:
+        targets.append(
+            Target(
+                "margin",
+                f"every model's share correct within ±{margin * 100:g} points at "
+                f"{confidence:.0%} confidence",
+                tuple(cols),
+            )
+        )
+    if tau_difference is not None:
+        label, inst, diff = tau_difference
+        diff = np.asarray(diff, dtype=float)
+        ok = ~np.isnan(diff)
+        if ok.sum() >= 3:
+            d = float(diff[ok].mean())
+            se = target_se("difference", difference=d, confidence=confidence, power=power)
+            half = 0.5 * float(np.var(diff[ok], ddof=1))
+            col, mom = _column(label, np.asarray(inst)[ok], diff[ok], None, half, se)
+            targets.append(
+                Target(
+                    "metric_tau",
+                    f"{label}: the difference of their mean taus (now {d:+.3f}) told from 0 "
+                    f"at {confidence:.0%} confidence with {power:.0%} power",
+                    (col,),
+                )
+            )
+            moments.append(mom)
+    return targets, moments
+
+
+def possible_sections(pool: Pool, designs: Sequence[Design] | None = None) -> set[str]:
+    """The sections some design gives with every instruction of the pool doubly reviewed."""
+    out: set[str] = set()
+    for design in designs or standard_designs():
+        doubled = pool.instructions if (design.mixed or design.overlap >= 2) else 0
+        out |= set(sections_of(design, doubled=doubled, pool=pool))
+    return out
+
+
+def compare_round(
+    targets: Sequence[Target],
+    pool: Pool,
+    *,
+    required: Sequence[str] = tuple(SECTIONS),
+    designs: Sequence[Design] | None = None,
+) -> tuple[list[Comparison], Comparison | None]:
+    """Each target's comparison, and one for every target at once (the slowest column of any
+    target decides), which is the design to assign. A required section that no design can
+    give with this pool (leave-one-clinician-out with two clinicians, a human ceiling's
+    interval with fewer patients than its floor) is not asked of any: see
+    :func:`possible_sections`."""
+    possible = possible_sections(pool, designs)
+    required = [k for k in required if k in possible]
+    each = [
+        compare(t.key, t.label, t.columns, pool, designs=designs, required=required)
+        for t in targets
+    ]
+    columns = [c for t in targets for c in t.columns]
+    every = (
+        compare("all", "every target at once", columns, pool, designs=designs, required=required)
+        if targets
+        else None
+    )
+    return each, every
