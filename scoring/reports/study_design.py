@@ -183,6 +183,11 @@ def study_design(
         reviews_made=made,
     )
     each, every = compare_round(targets, pool, required=required)
+    notes.append(
+        "adaptive waves are planned at the uniform count: what they save (1-2% of the reviews "
+        "on the bench, where the predictor is equally sure everywhere) is not counted, and "
+        "their report gives weighted estimates only"
+    )
     impossible = [SECTION_NAMES[k] for k in required if k not in possible_sections(pool)]
     if impossible:
         notes.append(

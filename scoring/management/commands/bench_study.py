@@ -49,7 +49,11 @@ class Command(BaseCommand):
         "a predictor from useless to good) --replicates times, and print for uniform classical, "
         "prediction-powered (PPI++) and prediction-powered + adaptive assignment: coverage of "
         "the 95%% intervals, mean interval width at --reviews clinician reviews, and the reviews "
-        "needed to reach uniform classical's width there."
+        "needed to reach uniform classical's width there. Then every study design (overlap 1, "
+        "2, 3, mixed; clinicians only, prediction-powered, joint predictor, adaptive): its "
+        "reviews against uniform overlap-2 classical and against its floor, the coverage of "
+        "every cell (first waves of 20 and 40 instructions too), and the design calculator's "
+        "pick."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
