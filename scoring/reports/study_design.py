@@ -122,6 +122,11 @@ def study_design(
     predictor_label = ""
     notes: list[str] = []
     tau: tuple[str, Any, Any] | None = None
+    if study is not None and study.assignment_mode == Study.AssignmentMode.ADAPTIVE:
+        notes.append(
+            "this round is assigned adaptively: its reviewed instructions were chosen for "
+            "doubt, and the plan takes them as a uniform sample"
+        )
     if study is not None:
         inputs = report_inputs(dataset=dataset, study=study)
         if len(inputs.table):

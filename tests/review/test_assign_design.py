@@ -100,6 +100,14 @@ def test_assign_recommend_prints_the_same_pick_and_writes_nothing(reviewed):
     assert Assignment.objects.filter(clinician__in=reviewed.clinicians).count() == 0
     with pytest.raises(CommandError, match="--margin"):
         call_command("assign", "--dataset", "ppi", "--recommend", "--margin", "0")
+    # An adaptive round: the recommendation still draws no wave, and --double is refused.
+    Study.objects.filter(dataset=reviewed.dataset).update(assignment_mode="adaptive")
+    out = StringIO()
+    call_command("assign", "--dataset", "ppi", "--recommend", "--clinicians", emails, stdout=out)
+    assert "assigned adaptively" in out.getvalue() and "Wave" not in out.getvalue()
+    assert Assignment.objects.filter(clinician__in=reviewed.clinicians).count() == 0
+    with pytest.raises(CommandError, match="adaptive round"):
+        call_command("assign", "--dataset", "ppi", "--overlap", "1", "--double", "3")
 
 
 def test_assign_double_carries_out_the_mixed_design(reviewed):

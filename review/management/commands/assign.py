@@ -110,16 +110,19 @@ class Command(BaseCommand):
         adaptive = target is not None and target.assignment_mode == Study.AssignmentMode.ADAPTIVE
         if adaptive and options["mode"] == "uniform":
             raise CommandError(f"{target.name} is adaptive: it is assigned in waves")  # type: ignore[union-attr]
-        if options["mode"] == "adaptive" or adaptive:
-            self._adaptive(target, clinicians, overlap, options)
-            return
         instructions = instructions_for_assignment(
             dataset=dataset,
             specialty=str(options["specialty"]),
             category=str(options["category"]),
         )
+        # Before the adaptive branch: a recommendation writes nothing, whatever the round.
         if options["recommend"]:
             self._recommend(dataset, target, list(instructions), clinicians, options)
+            return
+        if options["double"] and (options["mode"] == "adaptive" or adaptive):
+            raise CommandError("--double is a uniform design: an adaptive round draws waves")
+        if options["mode"] == "adaptive" or adaptive:
+            self._adaptive(target, clinicians, overlap, options)
             return
         if options["double"]:
             self._mixed(study, list(instructions), clinicians, overlap, options)
