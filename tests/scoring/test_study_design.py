@@ -109,6 +109,25 @@ def test_moments_are_recovered_from_reviews():
     assert not assumed.within_measured and assumed.within == 0.3
 
 
+def test_a_useless_predictor_measured_on_a_first_wave_promises_no_savings():
+    # 30 reviewed instructions and a predictor of pure noise: R2 squared from 30 points is
+    # about 1/29 on average (more once corrected for the clinicians' disagreement); adjusted
+    # for its fitted slope, the plan seldom picks the predictor for an imagined saving.
+    rng = np.random.default_rng(8)
+    picked, r2 = 0, []
+    for _ in range(200):
+        inst = np.r_[np.arange(30), np.arange(10)]
+        mu = rng.normal(0.0, 0.45, 30)
+        label = mu[inst] + rng.normal(0.0, 0.3, inst.shape[0])
+        m = moments_from_labels(inst, label, rng.normal(size=30)[inst])
+        r2.append(m.explained)
+        col = Column("c", m.between, m.within, m.explained, 0.04)
+        pick = compare("x", "x", [col], _pool()).recommended
+        picked += pick is not None and pick.design.predictor
+    assert float(np.mean(r2)) < 0.045  # 0.034 here; unadjusted 0.053
+    assert picked <= 30  # 24 of 200 here; unadjusted 39
+
+
 def _pool(instructions=300, subset=MIN_CLUSTERS):
     return Pool(instructions=instructions, patients=instructions, clinicians=5,
                 agreement_subset=subset)  # fmt: skip

@@ -479,7 +479,8 @@ def moments_from_labels(
     instructions (the first review of each) less ``W``, at least 0. ``R2`` is the squared
     covariance of the predictor with the instructions' mean label, over ``B`` and the
     predictor's variance: the correlation with what clinicians mean, corrected for their
-    disagreement (which is independent of the predictor)."""
+    disagreement (which is independent of the predictor), then adjusted for the slope fitted
+    (``1 - (1 - R2)(g - 1)/(g - 2)``, at least 0)."""
     inst = np.asarray(instruction)
     y = np.asarray(label, dtype=float)
     keep = ~np.isnan(y)
@@ -516,9 +517,11 @@ def moments_from_labels(
         ok = ~np.isnan(f_inst)
         if ok.sum() >= 3 and float(np.var(f_inst[ok])) > 0:
             cov = float(np.cov(mean[ok], f_inst[ok])[0, 1])
-            explained = min(
-                max(cov * cov / (float(np.var(f_inst[ok], ddof=1)) * between), 0.0), 1.0
-            )
+            r2 = min(max(cov * cov / (float(np.var(f_inst[ok], ddof=1)) * between), 0.0), 1.0)
+            # Adjusted for the one slope fitted: a useless predictor's R2 from g instructions
+            # is about 1 / (g - 1), which would promise savings it cannot give.
+            g_ok = int(ok.sum())
+            explained = max(0.0, 1.0 - (1.0 - r2) * (g_ok - 1) / (g_ok - 2))
     return LabelMoments(between, within, explained, measured, pairs, int(g))
 
 
