@@ -8,6 +8,7 @@ keep its unsaved edits and say what to do.
 """
 
 import json
+from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
@@ -21,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from review import access
 from review.forms.clinician import AssignForm
-from review.models import AuditEvent, Instruction, Patient, Review
+from review.models import AuditEvent, Dataset, Instruction, Patient, Review, Study, User
 from review.selectors import records as record_selectors
 from review.selectors.assignments import instructions_for_assignment
 from review.selectors.records import Cursor
@@ -38,6 +39,7 @@ from review.services import reviews as review_services
 from review.services.assignments import AssignmentError, assignments_create, assignments_plan
 from review.services.audit import audit_record, audit_record_many
 from review.urlcache import url_for
+from scoring.reports.study_design import study_design
 
 
 # --- queue ------------------------------------------------------------------------------------
@@ -404,6 +406,7 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
     form = AssignForm(request.POST or None)
     plan = None
     study = None
+    design = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         instructions = instructions_for_assignment(
@@ -435,4 +438,26 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
         )
         # The round the plan fills, named before anything is created.
         study = study or study_current(data["dataset"])
-    return render(request, "review/admin/assign.html", {"form": form, "plan": plan, "study": study})
+        design = _design(data["dataset"], study, instructions, clinicians)
+    return render(
+        request,
+        "review/admin/assign.html",
+        {"form": form, "plan": plan, "study": study, "design": design},
+    )
+
+
+def _design(
+    dataset: Dataset,
+    study: Study | None,
+    instructions: Iterable[Instruction],
+    clinicians: list[User],
+) -> dict[str, object]:
+    """The design calculator for the instructions and clinicians the preview assigns."""
+    chosen = list(instructions)
+    return study_design(
+        dataset=dataset,
+        study=study,
+        instructions=len(chosen),
+        patients=len({i.person_id or f"i{i.pk}" for i in chosen}),
+        clinicians=len(clinicians),
+    )

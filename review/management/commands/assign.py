@@ -1,14 +1,23 @@
 """Assign a dataset's instructions to clinicians with a target overlap, balanced."""
 
+import secrets
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from review.models import Dataset, Study, User
+from review.models import Dataset, Instruction, Study, User
 from review.selectors.adaptive import adaptive_state
 from review.selectors.assignments import clinicians_approved, instructions_for_assignment
 from review.selectors.studies import study_current
 from review.services.adaptive import adaptive_assign_wave, study_set_adaptive
-from review.services.assignments import MAX_OVERLAP, assignments_create, assignments_plan
+from review.services.assignment_design import assignments_create_mixed
+from review.services.assignments import (
+    MAX_OVERLAP,
+    AssignmentError,
+    assignments_create,
+    assignments_plan,
+)
 from review.services.studies import StudyError
+from scoring.reports.study_design import study_design
 
 
 class Command(BaseCommand):
@@ -47,6 +56,29 @@ class Command(BaseCommand):
         )
         parser.add_argument("--waves", type=int, default=5)
         parser.add_argument("--seed", type=int, default=None)
+        parser.add_argument(
+            "--recommend",
+            action="store_true",
+            help="compare study designs on the round's reviews so far and recommend the one "
+            "with the fewest clinician reviews that still gives every report section; "
+            "writes nothing",
+        )
+        parser.add_argument(
+            "--double",
+            type=int,
+            default=0,
+            metavar="N",
+            help="the mixed design (with --overlap 1): a second clinician on N of the "
+            "instructions, drawn with --seed and spread over patients",
+        )
+        parser.add_argument("--margin", type=float, default=5.0, help="points, for --recommend")
+        parser.add_argument(
+            "--agreement-half-width",
+            type=float,
+            default=None,
+            help="for --recommend: size the agreement subset so the human ceiling's interval "
+            "is this narrow (default: enough patients for an interval at all)",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         dataset = Dataset.objects.filter(name=options["dataset"]).first()
@@ -78,14 +110,23 @@ class Command(BaseCommand):
         adaptive = target is not None and target.assignment_mode == Study.AssignmentMode.ADAPTIVE
         if adaptive and options["mode"] == "uniform":
             raise CommandError(f"{target.name} is adaptive: it is assigned in waves")  # type: ignore[union-attr]
-        if options["mode"] == "adaptive" or adaptive:
-            self._adaptive(target, clinicians, overlap, options)
-            return
         instructions = instructions_for_assignment(
             dataset=dataset,
             specialty=str(options["specialty"]),
             category=str(options["category"]),
         )
+        # Before the adaptive branch: a recommendation writes nothing, whatever the round.
+        if options["recommend"]:
+            self._recommend(dataset, target, list(instructions), clinicians, options)
+            return
+        if options["double"] and (options["mode"] == "adaptive" or adaptive):
+            raise CommandError("--double is a uniform design: an adaptive round draws waves")
+        if options["mode"] == "adaptive" or adaptive:
+            self._adaptive(target, clinicians, overlap, options)
+            return
+        if options["double"]:
+            self._mixed(study, list(instructions), clinicians, overlap, options)
+            return
         if options["dry_run"]:
             plan = assignments_plan(
                 instructions=instructions, clinicians=clinicians, overlap=overlap, study=study
@@ -152,3 +193,102 @@ class Command(BaseCommand):
                     f"  {row.code}: p={row.probability:.3f} {'drawn' if row.drawn else ''}"
                 )
         self.stdout.write(state.message)
+
+    def _recommend(
+        self,
+        dataset: Dataset,
+        study: Study | None,
+        instructions: list[Instruction],
+        clinicians: list[User],
+        options: dict[str, object],
+    ) -> None:
+        """The design calculator's comparison for these instructions and clinicians."""
+        margin = float(options["margin"])  # type: ignore[arg-type]
+        if not 0.5 <= margin <= 50:
+            raise CommandError("--margin is in points, between 0.5 and 50")
+        half = options["agreement_half_width"]
+        plan = study_design(
+            dataset=dataset,
+            study=study,
+            instructions=len(instructions),
+            patients=len({i.person_id or f"i{i.pk}" for i in instructions}),
+            clinicians=len(clinicians),
+            margin=margin / 100.0,
+            half_width=None if half is None else float(half),  # type: ignore[arg-type]
+        )
+        w = self.stdout.write
+        where = f"{study.name}" if study is not None else "the first round"
+        w(
+            f"Design for {dataset.name}, {where}: {plan['instructions']} instructions, "
+            f"{plan['patients']} patients, {plan['clinicians']} clinicians; "
+            f"{plan['reviews_made']} reviews so far"
+            + (f"; predictor {plan['predictor_label']}" if plan["predictor_label"] else "")
+        )
+        w(
+            f"Agreement subset: {plan['agreement_subset']} instructions with two clinicians "
+            f"(human ceiling expected within ±{plan['human_ceiling_half_width']:.2f})"
+        )
+        for note in plan["notes"]:
+            w(f"Note: {note}")
+        every = plan["every"]
+        for block in [*plan["targets"], *([every] if every else [])]:
+            w(f"Target: {block['label']}")
+            for row in block["rows"]:
+                mark = "*" if row["recommended"] else " "
+                reviews = (
+                    f"{row['reviews']} reviews ({row['ratio_text']} the clinician reviews of "
+                    "uniform overlap-2 classical)"
+                    if row["reviews"] is not None
+                    else f"not reached ({row['why']})"
+                )
+                lost = "; ".join(row["gives_up"]) or "nothing"
+                w(f" {mark} {row['label']}: {reviews}; gives up: {lost}")
+        pick = every["recommended"] if every else None
+        if pick is None:
+            w("Recommended: none. " + (every["reason"] if every else "Nothing to plan."))
+            return
+        how = {
+            True: f"--overlap 1 --double {plan['agreement_subset']}",
+            False: f"--overlap {pick['key'].split('-')[0].removeprefix('overlap')}",
+        }[pick["key"].startswith("mixed")]
+        if "adaptive" in pick["key"]:
+            how = f"--mode adaptive {how}"
+        w(
+            f"Recommended: {pick['label']}: {pick['reviews']} clinician reviews "
+            f"({pick['ratio_text']} the clinician reviews of uniform overlap-2 classical, "
+            f"{pick['more']} more); assign with {how}"
+        )
+
+    def _mixed(
+        self,
+        study: Study | None,
+        instructions: list[Instruction],
+        clinicians: list[User],
+        overlap: int,
+        options: dict[str, object],
+    ) -> None:
+        doubled = int(options["double"])  # type: ignore[call-overload]
+        if overlap != 1:
+            raise CommandError("--double is the mixed design: use it with --overlap 1")
+        if not 0 < doubled <= len(instructions):
+            raise CommandError(f"--double must be between 1 and {len(instructions)}")
+        if options["dry_run"]:
+            raise CommandError("--double has no --dry-run; --recommend shows the plan")
+        seed = options["seed"]
+        seed = secrets.randbelow(2**31) if seed is None else int(seed)  # type: ignore[call-overload]
+        try:
+            first, second, subset = assignments_create_mixed(
+                instructions=instructions,
+                clinicians=clinicians,
+                doubled=doubled,
+                seed=seed,
+                actor=None,
+                study=study,
+            )
+        except AssignmentError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(
+            f"Created {first.created + second.created} assignments: one clinician on "
+            f"{first.instructions} instructions, a second on {len(subset)} (the agreement "
+            f"subset, seed {seed}; {first.short + second.short} left short)."
+        )

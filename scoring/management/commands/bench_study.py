@@ -1,7 +1,22 @@
 """Replay a synthetic study with a known truth: coverage, width and reviews saved, per design."""
 
+import math
+import time
+from dataclasses import replace
+
+import numpy as np
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from scoring.reports.statistics.design import (
+    Column,
+    Design,
+    Pool,
+    agreement_subset_size,
+    compare,
+    standard_designs,
+    variance,
+)
+from scoring.reports.statistics.design_sim import SIM_DESIGNS, DesignBench, bench_designs
 from scoring.reports.statistics.study_sim import (
     METHODS,
     PREDICTORS,
@@ -9,6 +24,11 @@ from scoring.reports.statistics.study_sim import (
     bench,
     strength_for_correlation,
 )
+
+# The study-design section's levels: the method section's, and the issue's 0.70.
+DESIGN_LEVEL = 0.70
+TARGETS = {"gaps": "top two apart", "shares": "every share within a margin"}
+COVERAGE_FLOOR, COVERAGE_MEAN = 0.935, 0.945
 
 
 def chosen_level(value: str) -> tuple[str, float]:
@@ -29,7 +49,11 @@ class Command(BaseCommand):
         "a predictor from useless to good) --replicates times, and print for uniform classical, "
         "prediction-powered (PPI++) and prediction-powered + adaptive assignment: coverage of "
         "the 95%% intervals, mean interval width at --reviews clinician reviews, and the reviews "
-        "needed to reach uniform classical's width there."
+        "needed to reach uniform classical's width there. Then every study design (overlap 1, "
+        "2, 3, mixed; clinicians only, prediction-powered, joint predictor, adaptive): its "
+        "reviews against uniform overlap-2 classical and against its floor, the coverage of "
+        "every cell (first waves of 20 and 40 instructions too), and the design calculator's "
+        "pick."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -54,6 +78,19 @@ class Command(BaseCommand):
             help="which correlation --predictor-correlation sets: pooled over every response "
             "(the one printed per level), or within model (each model centred on its means)",
         )
+        parser.add_argument(
+            "--only",
+            choices=("methods", "designs"),
+            default="",
+            help="print only the estimators at overlap 2 (methods) or only the study designs",
+        )
+        parser.add_argument(
+            "--doubled",
+            type=int,
+            default=None,
+            help="the mixed design's agreement subset (instructions with a second clinician; "
+            "default: the calculator's, enough patients for the human ceiling's interval)",
+        )
 
     def handle(self, *args: object, **o: object) -> None:
         study = SimStudy(
@@ -76,6 +113,19 @@ class Command(BaseCommand):
             name = f"{label} ({correlation:.2f}{' within model' if within else ''})"
             predictors[name] = (strength,)
             w(f"predictor {name}: signal strength {strength:.3f}")
+        if o["only"] != "designs":
+            self._methods(study, predictors, replicates, o)
+        if o["only"] != "methods":
+            self._designs(study, predictors, replicates, o)
+
+    def _methods(
+        self,
+        study: SimStudy,
+        predictors: dict[str, tuple[float, ...]],
+        replicates: int,
+        o: dict[str, object],
+    ) -> None:
+        w = self.stdout.write
         result = bench(
             study,
             replicates=replicates,
@@ -147,3 +197,164 @@ class Command(BaseCommand):
             + (", ".join(r.name for r in halves) + " predictor" if halves else "none of these")
             + ("s" if len(halves) > 1 else "")
         )
+
+    def _designs(
+        self,
+        study: SimStudy,
+        predictors: dict[str, tuple[float, ...]],
+        replicates: int,
+        o: dict[str, object],
+    ) -> None:
+        """Every design at every predictor level: reviews against uniform overlap-2 classical
+        and against the design's floor, coverage in every cell, and the calculator's pick."""
+        w = self.stdout.write
+        levels = dict(predictors)
+        if not any(name.endswith(f"({DESIGN_LEVEL:.2f})") for name in levels):
+            levels[f"issue level ({DESIGN_LEVEL:.2f})"] = (
+                strength_for_correlation(study, DESIGN_LEVEL),
+            )
+        reviews = int(o["reviews"])  # type: ignore[call-overload]
+        doubled = o["doubled"]
+        subset = (
+            int(doubled)  # type: ignore[call-overload]
+            if doubled is not None
+            else agreement_subset_size(instructions=study.n_instructions)
+        )
+        rng = np.random.default_rng(int(o["seed"]))  # type: ignore[call-overload]
+        started, cpu = time.perf_counter(), time.process_time()
+        w(
+            f"study design: {replicates} replicates; {study.n_instructions} instructions; "
+            f"mixed design: one clinician, a second on {subset} instructions (the agreement "
+            f"subset); target: uniform overlap-2 classical's interval width at {reviews} "
+            "clinician reviews"
+        )
+        coverages: list[tuple[str, float]] = []
+        useless_cost: list[float] = []
+        for name, strength in levels.items():
+            result = bench_designs(
+                study,
+                name,
+                strength,
+                replicates=replicates,
+                reviews=reviews,
+                doubled=subset,
+                rng=rng,
+            )
+            self._design_level(result, study, reviews, subset, coverages, useless_cost)
+        w(
+            f"study design: {time.perf_counter() - started:.1f} s, "
+            f"{time.process_time() - cpu:.1f} s of CPU"
+        )
+        values = [c for _, c in coverages]
+        low = [f"{cell} {c:.1%}" for cell, c in sorted(coverages, key=lambda x: x[1])]
+        low = low[: sum(c < COVERAGE_FLOOR for _, c in coverages)]
+        w(
+            f"coverage over {len(values)} cells ({replicates} replicates): mean "
+            f"coverage {float(np.mean(values)):.1%}, lowest coverage {min(values):.1%} "
+            f"(target: none below {COVERAGE_FLOOR:.1%}, mean >= {COVERAGE_MEAN:.1%}: "
+            f"{'met' if not low and np.mean(values) >= COVERAGE_MEAN else 'MISSED'})"
+        )
+        w(
+            f"{len(low)} cells below {COVERAGE_FLOOR:.1%}"
+            + (f", the lowest ten: {'; '.join(low[:10])}" if low else "")
+        )
+        if useless_cost:
+            w(
+                f"useless predictor: the recommended design costs {max(useless_cost):.2f}x the "
+                "clinician reviews of the same design without the predictor (target <= 1.02x)"
+            )
+
+    def _design_level(
+        self,
+        result: DesignBench,
+        study: SimStudy,
+        reviews: int,
+        subset: int,
+        coverages: list[tuple[str, float]],
+        useless_cost: list[float],
+    ) -> None:
+        w = self.stdout.write
+        name = result.predictor
+        w(f"design predictor {name}: correlation {result.correlation:.2f} with the truth")
+        for target, label in TARGETS.items():
+            t = result.truth[target]
+            w(
+                f"  {name} / {label}: between-instruction variance {t.between.mean():.4f}, "
+                f"clinicians' disagreement {t.within.mean():.4f}, predictor explains "
+                f"{t.explained.mean():.1%} (the best from the same scores "
+                f"{t.explained_floor.mean():.1%})"
+            )
+        by_key = {c.design.key: c for c in result.cells}
+        for cell in result.cells:
+            label = f"  {name} / {cell.design.label}"
+            for target, what in TARGETS.items():
+                w(
+                    f"{label} / {what}: {cell.ratio[target]:.2f}x the clinician reviews of "
+                    f"uniform overlap-2 classical, {cell.floor_ratio[target]:.2f}x the floor"
+                )
+            for size, value in cell.coverage.items():
+                w(f"{label}: coverage {value:.1%} at {size}")
+                coverages.append((f"{name} / {cell.design.label} at {size}", value))
+        # The calculator, fed the generator's moments, picks a design per target.
+        simulated = {d.key for d in SIM_DESIGNS}
+        designs = [d for d in _calculator_designs() if d.key in simulated]
+        pool = _pool(study, subset)
+        for target, what in TARGETS.items():
+            columns = result.truth[target].columns(float("nan"))
+            columns = [
+                replace_se(c, _baseline_se(c, study.n_instructions, reviews)) for c in columns
+            ]
+            comparison = compare(target, what, columns, pool, designs=designs)
+            pick = comparison.recommended
+            if pick is None:
+                w(f"  recommended at {name} for {what}: none ({comparison.reason})")
+                continue
+            cell = by_key[pick.design.key]
+            w(
+                f"  recommended at {name} for {what}: {cell.design.label}: "
+                f"{cell.ratio[target]:.2f}x the clinician reviews of uniform overlap-2 "
+                f"classical, {cell.floor_ratio[target]:.2f}x the floor (the calculator "
+                f"said {pick.ratio:.2f}x)"
+            )
+            if name == "useless" and pick.design.predictor:
+                plain = by_key[pick.design.key.replace("-ppi", "-classical")]
+                useless_cost.append(cell.ratio[target] / plain.ratio[target])
+            elif name == "useless":
+                useless_cost.append(1.0)
+        if name == "useless":
+            cost = by_key["mixed-ppi"].ratio["gaps"] / by_key["mixed-classical"].ratio["gaps"]
+            w(
+                f"  useless / mixed: the predictor used anyway costs {cost:.2f}x the clinician "
+                "reviews of the mixed design without it"
+            )
+
+
+def _calculator_designs() -> list[Design]:
+    return standard_designs(3)
+
+
+def _pool(study: SimStudy, subset: int) -> Pool:
+    # The bench's instructions are each about their own patient; five clinicians.
+    return Pool(
+        instructions=study.n_instructions,
+        patients=study.n_instructions,
+        clinicians=len(study.clinician_error),
+        agreement_subset=subset,
+    )
+
+
+def _baseline_se(column: Column, pool: int, reviews: int) -> float:
+    """The standard error uniform overlap-2 clinicians-only reaches at ``reviews``."""
+    v = variance(
+        between=column.between,
+        within=column.within,
+        explained=0.0,
+        pool=pool,
+        labelled=max(1, reviews // 2),
+        overlap=2,
+    )
+    return math.sqrt(float(v))
+
+
+def replace_se(column: Column, se: float) -> Column:
+    return replace(column, se_target=se)
