@@ -142,6 +142,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before the CSRF check, which reads a multipart body to find its token.
+    "medalign_site.uploads.UploadLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "medalign_site.middleware.IdleSessionTimeoutMiddleware",
@@ -412,6 +414,9 @@ STORAGES = {
 PRIVATE_STORAGE_ROOT = Path(env_str("PRIVATE_STORAGE_ROOT", str(DATA_DIR / "private"))).resolve()
 MEDIA_ROOT = PRIVATE_STORAGE_ROOT
 MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_BYTES", 5 * 1024 * 1024, minimum=1024)
+# A rubric JSONL an admin uploads (HealthBench's shape). Every endpoint's upload limit:
+# medalign_site/uploads.py; larger bodies are refused before they are read.
+RUBRIC_UPLOAD_MAX_BYTES = env_int("RUBRIC_UPLOAD_MAX_BYTES", 64 * 1024 * 1024, minimum=1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_BYTES
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440, minimum=1024)
 
