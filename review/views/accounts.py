@@ -338,11 +338,10 @@ def admin_application_certificate(request: HttpRequest, application_id: int) -> 
         handle = application.certificate.open("rb")
     except FileNotFoundError:
         raise Http404 from None
-    audit_record(
-        action=AuditEvent.Action.CERTIFICATE_VIEWED,
-        request=request,
-        obj=application,
-        details={"applicant": application.user.email},
+    # The hash of the bytes served goes in the audit event: approval needs a view of the file
+    # on file now, not of one the applicant replaced since.
+    services.certificate_view_record(
+        application=application, sha256=services.certificate_sha256(handle), request=request
     )
     extension = {"application/pdf": "pdf", "image/png": "png", "image/jpeg": "jpg"}.get(
         application.certificate_content_type, "bin"
