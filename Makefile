@@ -25,8 +25,11 @@ migrate: install
 demo: migrate
 	DEBUG=true $(PY) manage.py rundemo
 
+# Serves what the database holds (DATA_DIR or DATABASE_URL) on http://127.0.0.1:8000 with a Celery
+# worker; Ctrl-C stops both. DEBUG unless DEBUG=false, which real data needs: a database of its
+# own, SECRET_KEY and MFA_ENCRYPTION_KEY set (README, "Bringing the real MedAlign data").
 run: migrate
-	DEBUG=true $(PY) manage.py runserver 127.0.0.1:8000
+	DEBUG=$${DEBUG:-true} $(PY) manage.py runlocal
 
 worker: install
 	DEBUG=$${DEBUG:-true} TORCH_NUM_THREADS=$${TORCH_NUM_THREADS:-1} $(VENV)/bin/celery -A medalign_site worker -Q cpu,gpu --concurrency 2 --loglevel INFO

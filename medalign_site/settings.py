@@ -9,8 +9,11 @@ a malformed boolean or number raises ImproperlyConfigured naming the variable, r
 silently falling back to a default that might, for instance, leave DEBUG on in production.
 """
 
+import base64
 import json
 import os
+import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 import dj_database_url
@@ -61,17 +64,52 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 # --- Core -------------------------------------------------------------------------------------
-# Off unless asked for: a server started with only ALLOWED_HOSTS set must not run in DEBUG with
-# the development key (it refuses to start instead, for want of SECRET_KEY).
+# Off unless asked for: a server started with only ALLOWED_HOSTS set must not run in DEBUG (it
+# refuses to start instead, for want of SECRET_KEY).
 DEBUG = env_bool("DEBUG", False)
 DATA_DIR = Path(env_str("DATA_DIR", str(BASE_DIR / "var"))).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def debug_key(name: str, make: Callable[[], str]) -> str:
+    """A key of this DEBUG installation's own: made once, at random, into ``DATA_DIR/name``
+    (mode 600), then read from there by every process sharing the folder (server, worker).
+
+    A key written in this file would let anyone forge a session, a password-reset or an
+    institutional-email link for every DEBUG server. The file lies beside the data it protects
+    and never leaves the machine; delete it to make a new one (every session then ends).
+    """
+    path = DATA_DIR / name
+    if not path.exists():
+        # Written whole to a file of this process's own, then linked into place: two processes
+        # starting at once never read a half-written key, and the first one's key wins.
+        scratch = DATA_DIR / f".{name}.{os.getpid()}.tmp"
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(make() + "\n")
+        try:
+            os.link(scratch, path)
+        except FileExistsError:
+            pass
+        finally:
+            scratch.unlink()
+    if path.stat().st_mode & 0o077:
+        raise ImproperlyConfigured(f"{path} can be read by other users: chmod 600 {path}")
+    value = path.read_text().strip()
+    if not value:
+        raise ImproperlyConfigured(f"{path} is empty: delete it and a new key is made")
+    return value
+
+
+# The key DEBUG signed with before it made its own. Public: never accepted for signing; only
+# TOTP secrets an older DEBUG build encrypted with a key derived from it are still decrypted.
+PUBLIC_DEVELOPMENT_KEY = "django-insecure-local-development-only"  # noqa: S105
 
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
-    SECRET_KEY = "django-insecure-local-development-only"  # noqa: S105 - DEBUG only
+    SECRET_KEY = debug_key("secret_key", lambda: secrets.token_urlsafe(50))
 elif not DEBUG and (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
     # The same bar as Django's deploy check (security.W009), enforced: a short key signs
     # sessions and password-reset links that can be forged.
@@ -104,6 +142,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before the CSRF check, which reads a multipart body to find its token.
+    "medalign_site.uploads.UploadLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "medalign_site.middleware.IdleSessionTimeoutMiddleware",
@@ -238,8 +278,14 @@ if not MFA_ENCRYPTION_KEYS:
             "MFA_ENCRYPTION_KEY must be set when DEBUG is off (a Fernet key: python -c "
             "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')"
         )
-    # DEBUG only: derived from the development secret key, so local data stays readable.
-    MFA_ENCRYPTION_KEYS = ["derive:" + SECRET_KEY]
+    # DEBUG only: a Fernet key of this installation's own (DATA_DIR, mode 600); the key derived
+    # from the old public development key still decrypts what an older DEBUG build encrypted.
+    MFA_ENCRYPTION_KEYS = [
+        debug_key(
+            "mfa_encryption_key", lambda: base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+        ),
+        "derive:" + PUBLIC_DEVELOPMENT_KEY,
+    ]
 else:
     from cryptography.fernet import Fernet
 
@@ -368,6 +414,9 @@ STORAGES = {
 PRIVATE_STORAGE_ROOT = Path(env_str("PRIVATE_STORAGE_ROOT", str(DATA_DIR / "private"))).resolve()
 MEDIA_ROOT = PRIVATE_STORAGE_ROOT
 MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_BYTES", 5 * 1024 * 1024, minimum=1024)
+# A rubric JSONL an admin uploads (HealthBench's shape). Every endpoint's upload limit:
+# medalign_site/uploads.py; larger bodies are refused before they are read.
+RUBRIC_UPLOAD_MAX_BYTES = env_int("RUBRIC_UPLOAD_MAX_BYTES", 64 * 1024 * 1024, minimum=1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_BYTES
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440, minimum=1024)
 
@@ -528,10 +577,13 @@ LOGGING = {
 }
 
 # --- The demo server ------------------------------------------------------------------------------
-# `make demo` runs with the development settings above (DEBUG=true: http cookies, the development
-# key) but its visitors get the app's own 404 and 500 pages, never Django's debug page (which
+# `make demo` runs with the development settings above (DEBUG=true: http cookies, keys made into
+# DATA_DIR) but its visitors get the app's own 404 and 500 pages, never Django's debug page (which
 # shows settings, SQL and request data). ``manage.py rundemo`` sets DEBUG_ERROR_PAGES=false for
 # its server; DEBUG is switched off last, after every choice above was made for development.
+# DEBUG_SETTINGS keeps saying so: a server with them refuses to serve beside a dataset that is
+# not synthetic (medalign_site/wsgi.py).
+DEBUG_SETTINGS = DEBUG
 DEBUG_ERROR_PAGES = env_bool("DEBUG_ERROR_PAGES", True)
 if DEBUG and not DEBUG_ERROR_PAGES:
     DEBUG = False

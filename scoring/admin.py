@@ -7,12 +7,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from review.admin.audited import AuditedAdmin
 from scoring.generation.backends import address_refusal, normalize_endpoint
-from scoring.models import GenerationEndpoint, LearnedMetricModel, ModelVariant
+from scoring.generation.runs import GenerationRunError, generation_template_approve
+from scoring.models import GenerationEndpoint, GenerationTemplate, LearnedMetricModel, ModelVariant
 
 
 @admin.register(ModelVariant)
@@ -113,3 +115,43 @@ class GenerationEndpointAdmin(AuditedAdmin):
     )
     list_filter = ("enabled",)
     search_fields = ("url", "model", "label")
+
+
+@admin.register(GenerationTemplate)
+class GenerationTemplateAdmin(AuditedAdmin):
+    """Templates researchers asked to run on data that is not synthetic: read the text, then
+    approve it (an action, audited; another admin than the one who asked). Nothing here is
+    edited: a changed text is another template."""
+
+    list_display = ("__str__", "name", "requested_by", "requested_at", "approved_by", "approved_at")
+    list_filter = (("approved_at", admin.EmptyFieldListFilter),)
+    readonly_fields = (
+        "sha256",
+        "name",
+        "text",
+        "requested_by",
+        "requested_at",
+        "approved_by",
+        "approved_at",
+    )
+    actions = ["approve"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.action(description="Approve the selected templates for data that is not synthetic")
+    def approve(self, request: HttpRequest, queryset: QuerySet[GenerationTemplate]) -> None:
+        for template in queryset:
+            try:
+                generation_template_approve(
+                    template=template,
+                    admin=request.user,  # type: ignore[arg-type]
+                    request=request,
+                )
+            except GenerationRunError as exc:
+                self.message_user(request, f"{template}: {exc}.", level=messages.ERROR)
+            else:
+                self.message_user(request, f"{template}: approved.")

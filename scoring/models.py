@@ -264,6 +264,38 @@ class GenerationEndpoint(models.Model):
         return f"{self.label or self.model} at {self.url}"
 
 
+class GenerationTemplate(models.Model):
+    """A prompt template a researcher asked to run on data that is not synthetic, and an
+    admin's approval of it.
+
+    A template decides what a model is asked about a record, and a run's page and exports show
+    per-instruction token counts and finish reasons: a template written to make those depend on
+    the record (answer at length if the patient has X, else stop) would let a researcher read
+    records through them. So on a dataset that is not synthetic a run uses HELM's template or
+    one an admin approved here, another admin than the one who asked
+    (``scoring.generation.runs``). Keyed by the text's sha256; the text is kept whole.
+    """
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    name = models.CharField(max_length=80, blank=True)
+    text = models.TextField()
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+"
+    )
+    requested_at = models.DateTimeField(default=timezone.now)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-requested_at"]
+
+    def __str__(self) -> str:
+        state = "approved" if self.approved_at else "awaiting approval"
+        return f"Template {self.name or 'custom'}@{self.sha256[:12]} ({state})"
+
+
 class GenerationRun(RunBase):
     """A dataset's instructions answered by one model at one or more context lengths (issue 14).
 

@@ -193,11 +193,19 @@ def make_approved(
 
 
 def open_certificate(reviewer: User, application: AccessApplication) -> None:
-    """What opening the certificate page records (approval requires it)."""
+    """What opening the certificate page records (approval requires it): a view, by
+    ``reviewer``, of the bytes on file now (their sha256)."""
     from review.models import AuditEvent
     from review.services.audit import audit_record
 
-    audit_record(action=AuditEvent.Action.CERTIFICATE_VIEWED, actor=reviewer, obj=application)
+    with application.certificate.open("rb") as handle:
+        sha256 = services.certificate_sha256(handle)
+    audit_record(
+        action=AuditEvent.Action.CERTIFICATE_VIEWED,
+        actor=reviewer,
+        obj=application,
+        details={"applicant": application.user.email, "sha256": sha256},
+    )
 
 
 def make_rejected(user: User, *, reason: str = "Not eligible.") -> AccessApplication:

@@ -63,6 +63,47 @@ def test_with_only_debug_set_it_runs_on_sqlite_the_filesystem_broker_and_the_db_
     assert (tmp_path / "celery-broker" / "queue").is_dir()
 
 
+_KEYS = (
+    "import json, medalign_site.settings as s; "
+    "print(json.dumps([s.SECRET_KEY, s.MFA_ENCRYPTION_KEYS]))"
+)
+
+
+def _debug_keys(tmp_path: Path, data_dir: Path) -> tuple[str, list[str]]:
+    import json
+
+    result = load_settings(tmp_path, _KEYS, DEBUG="true", DATA_DIR=str(data_dir))
+    assert result.returncode == 0, result.stderr[-2000:]
+    secret, fernet = json.loads(result.stdout)
+    return secret, fernet
+
+
+def test_debug_makes_its_own_random_keys_once_into_data_dir(tmp_path) -> None:
+    # DEBUG signed with a key printed in settings.py: an institutional email was verified by a
+    # link forged with it. Each DEBUG installation now makes its own, readable by its owner only.
+    import base64
+    import stat
+
+    secret, fernet = _debug_keys(tmp_path, tmp_path / "one")
+    assert secret != "django-insecure-local-development-only"
+    assert len(secret) >= 50 and len(set(secret)) >= 5
+    assert len(base64.urlsafe_b64decode(fernet[0])) == 32  # a Fernet key of its own first
+    for name in ("secret_key", "mfa_encryption_key"):
+        path = tmp_path / "one" / name
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, name
+    assert _debug_keys(tmp_path, tmp_path / "one") == (secret, fernet)  # made once, then read
+    other_secret, other_fernet = _debug_keys(tmp_path, tmp_path / "two")
+    assert other_secret != secret and other_fernet[0] != fernet[0]
+
+
+def test_a_debug_key_file_others_can_read_stops_start_up(tmp_path) -> None:
+    _debug_keys(tmp_path, tmp_path)
+    (tmp_path / "secret_key").chmod(0o644)
+    result = load_settings(tmp_path, _KEYS, DEBUG="true")
+    assert result.returncode != 0
+    assert "can be read by other users: chmod 600" in result.stderr
+
+
 def test_debug_is_off_unless_asked_for(tmp_path) -> None:
     result = load_settings(tmp_path, SECRET_KEY=GOOD_KEY, MFA_ENCRYPTION_KEY=FERNET_KEY)
     assert result.returncode == 0, result.stderr

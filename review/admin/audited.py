@@ -2,11 +2,12 @@
 
 ``AuditedAdmin`` writes an ADMIN_CHANGED audit event next to Django's own LogEntry for every
 addition, change and deletion (LogEntry can be edited by a superuser; the audit trail cannot).
-``AuditedReadsAdmin`` audits every list and object page an admin opens (reviews: their
-comments are about a patient's record). ``RecordReadOnlyAdmin`` is for patient data (records,
-instructions, reference and model responses): read-only for everyone (corrections go through
-the import with ``--replace``, which invalidates the scores of changed text), and every list or
-object page an admin opens writes an ADMIN_VIEWED event naming the patient where there is one.
+``AuditedReadsAdmin`` audits every list, object, history and delete-confirmation page an admin
+opens (reviews: their comments are about a patient's record). ``RecordReadOnlyAdmin`` is for
+patient data (records, instructions, reference and model responses, rubrics and gradings):
+read-only for everyone (corrections go through the import with ``--replace``, which invalidates
+the scores of changed text), and every page of it an admin opens writes an ADMIN_VIEWED event
+naming the patient where there is one.
 """
 
 from typing import Any
@@ -82,8 +83,9 @@ class AuditedAdmin(admin.ModelAdmin):
 
 
 class AuditedReadsAdmin(AuditedAdmin):
-    """Every list and object page an admin opens writes an ADMIN_VIEWED event (patient data,
-    and clinicians' reviews with their comments)."""
+    """Every page of an object an admin opens (the list, the object, its history, the delete
+    confirmation) writes an ADMIN_VIEWED event (patient data, and clinicians' reviews with
+    their comments)."""
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -120,6 +122,38 @@ class AuditedReadsAdmin(AuditedAdmin):
                 instruction_id=_instruction_id(obj),
                 details={"model": self.model._meta.label, "page": "object"},
             )
+        return response
+
+    def _audit_object_page(
+        self, request: HttpRequest, object_id: str, response: HttpResponse, page: str
+    ) -> None:
+        if response.status_code != 200:
+            return  # refused (403), missing (redirect), or a POST that changed something
+        obj = self.get_object(request, object_id)
+        audit_record(
+            action=AuditEvent.Action.ADMIN_VIEWED,
+            request=request,
+            obj=obj,
+            person_id=_person_id(obj) if obj is not None else "",
+            instruction_id=_instruction_id(obj) if obj is not None else "",
+            details={"model": self.model._meta.label, "page": page},
+        )
+
+    def history_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Its title is the object's name: an event's type, code and time.
+        response = super().history_view(request, object_id, extra_context)
+        self._audit_object_page(request, object_id, response, "history")
+        return response
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # The confirmation lists the object and everything that would go with it.
+        response = super().delete_view(request, object_id, extra_context)
+        if request.method != "POST":
+            self._audit_object_page(request, object_id, response, "delete confirmation")
         return response
 
 

@@ -4,7 +4,10 @@ assignments (authoring, review, grading) and JSONL upload."""
 from typing import Any
 
 from django import forms
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 from django.http import QueryDict
+from django.template.defaultfilters import filesizeformat
 
 from review.models import Rubric, Study, User
 from review.selectors.assignments import clinicians_approved
@@ -93,3 +96,13 @@ class GradingAssignForm(forms.Form):
 
 class RubricUploadForm(forms.Form):
     file = forms.FileField(help_text="HealthBench JSONL: {prompt_id, rubrics: [...]} a line.")
+
+    def clean_file(self) -> UploadedFile:
+        # Nothing past the limit was kept (medalign_site/uploads.py): the size is what arrived.
+        file: UploadedFile = self.cleaned_data["file"]
+        if file.size is not None and file.size > settings.RUBRIC_UPLOAD_MAX_BYTES:
+            raise forms.ValidationError(
+                f"The file is larger than {filesizeformat(settings.RUBRIC_UPLOAD_MAX_BYTES)}, "
+                "the most this page takes (RUBRIC_UPLOAD_MAX_BYTES)."
+            )
+        return file

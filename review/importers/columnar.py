@@ -27,8 +27,21 @@ from .copier import BackgroundCopy
 from .loader import PendingEncounter, _IdReserver, _Importer, write_encounters, write_event_rows
 from .timestamps import aware
 
+NUL_PROBLEM = "holds a NUL character, which the database cannot store"
 # Rows per record batch: its Python values stay a few MB (65,536 grew peak RSS by 50 MB).
 BATCH_ROWS = 16_384
+
+
+def nul_cells(batch: pa.RecordBatch) -> Iterator[tuple[int, str]]:
+    """(row in the batch, column) of the first value holding a NUL in each text column of
+    ``batch``: PostgreSQL cannot store it (in text or jsonb), so the import names it instead of
+    failing at the database. One vectorised pass per text column."""
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            continue
+        found = pc.match_substring(column, "\x00")
+        if pc.any(found).as_py():
+            yield int(pc.index(found, True).as_py()), name
 
 
 def pylist(array: pa.Array | pa.ChunkedArray) -> list[Any]:

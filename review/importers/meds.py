@@ -58,10 +58,12 @@ from review.models import Patient
 
 from .columnar import (
     BATCH_ROWS,
+    NUL_PROBLEM,
     CohortWriter,
     NumberTexts,
     batch_rows,
     local_zone,
+    nul_cells,
     pylist,
     utc_wall_times,
 )
@@ -361,7 +363,11 @@ class MedsLoader:
         reported = 0
         try:
             for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
-                self.load_batch(file, row, batch, extras)
+                nuls = list(nul_cells(batch))
+                for at, name in nuls:
+                    self.problem(file, row + at + 1, name, NUL_PROBLEM)
+                if not nuls:  # the import fails anyway: nothing of it reaches the database
+                    self.load_batch(file, row, batch, extras)
                 row += batch.num_rows
                 done = size * row // total_rows
                 self.importer.progress(done - reported)

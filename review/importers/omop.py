@@ -56,7 +56,16 @@ from django.utils import timezone
 from review.models import Encounter, Patient
 from review.services.vocabulary import omop_concept_synonyms_import
 
-from .columnar import BATCH_ROWS, CohortWriter, NumberTexts, local_times, local_zone, pylist
+from .columnar import (
+    BATCH_ROWS,
+    NUL_PROBLEM,
+    CohortWriter,
+    NumberTexts,
+    local_times,
+    local_zone,
+    nul_cells,
+    pylist,
+)
 from .demographics import normalise_sex
 from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
 from .scratch import ScratchTable, drop_scratch_tables, scratch_tables
@@ -691,8 +700,12 @@ class OmopLoader:
                     if missing:
                         break
                     self.importer.summary.files[path.name] = f"omop:{name}"
+                nuls = list(nul_cells(batch))
+                for at, column_name in nuls:
+                    self.problem(path.name, row + at + 1, column_name, NUL_PROBLEM)
                 columns = _Columns(batch, row)
-                handle(path.name, columns)
+                if not nuls:  # the import fails anyway: nothing of it reaches the database
+                    handle(path.name, columns)
                 # Problems in row order, whichever column they were found in.
                 for problem_row, column, message in sorted(columns.problems):
                     self.problem(path.name, problem_row, column, message)

@@ -195,6 +195,9 @@ class AccessApplication(models.Model):
     specialty = models.CharField(max_length=100, blank=True)
     certificate = models.FileField(upload_to=certificate_upload_to, max_length=300)
     certificate_content_type = models.CharField(max_length=50)
+    # The file's sha256 and when it came: approval needs a view of these bytes after that time.
+    certificate_sha256 = models.CharField(max_length=64, blank=True)
+    certificate_uploaded_at = models.DateTimeField(null=True, blank=True)
     certificate_completed_on = models.DateField()
     certificate_expires_on = models.DateField()
     storage_attestation = models.BooleanField(default=False)

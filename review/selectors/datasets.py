@@ -27,3 +27,25 @@ def dataset_contents(dataset: Dataset) -> dict[str, int]:
         "reports": dataset.reports.count(),
         "generation runs": dataset.generation_runs.count(),
     }
+
+
+def datasets_not_synthetic() -> list[str]:
+    """Names of the datasets not marked synthetic (imported real data, or not known to be fake)."""
+    return sorted(Dataset.objects.filter(is_synthetic=False).values_list("name", flat=True))
+
+
+def debug_refusal(names: list[str]) -> str:
+    """Why a process with the DEBUG settings does not serve beside ``names``, and what to do.
+
+    DEBUG is for synthetic data: its cookies go over plain HTTP, its keys are kept in DATA_DIR,
+    and it loads demo accounts whose passwords and TOTP secrets are in the README."""
+    listed = ", ".join(names)
+    return (
+        f"This database holds {listed}, which is not synthetic, and DEBUG (make demo, make run) "
+        "is for synthetic data only. Keep real data in a database of its own and serve it "
+        "without DEBUG: for example DATA_DIR=/secure/medalign-var (its own SQLite file, keys "
+        "and certificates) or DATABASE_URL=postgres://postgres@127.0.0.1:5432/medalign_real, "
+        "with SECRET_KEY and MFA_ENCRYPTION_KEY set, then `DEBUG=false make run` (README: "
+        "Settings). The demo keeps var/ to itself. Once the data is imported there, take it "
+        f"out of this database with manage.py delete_dataset {names[0]} --yes."
+    )

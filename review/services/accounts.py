@@ -6,6 +6,7 @@ the same transaction and emails the applicant once the transaction commits (no p
 ever put in these emails: they carry a status, a reason written by an admin and a link).
 """
 
+import hashlib
 import io
 import secrets
 from collections.abc import Iterable
@@ -178,7 +179,7 @@ def application_submit(
     )
     _apply_details(application, details)
     application.certificate_content_type = content_type
-    application.certificate.save("certificate", certificate, save=False)
+    _store_certificate(application, certificate)
     if _verified_already(user, application.institutional_email):
         application.institutional_email_verified_at = timezone.now()
     application.save()
@@ -214,7 +215,7 @@ def application_resubmit(
     _check_details(details, typed_name=typed_name)
     if certificate is not None:
         application.certificate_content_type = _check_certificate(certificate)
-        application.certificate.save("certificate", certificate, save=False)
+        _store_certificate(application, certificate)
     _set_full_name(application.user, details.full_name)
     application.dua_signature = dua_sign(
         user=application.user, version=dua_version, typed_name=typed_name, request=request
@@ -378,15 +379,7 @@ def application_approve(
     _check_transition(application, Status.APPROVED)
     if not by_operator:
         _check_not_own(application, reviewer)
-        if not AuditEvent.objects.filter(
-            action=AuditEvent.Action.CERTIFICATE_VIEWED,
-            actor=reviewer,
-            object_type="AccessApplication",
-            object_id=str(application.pk),
-        ).exists():
-            raise AccountsError(
-                "Open the applicant's training certificate before approving the application."
-            )
+        _check_certificate_opened(application, reviewer)
         if application.institutional_email_verified_at is None:
             raise AccountsError(
                 "The applicant's institutional email is not verified yet: they were sent a "
@@ -671,6 +664,67 @@ def _check_details(details: ApplicationDetails, *, typed_name: str) -> None:
         raise AccountsError("The training completion date cannot be in the future.")
     if details.certificate_expires_on <= today:
         raise AccountsError("The training certificate has expired.")
+
+
+def certificate_sha256(file: File) -> str:
+    """The sha256 of a certificate's bytes, read in chunks; the file is left at its start."""
+    digest = hashlib.sha256()
+    file.seek(0)
+    for chunk in file.chunks():
+        digest.update(chunk)
+    file.seek(0)
+    return digest.hexdigest()
+
+
+def _store_certificate(application: AccessApplication, certificate: File) -> None:
+    """Save the file with its sha256 and the time it came: approval needs a view of this one."""
+    application.certificate_sha256 = certificate_sha256(certificate)
+    application.certificate_uploaded_at = timezone.now()
+    application.certificate.save("certificate", certificate, save=False)
+
+
+def certificate_view_record(
+    *, application: AccessApplication, sha256: str, request: HttpRequest | None = None
+) -> None:
+    """Audit an admin's view of the certificate, with the sha256 of the bytes served. An
+    application stored before certificates were hashed takes the hash of its file now."""
+    if not application.certificate_sha256:
+        application.certificate_sha256 = sha256
+        application.certificate_uploaded_at = application.certificate_uploaded_at or (
+            application.submitted_at
+        )
+        application.save(update_fields=["certificate_sha256", "certificate_uploaded_at"])
+    audit_record(
+        action=AuditEvent.Action.CERTIFICATE_VIEWED,
+        request=request,
+        obj=application,
+        details={"applicant": application.user.email, "sha256": sha256},
+    )
+
+
+def _check_certificate_opened(application: AccessApplication, reviewer: User) -> None:
+    """The reviewer opened the certificate now on file: a view (CERTIFICATE_VIEWED, with the
+    sha256 of the bytes served) after its upload and of the same bytes. A view of the file an
+    applicant replaced when resubmitting approved a certificate nobody had seen."""
+    views = AuditEvent.objects.filter(
+        action=AuditEvent.Action.CERTIFICATE_VIEWED,
+        actor=reviewer,
+        object_type="AccessApplication",
+        object_id=str(application.pk),
+    )
+    current = views.filter(details__sha256=application.certificate_sha256)
+    if application.certificate_uploaded_at is not None:
+        current = current.filter(created_at__gte=application.certificate_uploaded_at)
+    if application.certificate_sha256 and current.exists():
+        return
+    if views.exists():
+        raise AccountsError(
+            "The applicant's training certificate was replaced after you opened it: open the "
+            "current one before approving the application."
+        )
+    raise AccountsError(
+        "Open the applicant's training certificate before approving the application."
+    )
 
 
 def _check_certificate(certificate: File) -> str:

@@ -141,9 +141,10 @@ def grading_validate(
         where = f"edits[{i}]"
         if not isinstance(item, dict) or set(item) - EDIT_KEYS:
             raise InvalidReview(f"{where} has unknown fields", field=where)
-        if item.get("handle") not in handles:
+        handle, field = item.get("handle"), item.get("field")
+        if not isinstance(handle, str) or handle not in handles:  # a list is unhashable
             raise InvalidReview(f"{where}.handle is not a response of this grading", field=where)
-        if item.get("field") not in fields:
+        if not isinstance(field, str) or field not in fields:
             raise InvalidReview(f"{where}.field is not a criterion of this rubric", field=where)
         if "value" not in item:
             raise InvalidReview(f"{where}.value is missing", field=where)

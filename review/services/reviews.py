@@ -16,7 +16,10 @@ The save protocol (one design for the review page, blinding and load):
   written only at submit, which carries the final edits itself.
 - A submitted review takes no edits: they are answered ``read_only`` with the edits that were
   not applied, so the page can say exactly what happened to them.
-Payloads are validated completely before anything is written.
+Payloads are validated completely before anything is written. The one exception is text the
+database cannot store (``review.storable``: a NUL, a lone surrogate) in an edit's value: that edit
+is refused by name (``edits[i]``, all of them in ``refused``) and the rest of its batch is saved,
+so a pasted character never costs the clinician the other edits.
 """
 
 import secrets
@@ -40,6 +43,7 @@ from review.models import (
 )
 from review.models.reviews import new_handle
 from review.selectors.reviews import active_error_tags, error_tags
+from review.storable import UNSTORABLE, storable
 
 from .audit import audit_record
 
@@ -217,6 +221,8 @@ class EditBatch:
     tab: str
     seq: int
     active_seconds: int
+    # Edits whose text cannot be stored: (their index in the request, their key), left out.
+    refused: tuple[tuple[int, str], ...] = ()
 
 
 def _active_tag_slugs() -> frozenset[str]:
@@ -287,9 +293,12 @@ def batch_envelope(payload: Any) -> BatchEnvelope:
     items = payload.get("edits", [])
     if not isinstance(items, list) or len(items) > MAX_EDITS:
         raise InvalidReview(f"edits must be a list of at most {MAX_EDITS}", field="edits")
+    tab = _str(payload.get("tab", ""), "tab", max_chars=40)
+    if not storable(tab):
+        raise InvalidReview(f"tab {UNSTORABLE}", field="tab")
     return BatchEnvelope(
         items=items,
-        tab=_str(payload.get("tab", ""), "tab", max_chars=40),
+        tab=tab,
         seq=_int(payload.get("seq", 0), "seq", maximum=2**53),
         active_seconds=_int(payload.get("active_seconds", 0), "active_seconds", maximum=86_400),
     )
@@ -303,6 +312,7 @@ def review_validate(review: Review, payload: Any) -> EditBatch:
     n = len(review.handles)
     now_ms = int(time.time() * 1000)
     edits = []
+    refused: list[tuple[int, str]] = []
     for i, item in enumerate(items):
         where = f"edits[{i}]"
         if not isinstance(item, dict) or set(item) - EDIT_KEYS:
@@ -310,7 +320,7 @@ def review_validate(review: Review, payload: Any) -> EditBatch:
         field = item.get("field")
         handle = item.get("handle")
         if field in JUDGEMENT_FIELDS:
-            if handle not in handles:
+            if not isinstance(handle, str) or handle not in handles:  # a list is unhashable
                 raise InvalidReview(f"{where}.handle is not a response of this review", field=where)
             key = f"{handle}.{field}"
         elif field in REVIEW_FIELDS and handle is None:
@@ -322,8 +332,23 @@ def review_validate(review: Review, payload: Any) -> EditBatch:
         value = _value(str(field), item["value"], f"{where}.value", n=n)
         # A clock ahead of the server's would make an edit win over every later one.
         at = min(_int(item.get("at"), f"{where}.at"), now_ms)
+        if isinstance(value, str) and not storable(value):
+            refused.append((i, key))
+            continue
         edits.append(Edit(key=key, value=value, at=at))
-    return EditBatch(edits=edits, tab=tab, seq=seq, active_seconds=active)
+    return EditBatch(edits=edits, tab=tab, seq=seq, active_seconds=active, refused=tuple(refused))
+
+
+def _unstorable(batch: EditBatch, state: dict[str, Any]) -> InvalidReview:
+    """The answer to a batch with edits whose text cannot be stored, once the rest is saved:
+    400 naming the first (``field``) and all of them (``refused``), with the saved state."""
+    names = [f"edits[{i}]" for i, _ in batch.refused]
+    return InvalidReview(
+        f"{names[0]}.value {UNSTORABLE}: change that text; "
+        + ("the other changes were saved" if batch.edits else "nothing else was sent"),
+        field=names[0],
+        extra={"refused": names, "state": state},
+    )
 
 
 # --- merging ----------------------------------------------------------------------------------
@@ -463,7 +488,10 @@ def _read_only(review: Review, batch: EditBatch) -> ReviewReadOnly:
     for handle, judged in values.items():
         for field in JUDGEMENT_FIELDS:
             current[f"{handle}.{field}"] = getattr(judged, field)
-    unapplied = sorted({e.key for e in batch.edits if current.get(e.key) != e.value})
+    unapplied = sorted(
+        {e.key for e in batch.edits if current.get(e.key) != e.value}
+        | {key for _, key in batch.refused}
+    )
     when = timezone.localtime(review.submitted_at).strftime("%-d %b %Y, %H:%M")
     return ReviewReadOnly(
         f"This review was submitted on {when}, so it takes no more changes",
@@ -492,6 +520,16 @@ def review_save_draft(
     request changed the review in between (optimistic, so saves never wait on a lock)."""
     # The handles a batch is checked against never change, so one validation serves every try.
     batch = review_validate(review, payload)
+    state = _save_batch(review, clinician, batch, request)
+    if batch.refused:
+        raise _unstorable(batch, state)
+    return state
+
+
+def _save_batch(
+    review: Review, clinician: User, batch: EditBatch, request: HttpRequest | None
+) -> dict[str, Any]:
+    """Merge a checked batch into the draft (``review_save_draft``); the review's state."""
     for _attempt in range(20):
         if not review.is_editable:
             raise _read_only(review, batch)
@@ -543,19 +581,30 @@ _LOCKED_REVIEW: PreparedQuery[Review] = PreparedQuery(
 )
 
 
-@transaction.atomic
 def review_submit(
     *, review_id: int, clinician: User, payload: Any, request: HttpRequest | None = None
 ) -> dict[str, Any]:
     """Apply the final edits and submit: the judgement rows get the merged values.
 
     Submitting again (a double click, a retry after a lost answer) returns the submitted review
-    when the edits it carries are already in it, and ``read_only`` naming them otherwise.
+    when the edits it carries are already in it, and ``read_only`` naming them otherwise. A
+    batch with text that cannot be stored is not submitted: its other edits are saved to the
+    draft, and the answer names the refused ones.
     """
-    review = _LOCKED_REVIEW.first(review_id=review_id, clinician_id=clinician.pk)
-    if review is None:
-        raise Review.DoesNotExist
-    batch = review_validate(review, payload)
+    with transaction.atomic():
+        review = _LOCKED_REVIEW.first(review_id=review_id, clinician_id=clinician.pk)
+        if review is None:
+            raise Review.DoesNotExist
+        batch = review_validate(review, payload)
+        if not batch.refused or review.status == Review.Status.SUBMITTED:
+            return _submit(review, clinician, batch, request)
+        state = _save_batch(review, clinician, batch, request)  # the row is locked: one try
+    raise _unstorable(batch, state)
+
+
+def _submit(
+    review: Review, clinician: User, batch: EditBatch, request: HttpRequest | None
+) -> dict[str, Any]:
     if review.status == Review.Status.SUBMITTED:
         refusal = _read_only(review, batch)
         if refusal.extra["unapplied"]:

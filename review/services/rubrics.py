@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from review.models import AuditEvent, Criterion, Instruction, Rubric, User
 from review.models.rubrics import MAX_POINTS, MIN_POINTS
+from review.storable import UNSTORABLE, storable
 
 from .audit import audit_record
 
@@ -251,6 +252,8 @@ def _check_note(note: str, *, required: bool) -> str:
     note = (note or "").strip()
     if required and not note:
         raise RubricError("say what the author should change", field="note")
+    if not storable(note):
+        raise RubricError(f"the note {UNSTORABLE}", field="note")
     if len(note) > MAX_NOTE_CHARS:
         raise RubricError(f"the note is longer than {MAX_NOTE_CHARS} characters", field="note")
     return note

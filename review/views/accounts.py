@@ -21,6 +21,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from medalign_site.uploads import upload_limit
 from review.access import admin_required, user_access
 from review.csv_safety import csv_safe_cell
 from review.forms.accounts import (
@@ -76,8 +77,15 @@ def application_status(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _signed_in(request: HttpRequest) -> bool:
+    """Who may send a training certificate: a signed-in account (an anonymous body is refused
+    unread past Django's limit for form fields)."""
+    return bool(request.user.is_authenticated)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
+@upload_limit("MAX_UPLOAD_BYTES", allowed=_signed_in)
 def application_apply(request: HttpRequest) -> HttpResponse:
     if not _can_apply(request):
         return redirect("application_status")
@@ -108,6 +116,7 @@ def application_apply(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@upload_limit("MAX_UPLOAD_BYTES", allowed=_signed_in)
 def application_resubmit(request: HttpRequest) -> HttpResponse:
     application = selectors.application_open_for_user(request.user)
     if application is None or application.status != Status.CHANGES_REQUESTED:
@@ -329,11 +338,10 @@ def admin_application_certificate(request: HttpRequest, application_id: int) -> 
         handle = application.certificate.open("rb")
     except FileNotFoundError:
         raise Http404 from None
-    audit_record(
-        action=AuditEvent.Action.CERTIFICATE_VIEWED,
-        request=request,
-        obj=application,
-        details={"applicant": application.user.email},
+    # The hash of the bytes served goes in the audit event: approval needs a view of the file
+    # on file now, not of one the applicant replaced since.
+    services.certificate_view_record(
+        application=application, sha256=services.certificate_sha256(handle), request=request
     )
     extension = {"application/pdf": "pdf", "image/png": "png", "image/jpeg": "jpg"}.get(
         application.certificate_content_type, "bin"

@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from medalign_site.uploads import upload_limit
 from review import access
 from review.forms.rubrics import (
     BLANK_ROWS,
@@ -222,7 +223,19 @@ def grading_submit(request: HttpRequest, grading_id: int) -> JsonResponse:
 
 
 # --- admins -------------------------------------------------------------------------------------
+def _an_admin(request: HttpRequest) -> bool:
+    """Who may send this page a rubric file: an admin, in a session past the second factor
+    (anyone else's body is refused unread past Django's limit for form fields)."""
+    user = request.user
+    return bool(
+        user.is_authenticated
+        and access.user_access(user).is_admin
+        and access.second_factor_passed(request)
+    )
+
+
 @require_http_methods(["GET", "POST"])
+@upload_limit("RUBRIC_UPLOAD_MAX_BYTES", allowed=_an_admin)
 @access.admin_required
 def admin_rubrics(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = get_object_or_404(Dataset, pk=dataset_id)

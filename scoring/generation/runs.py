@@ -30,6 +30,8 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
 
 from review.models import AuditEvent, Dataset, Instruction, ModelResponse, User
 from review.services.audit import audit_record
@@ -39,7 +41,12 @@ from scoring.generation.backends import (
     GenerationParams,
     backend_from_spec,
 )
-from scoring.generation.prompts import TRUNCATION_POLICIES, PromptError, PromptTemplate
+from scoring.generation.prompts import (
+    HELM_TEMPLATE,
+    TRUNCATION_POLICIES,
+    PromptError,
+    PromptTemplate,
+)
 from scoring.generation.record_text import SERIALIZATION_VERSION
 from scoring.generation.tasks import generation_batch
 from scoring.generation.work import (
@@ -48,7 +55,7 @@ from scoring.generation.work import (
     generate_responses,
     response_model_name,
 )
-from scoring.models import GenerationBatch, GenerationEndpoint, GenerationRun
+from scoring.models import GenerationBatch, GenerationEndpoint, GenerationRun, GenerationTemplate
 from scoring.runs import machinery
 
 MAX_CONTEXT_LENGTH = 1 << 20
@@ -333,7 +340,78 @@ def _label_clash(
     return None
 
 
+# --- templates on real data: an admin's approval ------------------------------------------------
+
+
+class TemplateNeedsApproval(GenerationRunError):
+    """A template that must be approved by an admin before it runs on this dataset."""
+
+
+def template_check(
+    *, dataset: Dataset, template: PromptTemplate, actor: User | None, by_operator: bool = False
+) -> None:
+    """Refuse a template that may not run on ``dataset``, asking an admin to approve it.
+
+    On synthetic data any template runs, and HELM's everywhere. On any other dataset a template
+    runs once an admin approved it (``GenerationTemplate``): a researcher sees per-instruction
+    token counts and finish reasons, which a template can make depend on the record. An
+    operator's command on the server (``by_operator``) can read the database anyway. The request
+    is written in its own transaction, so it stays when the run is refused.
+    """
+    if dataset.is_synthetic or template.text == HELM_TEMPLATE or by_operator:
+        return
+    approved = GenerationTemplate.objects.filter(
+        sha256=template.sha256, approved_at__isnull=False
+    ).exists()
+    if approved:
+        return
+    with transaction.atomic():
+        GenerationTemplate.objects.get_or_create(
+            sha256=template.sha256,
+            defaults={"name": template.name[:80], "text": template.text, "requested_by": actor},
+        )
+    raise TemplateNeedsApproval(
+        f"{dataset.name} is not synthetic, and template {template.version} is not approved for "
+        "it: a template can make what a run shows per instruction (its tokens, how it ended) "
+        "depend on the record. An admin has been asked to approve it (Admin: Generation "
+        "templates); start the run again once it is approved, or use HELM's template, which "
+        "needs no approval."
+    )
+
+
 @transaction.atomic
+def generation_template_approve(
+    *, template: GenerationTemplate, admin: User, request: HttpRequest | None = None
+) -> GenerationTemplate:
+    """An admin approves a template for data that is not synthetic (audited); another admin
+    than the one who asked for it."""
+    template = GenerationTemplate.objects.select_for_update().get(pk=template.pk)
+    if template.requested_by_id is not None and template.requested_by_id == admin.pk:
+        raise GenerationRunError("another admin approves a template you asked for")
+    if template.approved_at is None:
+        template.approved_by = admin
+        template.approved_at = timezone.now()
+        template.save(update_fields=["approved_by", "approved_at"])
+        audit_record(
+            action=AuditEvent.Action.ADMIN_CHANGED,
+            actor=admin,
+            request=request,
+            obj=template,
+            details={
+                "model": "scoring.GenerationTemplate",
+                "change": "approved for data that is not synthetic",
+                "sha256": template.sha256,
+                "text": template.text[:TEMPLATE_AUDIT_CHARS],
+            },
+        )
+    return template
+
+
+# Templates are the researcher's own text, never patient text: the audit keeps them whole up to
+# this many characters (and their sha256 always).
+TEMPLATE_AUDIT_CHARS = 20_000
+
+
 def generation_run_create(
     *,
     dataset: Dataset,
@@ -347,9 +425,11 @@ def generation_run_create(
     actor: User | None = None,
     batch_size: int | None = None,
     enqueue: bool = True,
+    by_operator: bool = False,
 ) -> GenerationRun:
     """Plan a run and queue its batches once committed; ``GenerationRunError`` says what is wrong
-    (nothing is created then).
+    (nothing is created then). A template not allowed on the dataset (``template_check``) is
+    refused, and an admin asked to approve it; ``by_operator`` for the ``generate`` command.
 
     ``model`` is a ``model_choices()`` key. An endpoint must still be allowlisted (checked here,
     before anything is planned, and again before every request). ``label`` names the model in
@@ -357,11 +437,6 @@ def generation_run_create(
     already names another model's responses in this dataset is refused, so two models never
     share a name and an instruction's response is never skipped as if it were done.
     """
-    choice = model_choice(model)
-    lengths = _context_lengths(context_lengths)
-    if policy not in TRUNCATION_POLICIES:
-        raise GenerationRunError(f"unknown truncation policy {policy!r}; choose recent or bm25")
-    params = params or GenerationParams()
     try:
         template = PromptTemplate(
             template_text if template_text is not None else PromptTemplate().text,
@@ -369,6 +444,40 @@ def generation_run_create(
         )
     except PromptError as exc:
         raise GenerationRunError(str(exc)) from None
+    template_check(dataset=dataset, template=template, actor=actor, by_operator=by_operator)
+    return _run_create(
+        dataset=dataset,
+        model=model,
+        context_lengths=context_lengths,
+        policy=policy,
+        template=template,
+        params=params,
+        label=label,
+        actor=actor,
+        batch_size=batch_size,
+        enqueue=enqueue,
+    )
+
+
+@transaction.atomic
+def _run_create(
+    *,
+    dataset: Dataset,
+    model: str,
+    context_lengths: Iterable[int],
+    policy: str,
+    template: PromptTemplate,
+    params: GenerationParams | None,
+    label: str,
+    actor: User | None,
+    batch_size: int | None,
+    enqueue: bool,
+) -> GenerationRun:
+    choice = model_choice(model)
+    lengths = _context_lengths(context_lengths)
+    if policy not in TRUNCATION_POLICIES:
+        raise GenerationRunError(f"unknown truncation policy {policy!r}; choose recent or bm25")
+    params = params or GenerationParams()
     too_short = [n for n in lengths if n <= params.max_new_tokens]
     if too_short:
         raise GenerationRunError(
@@ -426,6 +535,9 @@ def generation_run_create(
             "context_lengths": lengths,
             "truncation_policy": policy,
             "template_version": template.version,
+            # The template itself: what the model was asked about every record.
+            "template_sha256": template.sha256,
+            "template_text": template.text[:TEMPLATE_AUDIT_CHARS],
         },
     )
     machinery.run_start(GENERATION, run, batches, enqueue=enqueue)

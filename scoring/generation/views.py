@@ -41,7 +41,8 @@ class GenerationRunForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 6}),
         initial=HELM_TEMPLATE,
         help_text="HELM's medalign template; {ehr} and {question} are filled in. An edited "
-        "template is recorded with its own version (name and sha256).",
+        "template is recorded with its own version (name and sha256); on a dataset that is not "
+        "synthetic it runs once an admin has approved it.",
     )
     template_label = forms.SlugField(required=False, help_text="A name for an edited template.")
     label = forms.CharField(

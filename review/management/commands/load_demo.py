@@ -7,7 +7,7 @@ from tqdm import tqdm
 
 from review.demo import SYNTHETIC_NOTICE, DemoSpec, write_release
 from review.importers import total_bytes
-from review.models import Dataset
+from review.selectors.datasets import datasets_not_synthetic, debug_refusal
 from review.services.demo import demo_accounts_and_assignments
 from review.services.imports import dataset_import
 
@@ -35,12 +35,11 @@ class Command(BaseCommand):
                 "load_demo creates accounts whose passwords and TOTP secrets are public: it runs "
                 "only on a development machine, with DEBUG=true."
             )
-        real = list(Dataset.objects.filter(is_synthetic=False).values_list("name", flat=True))
+        real = datasets_not_synthetic()
         if real:
             raise CommandError(
-                "load_demo refuses to run beside real data: "
-                + ", ".join(sorted(real))
-                + " is not synthetic. Use a separate database for the demo."
+                f"load_demo refuses to run beside real data: {', '.join(real)} is not "
+                "synthetic. " + debug_refusal(real)
             )
         if options["accounts_only"]:
             for line in demo_accounts_and_assignments(dataset_name=str(options["dataset"])):

@@ -32,6 +32,18 @@ class Command(BaseCommand):
             call_command("load_demo", stdout=self.stdout, stderr=self.stderr)
         else:
             call_command("load_demo", "--accounts-only", stdout=self.stdout, stderr=self.stderr)
+        # The app's own 404/500 pages, not Django's debug page (settings: DEBUG_ERROR_PAGES);
+        # --insecure keeps runserver serving the static files with DEBUG off.
+        self.serve(
+            options,
+            [sys.executable, "manage.py", "runserver", "--noreload", "--insecure"],
+            {"DEBUG_ERROR_PAGES": "false"},
+        )
+
+    def serve(
+        self, options: dict[str, object], server: list[str], server_env: dict[str, str]
+    ) -> None:
+        """Run ``server`` (given the address last) and a Celery worker until Ctrl-C."""
         base = Path(settings.BASE_DIR)
         celery = Path(sys.executable).with_name("celery")
         # Each pool process gets its share of the cores for torch (more would oversubscribe).
@@ -55,19 +67,10 @@ class Command(BaseCommand):
             env=env,
             start_new_session=True,
         )
-        # The app's own 404/500 pages, not Django's debug page (settings: DEBUG_ERROR_PAGES);
-        # --insecure keeps runserver serving the static files with DEBUG off.
         server = subprocess.Popen(  # noqa: S603
-            [
-                sys.executable,
-                "manage.py",
-                "runserver",
-                "--noreload",
-                "--insecure",
-                str(options["addr"]),
-            ],
+            [*server, str(options["addr"])],
             cwd=base,
-            env={**os.environ, "DEBUG_ERROR_PAGES": "false"},
+            env={**os.environ, **server_env},
             start_new_session=True,
         )
 

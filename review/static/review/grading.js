@@ -208,7 +208,10 @@
     if (res.status === 400) {
       var m = /^edits\[(\d+)\]/.exec(res.body.field || "");
       var bad = m && sent.edits[Number(m[1])];
-      pending = bad ? pending.filter(function (e) { return e !== bad; }) : [];
+      // A 400 that names no edit (a proxy's HTML page, a body the server could not read) says
+      // nothing against any one edit: none is dropped, and they all go again later.
+      if (!bad) return trouble((res.body.message || "The server refused the request (400)") + ".");
+      pending = pending.filter(function (e) { return e !== bad; });
       persist();
       setStatus("error", "One change was refused: " + (res.body.message || "the server refused it") + ".");
       if (pending.length) schedule(SAVE_DEBOUNCE_MS);

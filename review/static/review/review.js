@@ -119,18 +119,22 @@
     var max = LIMITS[e.field];
     return max && typeof e.value === "string" && e.value.length > max ? e.value.length - max : 0;
   }
-  function sendable(e) { return !overBy(e); }
+  // Text the server refused because it cannot store it (a NUL, half of a surrogate pair: a paste
+  // from another program) is held the same way, flagged ``refused``, until the clinician changes it.
+  function sendable(e) { return !overBy(e) && !e.refused; }
   function held() { return pending.filter(function (e) { return !sendable(e); }); }
   function describeField(e) {
     return e.handle ? "the comment on Response " + labels[e.handle] : "the cannot-assess details";
   }
+  function heldReason(e) {
+    if (e.refused) return describeField(e) + " holds a character that cannot be saved (a NUL or a broken character, often from a paste)";
+    return describeField(e) + " is " + overBy(e).toLocaleString("en") + " characters over the limit of " + LIMITS[e.field].toLocaleString("en");
+  }
   function heldText() {
-    return held().map(function (e) {
-      return describeField(e) + " is " + overBy(e).toLocaleString("en") + " characters over the limit of " + LIMITS[e.field].toLocaleString("en");
-    }).join("; ");
+    return held().map(heldReason).join("; ");
   }
   function showHeld() {
-    setStatus("error", "Not saved: " + heldText() + ". Shorten it to save.");
+    setStatus("error", "Not saved: " + heldText() + ". " + (held().some(function (e) { return e.refused; }) ? "Change it to save." : "Shorten it to save."));
   }
 
   function edit(handle, field, value) {
@@ -294,17 +298,46 @@
     timer = window.setTimeout(submitting ? submitNow : flush, retryMs);
   }
 
+  // The edits of ``sent`` a 400 names: every one in ``refused`` (text the server cannot store),
+  // else the one its ``field`` names, else none.
+  function namedEdits(body, sent) {
+    var names = Array.isArray(body.refused) ? body.refused : [body.field || ""];
+    var named = [];
+    names.forEach(function (name) {
+      var m = /^edits\[(\d+)\]/.exec(name);
+      var e = m && sent.edits[Number(m[1])];
+      if (e && named.indexOf(e) < 0) named.push(e);
+    });
+    return named;
+  }
+
+  // Text the server cannot store: the rest of the batch was saved (``state``); the refused edits
+  // stay in this tab, held, until the clinician changes them. Returns whether it was that.
+  function holdRefused(body, sent) {
+    if (!Array.isArray(body.refused)) return false;
+    var named = namedEdits(body, sent);
+    named.forEach(function (e) { e.refused = true; });
+    if (body.state) acknowledge({ edits: sent.edits.filter(function (e) { return named.indexOf(e) < 0; }), active_seconds: sent.active_seconds }, body.state);
+    persist();
+    return true;
+  }
+
   function refused(body, sent) {
-    // A malformed edit (a bug, or a tag an admin just retired): drop it so the rest can go.
-    var m = /^edits\[(\d+)\]/.exec(body.field || "");
-    if (m && sent.edits[Number(m[1])]) {
-      var bad = sent.edits[Number(m[1])];
-      pending = pending.filter(function (e) { return e !== bad; });
-      persist();
-    } else {
-      pending = [];
-      persist();
+    if (holdRefused(body, sent)) {
+      showHeld();
+      notice("Not saved: " + heldText() + ". Change that text; everything else is saved.");
+      if (pending.some(sendable)) schedule(SAVE_DEBOUNCE_MS);
+      return;
     }
+    var bad = namedEdits(body, sent)[0];
+    if (!bad) {
+      // A 400 that names no edit (a proxy's HTML page, a body the server could not read) says
+      // nothing against any one edit: none is dropped, and they all go again later.
+      return trouble((body.message || "The server refused the request (400)") + ".");
+    }
+    // A malformed edit (a bug, or a tag an admin just retired): drop it so the rest can go.
+    pending = pending.filter(function (e) { return e !== bad; });
+    persist();
     setStatus("error", "One change was refused: " + (body.message || "the server refused it") + ".");
     notice("One change was refused: " + (body.message || "the server refused it") + ". Everything else is kept.");
     if (pending.length) schedule(SAVE_DEBOUNCE_MS);
@@ -737,8 +770,8 @@
 
   function tooLong() {
     return held().map(function (e) {
-      var text = describeField(e);
-      return text.charAt(0).toUpperCase() + text.slice(1) + " is " + overBy(e).toLocaleString("en") + " characters over the limit of " + LIMITS[e.field].toLocaleString("en") + ": shorten it.";
+      var text = heldReason(e);
+      return text.charAt(0).toUpperCase() + text.slice(1) + (e.refused ? ": change that text." : ": shorten it.");
     });
   }
 
@@ -798,6 +831,12 @@
         } else if (res.status === 400) {
           submitting = false;
           submitBtn.disabled = false;
+          if (holdRefused(res.body, sent)) {
+            // Not submitted; the other edits are saved as a draft, the refused ones held here.
+            setStatus("error", "Not submitted: " + heldText() + ".");
+            showErrors(problems());
+            return;
+          }
           setStatus("error", "Not submitted: " + (res.body.message || "the server refused the review") + ".");
           showErrors([res.body.message || "The server refused the review."]);
         } else if (res.status === 403 && res.body.error === "csrf") {

@@ -80,6 +80,8 @@ class Command(BaseCommand):
                     label=str(options["label"]),
                     batch_size=options["batch_size"],  # type: ignore[arg-type]
                     enqueue=not inline,
+                    # The operator, on the server: no admin's approval of the template needed.
+                    by_operator=True,
                 )
         except generation.GenerationRunError as exc:
             raise CommandError(str(exc)) from None
