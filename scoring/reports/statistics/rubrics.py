@@ -368,7 +368,8 @@ def _macro_f1_counts(counts: Array) -> Array:
 
 def _reference_has_both(counts: Array) -> Array:
     """Whether the reference (``b`` of ``_confusion``) says both "met" and "not met"."""
-    return (counts[..., 0] + counts[..., 2] > 0) & (counts[..., 1] + counts[..., 3] > 0)
+    out: Array = (counts[..., 0] + counts[..., 2] > 0) & (counts[..., 1] + counts[..., 3] > 0)
+    return out
 
 
 def _f1_counts(counts: Array) -> Array:
