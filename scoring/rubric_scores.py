@@ -14,17 +14,21 @@ statistics' ``Verdicts`` (``scoring.reports.statistics.rubrics``), raters named 
 
 A response's score uses, for each rater, the latest rubric version that rater graded it on (a
 response graded on two versions is not scored on both at once); agreement is computed per
-version as well. Numbers and pseudonyms only: no criterion or response text leaves here.
+version as well. A clinician who graded the same response on the same criterion more than once
+(the response was in two studies) has one verdict counted: the one of the grading submitted
+last; gradings submitted at the same moment, the later study's (its round), then the later
+grading's. Numbers and pseudonyms only: no criterion or response text leaves here.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 import numpy as np
-from django.db.models import CharField, F, Value
+from django.db.models import CharField, DateTimeField, F, IntegerField, Value
 from django.db.models.functions import Cast, Concat
 from numpy.typing import NDArray
 
@@ -46,11 +50,11 @@ def grader_key(config_id: int) -> str:
     return f"{GRADER}:{config_id}"
 
 
-def rubric_verdicts(*, response_ids: Iterable[int]) -> tuple[Verdicts, dict[int, int]]:
-    """Every clinician's and grader's verdict on ``response_ids`` (four queries), and each
-    criterion's rubric version number."""
+def rubric_verdicts(*, response_ids: Iterable[int]) -> tuple[Verdicts, dict[int, int], int]:
+    """Every clinician's and grader's verdict on ``response_ids`` (four queries), one per
+    (rater, response, criterion); each criterion's rubric version number; and how many
+    clinicians' verdicts a later grading of theirs superseded (see the module)."""
     ids = list(response_ids)
-    rows: list[tuple[str, int, int, float]] = []
 
     def met_value(met: bool | None) -> float:
         return math.nan if met is None else float(met)
@@ -58,8 +62,16 @@ def rubric_verdicts(*, response_ids: Iterable[int]) -> tuple[Verdicts, dict[int,
     # One query for both (a UNION): a report without rubric grades pays one round trip.
     clinicians = (
         CriterionGrade.objects.filter(response_id__in=ids, grading__status="submitted")
-        .annotate(rater=F("clinician__pseudonym"), verdict=F("met"))
-        .values_list("rater", "response_id", "criterion_id", "verdict")
+        .annotate(
+            rater=F("clinician__pseudonym"),
+            verdict=F("met"),
+            submitted=F("grading__submitted_at"),
+            round=F("grading__study__round"),
+            order=F("grading_id"),
+        )
+        .values_list(
+            "rater", "response_id", "criterion_id", "verdict", "submitted", "round", "order"
+        )
         .order_by()
     )
     graders = (
@@ -67,12 +79,28 @@ def rubric_verdicts(*, response_ids: Iterable[int]) -> tuple[Verdicts, dict[int,
         .annotate(
             rater=Concat(Value(GRADER + ":"), Cast("config_id", output_field=CharField())),
             verdict=F("criteria_met"),
+            submitted=Value(None, output_field=DateTimeField()),
+            round=Value(0, output_field=IntegerField()),
+            order=Value(0, output_field=IntegerField()),
         )
-        .values_list("rater", "response_id", "criterion_id", "verdict")
+        .values_list(
+            "rater", "response_id", "criterion_id", "verdict", "submitted", "round", "order"
+        )
         .order_by()
     )
-    for rater, response_id, criterion_id, met in clinicians.union(graders, all=True):
-        rows.append((str(rater), int(response_id), int(criterion_id), met_value(met)))
+    # The latest submitted counts, whatever order the rows come in (a UNION has none).
+    latest: dict[tuple[str, int, int], tuple[tuple[float, int, int], float]] = {}
+    n_rows = 0
+    for rater, response_id, criterion_id, met, submitted, round_, order in clinicians.union(
+        graders, all=True
+    ):
+        n_rows += 1
+        key = (str(rater), int(response_id), int(criterion_id))
+        when = submitted.timestamp() if isinstance(submitted, datetime) else -math.inf
+        rank = (when, int(round_ or 0), int(order or 0))
+        if key not in latest or rank > latest[key][0]:
+            latest[key] = (rank, met_value(met))
+    rows = [(*key, met) for key, (_, met) in sorted(latest.items())]
     criteria = {
         pk: (float(points), list(tags or []), int(version))
         for pk, points, tags, version in Criterion.objects.filter(
@@ -94,7 +122,7 @@ def rubric_verdicts(*, response_ids: Iterable[int]) -> tuple[Verdicts, dict[int,
         version={pk: f"v{c[2]}" for pk, c in criteria.items()},
         cluster={pk: str(person or pk) for pk, person in cluster.items()},
     )
-    return verdicts, {pk: c[2] for pk, c in criteria.items()}
+    return verdicts, {pk: c[2] for pk, c in criteria.items()}, n_rows - len(rows)
 
 
 def latest_versions(verdicts: Verdicts, version_of: dict[int, int]) -> Verdicts:
@@ -137,7 +165,7 @@ def rubric_expand(
     metric rows. Nothing when no response of the report has a rubric verdict."""
     if not n_rows:
         return []
-    verdicts, version_of = rubric_verdicts(response_ids=row_of_response)
+    verdicts, version_of, _ = rubric_verdicts(response_ids=row_of_response)
     if not len(verdicts):
         return []
     per_rater = response_scores(latest_versions(verdicts, version_of))
@@ -180,7 +208,8 @@ def rubric_expand(
                     "identity": config.identity,
                     "provenance": {
                         **config.provenance,
-                        "aggregation": "points met / positive points, clipped to [0, 1]",
+                        "aggregation": "points met / positive points, clipped to [0, 1]; "
+                        "none where a verdict is missing",
                     },
                     "identity_hash": config.identity_hash,
                 },
@@ -220,7 +249,7 @@ def rubric_section(
 ) -> dict[str, Any] | None:
     """The report's rubric section (None when no response has a rubric verdict)."""
     ids = list(response_ids)
-    verdicts, version_of = rubric_verdicts(response_ids=ids)
+    verdicts, version_of, n_superseded = rubric_verdicts(response_ids=ids)
     if not len(verdicts):
         return None
     model_of = dict(ModelResponse.objects.filter(pk__in=ids).values_list("pk", "model_name"))
@@ -255,6 +284,7 @@ def rubric_section(
         {
             "n_clinicians": len(clinicians),
             "n_verdicts": len(verdicts),
+            "n_superseded": n_superseded,
             "clinicians": score_table(clinician_only, model_of, **kwargs)
             if len(clinician_only)
             else None,

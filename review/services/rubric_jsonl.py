@@ -1,18 +1,31 @@
-"""Rubrics in and out as HealthBench's JSONL (openai/simple-evals, ``healthbench_eval.py``).
+"""Rubrics in and out as HealthBench's JSONL (openai/simple-evals, MIT, ``healthbench_eval.py``).
 
-One JSON object a line; the fields this app reads and writes are HealthBench's own:
-``{"prompt_id": str, "rubrics": [{"criterion": str, "points": int, "tags": [str]}]}``.
-Other fields of a HealthBench line (``prompt``, ``example_tags``, ``ideal_completions_data``)
-are ignored on import: the instruction, the record and the reference already live here.
+One JSON object a line, in the shape of HealthBench's published files:
+``{"prompt_id": str, "prompt": [{"role", "content"}], "rubrics": [{"criterion": str,
+"points": int, "tags": [str]}], "example_tags": [str], "ideal_completions_data": ...}``.
 
-Import: ``prompt_id`` names an instruction of the dataset (its ``instruction_id``, or the
-``external_id`` a previous import kept). Each line becomes the instruction's next rubric
-version, *in review* (``source = "healthbench:<file>"``): a clinician still accepts it before
-anyone grades with it. The whole file is checked before anything is written; a line whose
-prompt matches no instruction, or whose instruction has a version open, is reported and skipped.
+Import reads ``prompt_id`` and ``rubrics``; the other fields are ignored: the instruction,
+the record and the reference already live here. ``prompt_id`` names an instruction of the
+dataset (its ``instruction_id``, or the ``external_id`` a previous import kept). Each line
+becomes the instruction's next rubric version, *in review* (``source = "healthbench:<file>"``):
+a clinician still accepts it before anyone grades with it. The whole file is checked before
+anything is written; a line whose prompt matches no instruction, or whose instruction has a
+version open, is reported and skipped. A byte-order mark opening the file (as Windows editors
+and spreadsheets write UTF-8) is not part of the first line.
 
-Export: each instruction's latest accepted version (or every accepted version), points as
-whole numbers, so a file exported here is read by HealthBench's code unchanged.
+Export: each instruction's latest accepted version (or every accepted version), with what
+HealthBench's eval reads of a line (``HealthBenchEval.__init__`` and ``__call__``:
+``row["prompt"]``, ``row["rubrics"]`` through ``RubricItem.from_dict``, ``row["example_tags"]``,
+``row["prompt_id"]``; ``example["ideal_completions_data"]`` in its physician-completion mode):
+
+- ``prompt``: the instruction's question as the one user turn. The patient's record is not
+  in it: it stays in the app under the DUA (and runs to 100,000 events); a grader reading the
+  file judges the response against the criteria, which name what the record holds.
+- ``example_tags``: the instruction's ``category:<taxonomy category>`` and
+  ``specialty:<author's specialty>``, HealthBench's per-example breakdown (its themes) made of
+  MedAlign's own; an imported file's example tags are not kept.
+- ``ideal_completions_data``: null (no physician completion is exported).
+- points as whole numbers, tags without repeats (HealthBench asserts both per item).
 """
 
 import json
@@ -52,6 +65,8 @@ def rubric_lines_parse(lines: Iterable[str]) -> list[ParsedLine]:
     """Every line checked; RubricError naming the first bad line (nothing is written)."""
     out: list[ParsedLine] = []
     for number, raw in enumerate(lines, start=1):
+        if number == 1 and raw.startswith("\ufeff"):
+            raw = raw[1:]  # a UTF-8 byte-order mark, decoded
         if not raw.strip():
             continue
         if len(raw) > MAX_LINE_CHARS:
@@ -164,14 +179,31 @@ def _accepted(dataset: Dataset, *, all_versions: bool) -> list[Rubric]:
     return list(latest.values())
 
 
+def example_tags(instruction: Instruction) -> list[str]:
+    """HealthBench's example-level tags of an instruction: its category and specialty."""
+    tags = [
+        f"{name}:{value.strip()}"
+        for name, value in (
+            ("category", instruction.category),
+            ("specialty", instruction.specialty),
+        )
+        if value.strip()
+    ]
+    return list(dict.fromkeys(tags))
+
+
 def rubric_line(rubric: Rubric) -> dict[str, Any]:
-    """One rubric version in HealthBench's shape."""
+    """One rubric version in HealthBench's shape (see the module)."""
+    instruction = rubric.instruction
     return {
-        "prompt_id": rubric.external_id or rubric.instruction.instruction_id,
+        "prompt_id": rubric.external_id or instruction.instruction_id,
+        "prompt": [{"role": "user", "content": instruction.question}],
         "rubrics": [
-            {"criterion": c.text, "points": c.points, "tags": list(c.tags)}
+            {"criterion": c.text, "points": c.points, "tags": list(dict.fromkeys(c.tags))}
             for c in rubric.criteria.all()
         ],
+        "example_tags": example_tags(instruction),
+        "ideal_completions_data": None,
     }
 
 

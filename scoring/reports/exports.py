@@ -201,6 +201,9 @@ SECTION_COLUMNS: dict[str, list[str]] = {
     "rubric_scores": [
         "grader", "grader_label", "part", "rater", "model", "mean", "ci_low", "ci_high",
         "n_responses", "n_clusters", "note",
+        "healthbench_mean", "healthbench_ci_low", "healthbench_ci_high",
+        "n_clinician_responses", "n_verdicts", "n_missing", "missing_share", "bound_low",
+        "bound_high", "bound_n_responses", "bound_clinicians",
     ],
     "rubric_agreement": [
         "grader", "grader_label", "group", "row", "macro_f1", "kappa", "kappa_ci_low",
@@ -209,6 +212,10 @@ SECTION_COLUMNS: dict[str, list[str]] = {
         "grader_ci_high", "clinicians_f1", "clinicians_ci_low", "clinicians_ci_high",
         "difference", "difference_ci_low", "difference_ci_high", "n_clusters",
         "missing_grader_verdicts", "verdict",
+        "pairwise_f1", "pairwise_items", "pairwise_grader_f1", "pairwise_grader_ci_low",
+        "pairwise_grader_ci_high", "pairwise_clinicians_f1", "pairwise_clinicians_ci_low",
+        "pairwise_clinicians_ci_high", "pairwise_difference", "pairwise_difference_ci_low",
+        "pairwise_difference_ci_high", "no_verdict",
     ],
     "prediction_powered": [
         "target", "model", "versus", "predictor", "estimate", "ci_low", "ci_high", "se",
@@ -421,8 +428,19 @@ def _rubric_agreement_rows(section: dict[str, Any]) -> list[dict[str, Any]]:
             if not a:
                 continue
             loo = a.get("leave_one_out") or {}
+            pairwise = a.get("pairwise") or {}
             direct = a.get("grader_vs_clinicians") or {}
             base = {"grader": g["config_id"], "grader_label": g["label"], "group": group}
+            pairwise_columns = {
+                f"pairwise_{key}{end}": (pairwise.get(f"{key}_ci") or [None, None])[i]
+                for key in ("grader", "clinicians", "difference")
+                for i, end in enumerate(("_ci_low", "_ci_high"))
+            } | {
+                "pairwise_grader_f1": pairwise.get("grader_f1"),
+                "pairwise_clinicians_f1": pairwise.get("clinicians_f1"),
+                "pairwise_difference": pairwise.get("difference"),
+                "pairwise_items": pairwise.get("n_pairs"),
+            }
             out.append(
                 {
                     **base,
@@ -445,6 +463,8 @@ def _rubric_agreement_rows(section: dict[str, Any]) -> list[dict[str, Any]]:
                     "n_clusters": a.get("n_clusters"),
                     "missing_grader_verdicts": a.get("missing_grader_verdicts"),
                     "verdict": a.get("verdict"),
+                    "no_verdict": a.get("no_verdict"),
+                    **pairwise_columns,
                 }
             )
             for r in a.get("per_clinician", []):

@@ -464,27 +464,61 @@ def _breakdown_tables(results: dict[str, Any]) -> list[dict[str, Any]]:
     return tables
 
 
+def _missing(r: dict[str, Any]) -> str:
+    """The grader's missing verdicts on a model's responses, and what they bound."""
+    n, missing = r.get("n_verdicts") or 0, r.get("n_missing") or 0
+    if not n:
+        return "no verdicts"
+    if not missing:
+        return f"none of {n} verdicts missing"
+    share = 100 * missing / n
+    clinicians = r.get("bound_clinicians")
+    beside = f" (clinicians {number(clinicians)})" if isinstance(clinicians, int | float) else ""
+    return (
+        f"{share:.0f}% of {n} verdicts missing; counted against / for the responses, its mean "
+        f"is {number(r.get('bound_low'))} to {number(r.get('bound_high'))} over "
+        f"{r.get('bound_n_responses', 0)} responses{beside}"
+    )
+
+
 def _score_rows(
     clinicians: list[dict[str, Any]], grader: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """One row per model: the clinicians' and the grader's mean rubric score side by side."""
+    """One row per model: the clinicians' and the grader's mean rubric score side by side (on
+    the same responses), HealthBench's aggregates, and the grader's missing verdicts."""
     by_model: dict[str, dict[str, Any]] = {}
     for side, rows in (("clinicians", clinicians), ("grader", grader)):
         for r in rows:
-            by_model.setdefault(r["model"], {"model": r["model"]})[side] = (
-                f"{_ci(r, 'mean', 'ci_low', 'ci_high', 'note')} (n={r['n_responses']})"
+            row = by_model.setdefault(r["model"], {"model": r["model"]})
+            row[side] = f"{_ci(r, 'mean', 'ci_low', 'ci_high', 'note')} (n={r['n_responses']})"
+            row[f"{side}_healthbench"] = _ci(
+                r, "healthbench_mean", "healthbench_ci_low", "healthbench_ci_high", "note"
             )
-    return [{"clinicians": "n/a", "grader": "n/a", **by_model[m]} for m in sorted(by_model)]
+            if side == "grader":
+                of = r.get("n_clinician_responses")
+                row["responses"] = (
+                    f"{r['n_responses']} of {of}" if of is not None else str(r["n_responses"])
+                )
+                row["missing"] = _missing(r)
+    empty = {"clinicians": "n/a", "grader": "n/a", "clinicians_healthbench": "n/a"}
+    empty |= {"grader_healthbench": "n/a", "responses": "", "missing": ""}
+    return [empty | by_model[m] for m in sorted(by_model)]
 
 
 def _agreement(section: dict[str, Any] | None) -> dict[str, Any]:
     if not section:
         return {}
     loo = section.get("leave_one_out") or {}
+    pairwise = section.get("pairwise") or {}
     direct = section.get("grader_vs_clinicians") or {}
     clinician_ci = loo.get("clinicians_ci") or [None, None]
     grader_ci = loo.get("grader_ci") or [None, None]
     diff_ci = loo.get("difference_ci") or [None, None]
+
+    def pair(key: str) -> str:
+        lo, hi = pairwise.get(f"{key}_ci") or [None, None]
+        return interval(pairwise.get(f"{key}_f1"), lo, hi, note=section.get("note", ""))
+
     return {
         "grader": interval(loo.get("grader_f1"), grader_ci[0], grader_ci[1]),
         "clinicians": interval(loo.get("clinicians_f1"), clinician_ci[0], clinician_ci[1]),
@@ -500,6 +534,17 @@ def _agreement(section: dict[str, Any] | None) -> dict[str, Any]:
             loo.get("clinicians_kappa"), *(loo.get("clinicians_kappa_ci") or [None, None])
         ),
         "n_items": loo.get("n_items", 0),
+        "pairwise": {
+            "grader": pair("grader"),
+            "clinicians": pair("clinicians"),
+            "difference": interval(
+                pairwise.get("difference"), *(pairwise.get("difference_ci") or [None, None])
+            ),
+            "n_pairs": pairwise.get("n_pairs", 0),
+            "undefined": pairwise.get("n_clinicians_undefined", 0),
+        }
+        if pairwise
+        else {},
         "per_clinician": [
             {
                 "rater": r["rater"],
@@ -509,10 +554,13 @@ def _agreement(section: dict[str, Any] | None) -> dict[str, Any]:
                 "loo_clinician": number(r.get("loo_clinician_f1")),
                 "loo_grader": number(r.get("loo_grader_f1")),
                 "loo_n": r.get("loo_items", 0),
+                "pairwise": number(r.get("pairwise_f1")),
+                "pairwise_n": r.get("pairwise_items", 0),
             }
             for r in section.get("per_clinician", [])
         ],
         "verdict": section.get("verdict", ""),
+        "no_verdict": section.get("no_verdict", ""),
         "note": section.get("note", ""),
         "missing": section.get("missing_grader_verdicts", 0),
     }
@@ -561,6 +609,7 @@ def _rubrics(section: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "n_clinicians": section.get("n_clinicians", 0),
         "n_verdicts": section.get("n_verdicts", 0),
+        "n_superseded": section.get("n_superseded", 0),
         "clinician_rows": _score_rows((clinicians.get("overall") or {}).get("clinicians", []), []),
         "graders": graders,
     }

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from review.models import AuditEvent, Role, Rubric
 from review.services import rubrics as services
@@ -33,6 +34,90 @@ def _published(path: Path) -> list[dict]:
     ]
 
 
+# What HealthBench's eval reads of each line (openai/simple-evals, MIT, healthbench_eval.py at
+# ee3b0318: HealthBenchEval.__init__, grade_sample, __call__; RubricItem.from_dict;
+# calculate_score): written here from that code, so the export is tested against its reader.
+HEALTHBENCH_KEYS = {"prompt_id", "prompt", "rubrics", "example_tags", "ideal_completions_data"}
+
+
+def read_as_healthbench(line: str) -> dict:
+    row = json.loads(line)  # examples = [json.loads(line) for line in f]
+    assert isinstance(row["prompt_id"], str)  # hashed with the completion text
+    # the conversation sent to the model, each message "role: content" for the grader
+    assert isinstance(row["prompt"], list) and row["prompt"]
+    assert all(set(m) == {"role", "content"} for m in row["prompt"])
+    assert all(isinstance(m["content"], str) for m in row["prompt"])
+    assert row["prompt"][-1]["role"] == "user"  # the model answers the last turn
+    # example-level tags: a score each, and no duplicates (asserted there)
+    tags = row["example_tags"]
+    assert isinstance(tags, list) and all(isinstance(t, str) for t in tags)
+    assert len(set(tags)) == len(tags)
+    # RubricItem.from_dict(d): d["criterion"], d["points"], d["tags"]; no tag twice in one item
+    for d in row["rubrics"]:
+        assert isinstance(d["criterion"], str) and isinstance(d["points"], int | float)
+        assert isinstance(d["tags"], list) and len(set(d["tags"])) == len(d["tags"])
+    # calculate_score asserts a score: at least one criterion worth positive points
+    assert sum(d["points"] for d in row["rubrics"] if d["points"] > 0) > 0
+    # physician-completion mode reads example["ideal_completions_data"]: present, or null
+    assert "ideal_completions_data" in row
+    return row
+
+
+def test_the_fixture_has_the_published_shape():
+    for line in SAMPLE.read_text().splitlines():
+        assert set(read_as_healthbench(line)) == HEALTHBENCH_KEYS
+
+
+def test_an_export_is_read_by_healthbench_as_its_own_files(dataset):
+    reviewer = factories.make_user("reviewer@example.edu", roles=[Role.CLINICIAN])
+    created = rubrics_import(
+        dataset=dataset, lines=SAMPLE.read_text().splitlines(), source_name="x", actor=None
+    ).created
+    for rubric in created:
+        services.rubric_set_reviewer(rubric=rubric, reviewer=reviewer, actor=None)
+        services.rubric_accept(rubric=rubric, actor=reviewer)
+    rows = [read_as_healthbench(line) for line in rubrics_export(dataset=dataset, actor=None)]
+    assert {frozenset(r) for r in rows} == {frozenset(HEALTHBENCH_KEYS)}
+    by_id = {i.instruction_id: i for i in dataset.instructions.all()}
+    for row in rows:
+        instruction = by_id[row["prompt_id"]]
+        assert row["prompt"] == [{"role": "user", "content": instruction.question}]
+        assert row["example_tags"] == [
+            f"category:{instruction.category}",
+            f"specialty:{instruction.specialty}",
+        ]
+        assert row["ideal_completions_data"] is None
+
+
+def test_a_file_starting_with_a_byte_order_mark_is_read(dataset, tmp_path):
+    lines = SAMPLE.read_text().splitlines()
+    result = rubrics_import(
+        dataset=dataset, lines=["\ufeff" + lines[0], *lines[1:]], source_name="x", actor=None
+    )
+    assert len(result.created) == 2
+    Rubric.objects.all().delete()
+    path = tmp_path / "excel.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8-sig")
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf")
+    out = io.StringIO()
+    call_command("import_rubrics", str(path), dataset=dataset.name, stdout=out)
+    assert "Imported 2 rubric(s)" in out.getvalue()
+    # Only a first line may start with one: elsewhere it is not JSON.
+    with pytest.raises(RubricError, match="line 2 is not valid JSON"):
+        rubrics_import(dataset=dataset, lines=[lines[0], "\ufeff" + lines[1]], source_name="x",
+                       actor=None)  # fmt: skip
+
+
+def test_the_upload_page_reads_a_file_with_a_byte_order_mark(dataset, client):
+    admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
+    factories.sign_in(client, admin)
+    upload = io.BytesIO(b"\xef\xbb\xbf" + SAMPLE.read_bytes())
+    upload.name = "with-bom.jsonl"
+    url = reverse("admin_rubrics", args=[dataset.pk])
+    response = client.post(url, {"action": "upload", "file": upload}, follow=True)
+    assert "Imported 2 rubric(s), in review; skipped 0." in response.content.decode()
+
+
 def test_a_healthbench_file_round_trips_through_review(dataset, tmp_path):
     reviewer = factories.make_user("reviewer@example.edu", roles=[Role.CLINICIAN])
     out = io.StringIO()
@@ -50,7 +135,10 @@ def test_a_healthbench_file_round_trips_through_review(dataset, tmp_path):
     for rubric in imported:
         services.rubric_accept(rubric=rubric, actor=reviewer)
     call_command("export_rubrics", dataset=dataset.name, output=str(exported))
-    assert [json.loads(line) for line in exported.read_text().splitlines()] == _published(SAMPLE)
+    exported_lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert [{k: o[k] for k in ("prompt_id", "rubrics")} for o in exported_lines] == _published(
+        SAMPLE
+    )
     assert AuditEvent.objects.filter(
         action=AuditEvent.Action.EXPORT, details__what="rubrics"
     ).exists()
@@ -99,7 +187,7 @@ def test_export_gives_the_latest_accepted_version(dataset):
     services.rubric_submit(rubric=second, actor=author)
     services.rubric_accept(rubric=second, actor=reviewer)
     latest = [json.loads(x) for x in rubrics_export(dataset=dataset, actor=None)]
-    assert latest == [
+    assert [{k: o[k] for k in ("prompt_id", "rubrics")} for o in latest] == [
         {"prompt_id": "I-1", "rubrics": [{"criterion": "New.", "points": 3, "tags": []}]}
     ]
     every = list(rubrics_export(dataset=dataset, actor=None, all_versions=True))

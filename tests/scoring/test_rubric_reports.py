@@ -1,12 +1,26 @@
 """Rubric scores in the correlation report: clinicians' and the grader's side by side, each a
 metric column, and the grader's macro-F1 beside the clinicians' against each other."""
 
+from datetime import timedelta
+
+import numpy as np
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
+from review.models import Role, Study
 from scoring.models import GraderVerdict, MetricConfig
 from scoring.reports import selectors
-from tests.scoring.rubric_data import accepted_rubric, people, submit_grades
+from scoring.reports.statistics.rubrics import response_scores
+from scoring.rubric_scores import rubric_verdicts
+from tests import factories
+from tests.scoring.rubric_data import (
+    accepted_rubric,
+    people,
+    responses_of,
+    rubric_dataset,
+    submit_grades,
+)
 from tests.scoring.test_reports import _done_report, data  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db
@@ -68,9 +82,11 @@ def test_rubric_scores_are_metric_columns_of_the_report(graded) -> None:
     # model-a: (8 + 4) / 12 = 1 for both clinicians and the grader
     assert (inputs.scores["rubric-clinicians"][rows] == 1.0).all()
     third = inputs.table.response == d.responses[0][2].pk
-    # the third model invents a value: -6 / 12 -> 0; the grader's missing verdict leaves out
-    # the 8-point criterion: (0 - 6) / 4 -> 0 too
-    assert (inputs.scores[f"rubric-grader-{config.pk}"][third] == 0.0).all()
+    # the third model invents a value: -6 / 12 -> 0 for the clinicians; the grader's verdict
+    # on the 8-point criterion is missing, so it gives that response no score (leaving the
+    # criterion out would have scored (0 - 6) / 4, and a met one would have counted fully)
+    assert (inputs.scores["rubric-clinicians"][third] == 0.0).all()
+    assert np.isnan(inputs.scores[f"rubric-grader-{config.pk}"][third]).all()
     second = inputs.table.response == d.responses[0][1].pk
     # model-b: c1 8/12, c2 12/12: mean 5/6
     assert inputs.scores["rubric-clinicians"][second] == pytest.approx(5 / 6)
@@ -140,3 +156,110 @@ def test_the_rubric_tables_are_exported(graded) -> None:
     assert d.c1.pseudonym in {r["row"] for r in agreement}
     csv_text = exports.to_csv(report, "rubric_agreement")
     assert csv_text.splitlines()[0].startswith("grader,grader_label,group,row,macro_f1")
+
+
+def test_the_page_shows_missing_verdicts_healthbench_aggregate_and_pairwise(graded, client):
+    d, _, config = graded
+    report = _done_report(d)
+    [grader] = report.results["rubrics"]["graders"]
+    rows = {r["model"]: r for r in grader["scores"]["overall"]["grader"]}
+    third = rows[d.responses[0][2].model_name]
+    # The third model's two responses each miss one verdict of three: no score for either,
+    # 2 of 6 verdicts missing, and the bounds of what they could be.
+    assert third["n_responses"] == 0 and third["n_missing"] == 2 and third["n_verdicts"] == 6
+    assert third["bound_low"] == 0.0 and third["bound_high"] == pytest.approx(2 / 12)
+    clinicians = {r["model"]: r for r in grader["scores"]["overall"]["clinicians"]}
+    assert clinicians[d.responses[0][2].model_name]["n_responses"] == 0  # compared on none
+    assert "healthbench_mean" in clinicians["model-b"]
+    agreement = grader["agreement"]["overall"]
+    assert "pairwise" in agreement and "majority" in agreement["leave_one_out"]["comparison"]
+    client.force_login(d.researcher)
+    html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert 'data-testid="rubric-healthbench"' in html
+    assert "HealthBench’s aggregate" in html
+    assert 'data-testid="rubric-missing"' in html and "33% of 6 verdicts missing" in html
+    assert 'data-testid="rubric-pairwise"' in html
+    assert "HealthBench’s pairwise comparison" in html
+    from scoring.reports import exports
+
+    scores = exports.rows(report, "rubric_scores")
+    assert {"healthbench_mean", "missing_share", "bound_low", "bound_high"} <= set(
+        exports.columns(report, "rubric_scores")
+    )
+    assert any(r.get("n_missing") == 2 for r in scores)
+    agreement_rows = exports.rows(report, "rubric_agreement")
+    pooled = [r for r in agreement_rows if r["row"] == "pooled" and r["group"] == "overall"]
+    assert pooled[0]["pairwise_grader_f1"] == agreement["pairwise"]["grader_f1"]
+    assert pooled[0]["no_verdict"] == agreement["no_verdict"]
+
+
+def test_the_page_says_why_it_gives_no_verdict(data, client) -> None:  # noqa: F811
+    """Both clinicians mark every criterion of every response met; the grader differs once."""
+    author, reviewer = people()
+    config = grader_config()
+    for i, (instruction, responses) in enumerate(
+        zip(data.instructions, data.responses, strict=True)
+    ):
+        rubric = accepted_rubric(instruction, author, reviewer)
+        items = {(r.pk, c.pk): True for r in responses for c in rubric.criteria.all()}
+        submit_grades(rubric, data.c1, items)
+        submit_grades(rubric, data.c2, items)
+        for k, (response_id, criterion_id) in enumerate(items):
+            GraderVerdict.objects.create(
+                config=config,
+                response_id=response_id,
+                rubric=rubric,
+                criterion_id=criterion_id,
+                criteria_met=not (i == k == 0),
+                prompt_sha256="0" * 64,
+            )
+    report = _done_report(data)
+    agreement = report.results["rubrics"]["graders"][0]["agreement"]["overall"]
+    assert agreement["verdict"] == ""
+    assert agreement["leave_one_out"]["grader_f1"] is None  # undefined, not 0.49
+    client.force_login(data.researcher)
+    html = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert 'data-testid="rubric-no-verdict"' in html
+    assert "never marked “not met”" in html
+    assert "falls below" not in html
+
+
+@pytest.mark.parametrize("later_first", [True, False])
+def test_a_response_graded_twice_by_one_clinician_counts_the_latest_submitted(later_first):
+    dataset, [rubric] = rubric_dataset(n_instructions=1, n_responses=2, draft_too=False)
+    clinician = factories.make_user("twice@example.edu", roles=[Role.CLINICIAN])
+    first = Study.objects.create(dataset=dataset, round=1, name="round 1")
+    second = Study.objects.create(dataset=dataset, round=2, name="round 2")
+    criteria = list(rubric.criteria.order_by("order"))
+    responses = responses_of(rubric)
+    all_met = {(r.pk, c.pk): c.points > 0 for r in responses for c in criteria}
+    none_met = {key: False for key in all_met}
+    now = timezone.now()
+    # Round 1 was submitted after round 2 (an earlier study graded late): it counts.
+    plan = [(first, all_met, now), (second, none_met, now - timedelta(days=1))]
+    for study, met, when in plan[::-1] if later_first else plan:
+        grading = submit_grades(rubric, clinician, met, study=study)
+        grading.submitted_at = when
+        grading.save(update_fields=["submitted_at"])
+    verdicts, _, _ = rubric_verdicts(response_ids=[r.pk for r in responses])
+    assert len(verdicts) == len(all_met)  # one verdict per (clinician, response, criterion)
+    scores = response_scores(verdicts)[clinician.pseudonym]
+    assert scores == {r.pk: 1.0 for r in responses}  # round 1's, not the mean of both (0.5)
+
+
+def test_gradings_submitted_together_count_the_later_study():
+    dataset, [rubric] = rubric_dataset(n_instructions=1, n_responses=1, draft_too=False)
+    clinician = factories.make_user("twice@example.edu", roles=[Role.CLINICIAN])
+    criteria = list(rubric.criteria.order_by("order"))
+    [response] = responses_of(rubric)
+    second = Study.objects.create(dataset=dataset, round=2, name="round 2")
+    first = Study.objects.create(dataset=dataset, round=1, name="round 1")
+    when = timezone.now()
+    for study, met in ((second, True), (first, False)):
+        grading = submit_grades(
+            rubric, clinician, {(response.pk, c.pk): met for c in criteria}, study=study
+        )
+        grading.submitted_at = when
+        grading.save(update_fields=["submitted_at"])
+    verdicts, _, _ = rubric_verdicts(response_ids=[response.pk])
+    assert list(verdicts.met) == [1.0] * len(criteria)  # round 2's

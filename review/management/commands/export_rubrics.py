@@ -11,8 +11,9 @@ from review.services.rubric_jsonl import rubrics_export
 class Command(BaseCommand):
     help = (
         "Write --dataset's accepted rubrics (the latest version of each instruction, or every "
-        "accepted version with --all-versions) as JSONL {prompt_id, rubrics: [{criterion, "
-        "points, tags}]}, to --output or standard output. Audited as an export."
+        "accepted version with --all-versions) as HealthBench's JSONL {prompt_id, prompt, "
+        "rubrics: [{criterion, points, tags}], example_tags, ideal_completions_data}, to "
+        "--output or standard output. Audited as an export."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -12,7 +12,8 @@ from review.services.rubrics import RubricError
 class Command(BaseCommand):
     help = (
         "Read rubrics from JSONL in HealthBench's shape ({prompt_id, rubrics: [{criterion, "
-        "points, tags}]}); prompt_id names an instruction of --dataset. Each becomes the "
+        "points, tags}]}; other fields ignored; a byte-order mark is fine); prompt_id names an "
+        "instruction of --dataset. Each becomes the "
         "instruction's next version, in review: a second clinician (--reviewer) accepts it "
         "before it is graded."
     )
