@@ -85,12 +85,12 @@ class Command(BaseCommand):
             width = max(30, *(len(source) for source in summary.sources))
             self.stdout.write(
                 f"  {'rows by table or code family':<{width + 2}}"
-                + "".join(f"{h:>12}" for h in headings)
+                + "".join(f"{h:>14}" for h in headings)
             )
             for source, counts in sorted(summary.sources.items()):
                 fell_back = counts.get("fell back", 0)
                 shown = (counts.get("read", 0) + fell_back, fell_back, counts.get("ignored", 0))
-                self.stdout.write(f"    {source:<{width}}" + "".join(f"{n:>12,}" for n in shown))
+                self.stdout.write(f"    {source:<{width}}" + "".join(f"{n:>14,}" for n in shown))
         if summary.skipped:
             self.stdout.write("  rows skipped:")
             for reason, count in sorted(summary.skipped.items()):
