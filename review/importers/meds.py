@@ -16,14 +16,18 @@ Mapping onto the review app's record:
   in one display form), anything else goes to ``Patient.demographics`` under its code; so do
   ``meds_etl``'s person-table rows, which it dates at birth. A field given again with another
   value keeps the first, the other beside it, and a warning in the summary;
-- ``MEDS_BIRTH`` sets the birth date (an event dated before it is a problem);
+- ``MEDS_BIRTH`` sets the birth date (an event dated before it is a problem); the record's span
+  (``first_event_at``) starts at the first event after it;
 - a row with free text (a note or report code, text over ``VALUE_MAX`` characters, or several
   lines) becomes a note, radiology report sections included; short text is a value
   (a categorical lab result such as "positive");
 - other rows are coded events with the numeric value and the ``unit`` column when the shard has
   one, typed by ``meds_etl``'s ``table`` column where there is one (a SNOMED code from the
   procedure table is a procedure), else by their vocabulary (``LOINC/`` → measurement, …), else
-  "observation" (counted as fallen back in the summary);
+  "observation" (counted as fallen back in the summary); a code that names its own type
+  (``TYPE_FAMILIES``, visit codes) keeps it whatever the column says, with a warning;
+- a code without a description is named by itself; the summary warns with the counts and each
+  patient keeps how many such events it has (review.importers.descriptions);
 - encounters: with ``meds_etl``'s ``visit_id`` column, one encounter per visit id, whatever the
   order of its rows (its visit rows sort after the same day's events), named by its visit row
   and ending at that row's ``end`` or the visit's last event; visit-detail rows are events of
@@ -37,8 +41,9 @@ Mapping onto the review app's record:
 - a column that looks like a value under a name MEDS does not read (``numerical_value``,
   ``value``…) is kept as an event attribute and warned about in the summary.
 
-The summary counts rows per code family (the code's vocabulary): read, fell back (type not
-known), ignored (duplicates).
+The summary counts rows per code family (what comes before the code's first "/" outside
+brackets, as written: ``LAB``, ``LOINC``, ``BMI (kg/m2)``): read, fell back (type not known),
+ignored (duplicates).
 """
 
 import json

@@ -472,3 +472,16 @@ def test_synthea27njs_own_concept_names_describe_its_meds_etl_codes(tmp_path) ->
     assert [row.name for row in page.rows] == ["Heart rate"]
     _, page = records.record_search_page(patient, query="medication reconciliation")
     assert [row.name for row in page.rows] == ["Medication Reconciliation"]
+
+
+def test_a_code_family_is_found_in_one_pass_on_hostile_codes() -> None:
+    from review.importers.meds import family_of
+
+    assert family_of("BMI (kg/m2)") == "BMI (kg/m2)"
+    assert family_of("LAB//50912//mg/dL") == "LAB"
+    assert family_of("Weight [kg/m]/x") == "Weight [kg/m]"
+    hostile = "(" * 50_000 + "/" * 50_000  # brackets never closed: no family, the whole code
+    assert family_of(hostile) == hostile
+    assert family_of(")" * 50_000 + "1/2") == ")" * 50_000 + "1"
+    assert family_of("\x00\ud800/x") == "\x00\ud800"
+    assert family_of("9" * 100_000) == "9" * 100_000
