@@ -64,11 +64,16 @@ def patients_count_undescribed(*, dataset_id: int) -> int:
     Patient.objects.filter(dataset_id=dataset_id).exclude(undescribed_event_count=0).update(
         undescribed_event_count=0
     )
-    if counts:
+    for start in range(0, len(counts), 500):
+        chunk = counts[start : start + 500]
+        # One statement a chunk: UPDATE ... FROM (VALUES ...), on PostgreSQL and SQLite alike.
+        values = ", ".join("(%s, %s)" for _ in chunk)
         with connection.cursor() as cursor:
-            cursor.executemany(
-                f"UPDATE {patients} SET undescribed_event_count = %s WHERE id = %s",  # noqa: S608
-                [(n, patient_id) for patient_id, n in counts],
+            cursor.execute(
+                f"UPDATE {patients} SET undescribed_event_count = v.n "  # noqa: S608
+                f"FROM (SELECT column1 AS patient_id, column2 AS n FROM (VALUES {values}) AS raw)"
+                f" AS v WHERE {patients}.id = v.patient_id",
+                [value for patient_id, n in chunk for value in (patient_id, n)],
             )
     return sum(n for _, n in counts)
 
