@@ -401,3 +401,82 @@ def sql_fragments(concept: Concept) -> list[list[str]]:
     for variant in concept.variants:
         fragments.append([s[:-1] if s.endswith("i") and len(s) > 3 else s for s in variant])
     return fragments
+
+
+# --- what the excerpt marks ----------------------------------------------------------------------
+# Words a question is framed with that name nothing in a record: "Is the patient at high risk of
+# sepsis?" asks about sepsis; marking every "high" and "risk" of a note hides the one mark that
+# matters. The excerpt leaves them out (search does not: a clinician who searches "risk" means
+# it). A word with a synonym or abbreviation in the sources above is never one of these.
+_GENERIC_WORDS = (
+    "high higher highest low lower lowest elevated raised increased decreased normal abnormal "
+    "risk risks chance likely likelihood level levels value values result results reading "
+    "readings number numbers amount count trend trends change changes changed status "
+    "summary summarize summarise describe explain based note notes record records chart "
+    "history date dates time times year years month months week weeks day days ago ever new old "
+    "previous prior first next recent recently currently today age ordered order given "
+)
+GENERIC_WORDS = frozenset(_GENERIC_WORDS.split())
+
+
+@functools.cache
+def _generic_stems() -> frozenset[str]:
+    return frozenset(stem(word) for word in GENERIC_WORDS)
+
+
+def clinical(found: Sequence[Concept]) -> list[Concept]:
+    """``found`` without the question's framing words (``GENERIC_WORDS``): a one-word concept
+    with no other name in the sources."""
+    generic = _generic_stems()
+    return [
+        c
+        for c in found
+        if c.also
+        or len(c.variants) != 1
+        or len(c.variants[0]) != 1
+        or c.variants[0][0] not in generic
+    ]
+
+
+def phrases(found: Sequence[Concept], documents: Sequence[Sequence[str]]) -> list[Concept]:
+    """``found`` with each run of consecutive concepts that a document holds as one phrase made
+    one concept: "blood" and "pressure" are "blood pressure" in a record whose event names say
+    "Systolic blood pressure", so "Chloride in Blood" no longer answers "most recent blood
+    pressure". Runs are tried longest first, at most ``MAX_PHRASE_WORDS`` concepts; a document
+    is a stemmed name. The documents' runs of tokens are gathered once (those that start with a
+    concept's first stem), so the cost is one pass over the documents."""
+    if len(found) < 2:
+        return list(found)
+    starts = {variant[0] for concept in found for variant in concept.variants}
+    held: set[tuple[str, ...]] = set()
+    for document in documents:
+        for start, token in enumerate(document):
+            if token in starts:
+                for n in range(2, MAX_PHRASE_WORDS * 2 + 1):
+                    if start + n > len(document):
+                        break
+                    held.add(tuple(document[start : start + n]))
+    merged: list[Concept] = []
+    i = 0
+    while i < len(found):
+        chosen, taken = found[i], 1
+        for n in range(min(MAX_PHRASE_WORDS, len(found) - i), 1, -1):
+            candidate = _joined(found[i : i + n])
+            if any(variant in held for variant in candidate.variants):
+                chosen, taken = candidate, n
+                break
+        merged.append(chosen)
+        i += taken
+    return merged
+
+
+def _joined(parts: Sequence[Concept]) -> Concept:
+    """One concept for consecutive ``parts``: every combination of their variants, bounded."""
+    variants: list[tuple[str, ...]] = [()]
+    for part in parts:
+        variants = [v + w for v in variants for w in part.variants][:MAX_VARIANTS]
+    return Concept(
+        text=" ".join(part.text for part in parts),
+        variants=tuple(dict.fromkeys(variants)),
+        also=tuple(dict.fromkeys(a for part in parts for a in part.also)),
+    )

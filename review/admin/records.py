@@ -70,7 +70,13 @@ class PatientAdmin(RecordReadOnlyAdmin):
     )
     list_filter = ("dataset", "source_format", "gender")
     search_fields = ("person_id",)
-    readonly_fields = ("event_count", "note_count", "first_event_at", "last_event_at")
+    readonly_fields = (
+        "event_count",
+        "note_count",
+        "first_event_at",
+        "last_event_at",
+        "undescribed_event_count",
+    )
     list_select_related = ("dataset",)
 
 

@@ -16,14 +16,18 @@ Mapping onto the review app's record:
   in one display form), anything else goes to ``Patient.demographics`` under its code; so do
   ``meds_etl``'s person-table rows, which it dates at birth. A field given again with another
   value keeps the first, the other beside it, and a warning in the summary;
-- ``MEDS_BIRTH`` sets the birth date (an event dated before it is a problem);
+- ``MEDS_BIRTH`` sets the birth date (an event dated before it is a problem); the record's span
+  (``first_event_at``) starts at the first event after it;
 - a row with free text (a note or report code, text over ``VALUE_MAX`` characters, or several
   lines) becomes a note, radiology report sections included; short text is a value
   (a categorical lab result such as "positive");
 - other rows are coded events with the numeric value and the ``unit`` column when the shard has
   one, typed by ``meds_etl``'s ``table`` column where there is one (a SNOMED code from the
   procedure table is a procedure), else by their vocabulary (``LOINC/`` → measurement, …), else
-  "observation" (counted as fallen back in the summary);
+  "observation" (counted as fallen back in the summary); a code that names its own type
+  (``TYPE_FAMILIES``, visit codes) keeps it whatever the column says, with a warning;
+- a code without a description is named by itself; the summary warns with the counts and each
+  patient keeps how many such events it has (review.importers.descriptions);
 - encounters: with ``meds_etl``'s ``visit_id`` column, one encounter per visit id, whatever the
   order of its rows (its visit rows sort after the same day's events), named by its visit row
   and ending at that row's ``end`` or the visit's last event; visit-detail rows are events of
@@ -37,8 +41,9 @@ Mapping onto the review app's record:
 - a column that looks like a value under a name MEDS does not read (``numerical_value``,
   ``value``…) is kept as an event attribute and warned about in the summary.
 
-The summary counts rows per code family (the code's vocabulary): read, fell back (type not
-known), ignored (duplicates).
+The summary counts rows per code family (what comes before the code's first "/" outside
+brackets, as written: ``LAB``, ``LOINC``, ``BMI (kg/m2)``): read, fell back (type not known),
+ignored (duplicates).
 """
 
 import json
@@ -68,6 +73,7 @@ from .columnar import (
     utc_wall_times,
 )
 from .demographics import normalise_sex
+from .descriptions import patients_count_undescribed
 from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, PendingEncounter, _Importer
 from .timestamps import aware
 
@@ -135,6 +141,26 @@ TABLE_EVENT_TYPES = {
     "note": "note",
     "specimen": "specimen",
 }
+# Code families that name the type of their events: MEDS_transforms writes the source table into
+# the code (``LAB//…`` from labevents and chartevents, ``DIAGNOSIS//…`` from diagnoses_icd), as
+# MEDS itself does for birth and death. Such a code's type outranks a ``table`` column that says
+# otherwise (a converted MIMIC-IV demo says "condition" on every row, labs and death included);
+# the summary warns with the counts. A vocabulary (LOINC, SNOMED, ICD10CM…) names no type of its
+# own (a SNOMED code may be a condition or a procedure): there the column wins. Visit codes
+# (they open or close an encounter) are visits whatever the column says.
+TYPE_FAMILIES = frozenset(
+    {
+        "LAB",
+        "VITALS",
+        "MEDICATION",
+        "INFUSION_START",
+        "INFUSION_END",
+        "PROCEDURE",
+        "DIAGNOSIS",
+        meds.death_code,
+        meds.birth_code,
+    }
+)
 # Value columns of the standard, and names a writer may have used instead (MEDS before 0.3
 # wrote ``numerical_value``): those are kept as attributes, with a warning in the summary.
 VALUE_LIKE = ("value", "numerical_value", "numeric", "text", "result", "value_as_number")
@@ -163,8 +189,24 @@ def find_meds_root(path: Path) -> Path | None:
     return None
 
 
+def family_of(code: str) -> str:
+    """The code's family as written: what comes before its first "/" outside brackets (``LAB``
+    of ``LAB//50912//mg/dL``, ``LOINC`` of ``LOINC/8867-4``), else the whole code (``BMI
+    (kg/m2)``, MIMIC-IV's ``omr`` names, whose unit holds a slash). One pass over the code."""
+    depth = 0
+    for i, ch in enumerate(code):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        elif ch == "/" and depth == 0:
+            return code[:i].strip()
+    return code.strip()
+
+
 def vocabulary(code: str) -> str:
-    return code.split("/", 1)[0].strip().upper()
+    """The code's family in capitals, as the type and visit tables are keyed."""
+    return family_of(code).upper()
 
 
 def _visit_family(vocab: str, prefixes: dict[str, str], whole: dict[str, str]) -> str:
@@ -242,7 +284,9 @@ class _Code:
     code: str  # cut to Event.code's length
     event_type: str  # "observation" when nothing tells the type (see ``typed``)
     typed: bool  # the vocabulary or a visit code tells the type
-    family: str  # the code's vocabulary: the summary counts rows by it
+    own_type: str  # the type the code itself names (``TYPE_FAMILIES``, visit codes), else ""
+    described: bool  # named by a description (or a life event's name), not by the code
+    family: str  # the code's family as written: the summary counts rows by it
     demographic: str  # the Patient field a GENDER/RACE/ETHNICITY code sets, else ""
     visit_family: str  # the kind of visit the code opens or closes
     read_key: str  # the summary's keys for this code's rows: see load_batch's ``tally``
@@ -325,6 +369,9 @@ class MedsLoader:
         self.number_texts = NumberTexts()
         self.seen_subjects: set[int] = set()
         self.subject: _Subject | None = None
+        # (family, what the ``table`` column said, the type the code names) -> rows
+        self.contradicted: dict[tuple[str, str, str], int] = {}
+        self.notes = 0
 
     def run(self) -> None:
         self.descriptions = read_code_descriptions(self.root, self.importer)
@@ -338,6 +385,41 @@ class MedsLoader:
             self.cohort.close(failing=True)
             raise
         self.cohort.close()
+        self._warn_contradicted()
+        self._warn_undescribed()
+
+    def _warn_contradicted(self) -> None:
+        """Rows typed by their code against what the ``table`` column said, by family."""
+        warnings = self.importer.summary.warnings
+        sources = self.importer.summary.sources
+        for (family, table, event_type), rows in sorted(self.contradicted.items()):
+            total = sum(sources.get(family, {}).values())
+            warnings[
+                f"{family}: the table column says {table!r} on {rows:,} of {total:,} rows; "
+                f"typed {event_type}, as the code says"
+            ] += rows
+
+    def _warn_undescribed(self) -> None:
+        """How much of the cohort a clinician can find by a clinical word: codes without a
+        description are shown, searched and ranked as the raw code (``LAB//50912//mg/dL``)."""
+        dataset_id = self.importer.dataset.pk
+        undescribed_events = patients_count_undescribed(dataset_id=dataset_id)
+        codes = [c for c in self.codes.values() if not c.demographic and not c.life_event]
+        undescribed = sum(1 for c in codes if not c.described)
+        if not undescribed:
+            return
+        where = (
+            f"{meds.code_metadata_filepath} does not describe them"
+            if self.descriptions
+            else f"there is no {meds.code_metadata_filepath} with descriptions"
+        )
+        notes = f"{self.notes:,} note{'' if self.notes == 1 else 's'}"
+        self.importer.summary.warnings[
+            f"{undescribed:,} of {len(codes):,} codes have no description; {notes} "
+            f"({where}): their events are named by the raw code, which record search and the "
+            "excerpt cannot match to a clinical word; attach descriptions with "
+            "`manage.py import_code_descriptions` (rows: events named by their code)"
+        ] += undescribed_events
 
     def problem(self, file: str, row: int | None, field: str | None, message: str) -> None:
         self.importer.problems.add(file, row, field, message, unit="row")
@@ -409,6 +491,9 @@ class MedsLoader:
         # plain dict: a Counter's ``+= 1`` costs 220 ns a row here, ``get`` and a store 50.
         tally: dict[str, int] = {}
         count = tally.get
+        table_types = TABLE_EVENT_TYPES.get
+        contradicted = self.contradicted
+        contradictions = contradicted.get
         number_texts = self.number_texts
         subject = self.subject
         for i in range(n):
@@ -489,9 +574,17 @@ class MedsLoader:
                     subject.placed_time = _UNSET
             event_type = info.event_type
             typed = info.typed
-            if table is not None and table in TABLE_EVENT_TYPES:
-                event_type = TABLE_EVENT_TYPES[table]
-                typed = True
+            if table is not None:
+                table_type = table_types(table)
+                if table_type is None:
+                    pass
+                elif not info.own_type:
+                    event_type = table_type
+                    typed = True
+                elif table_type != event_type:
+                    # The code says what it is (TYPE_FAMILIES); the column is counted, not obeyed.
+                    said = (info.family, table, event_type)
+                    contradicted[said] = contradictions(said, 0) + 1
             outcome = info.read_key if typed else info.fell_back_key
             tally[outcome] = count(outcome, 0) + 1
             encounter_id = None
@@ -504,7 +597,9 @@ class MedsLoader:
                 else NO_ATTRIBUTES
             )
             subject.events += 1
-            if subject.first is None:
+            if subject.first is None and not info.birth:
+                # The record's span is its clinical events: a birth row decades before them
+                # made a MIMIC record "run" sixty years.
                 subject.first = time
             if (
                 text is not None
@@ -557,18 +652,21 @@ class MedsLoader:
         event_type, opens, closes, visit_family = code_kind(code)
         description = self.descriptions.get(code, "")
         upper = code.upper()
-        family = vocabulary(code)
+        vocab = vocabulary(code)
+        family = family_of(code)[:120] or code[:120]
         life_event = code in (meds.birth_code, meds.death_code)
         info = _Code(
             code=code[:120],
             event_type=(event_type or "observation")[:40],
             typed=bool(event_type),
-            family=family[:60] or code[:60],
-            demographic=DEMOGRAPHIC_FIELDS.get(family, ""),
+            own_type=event_type if vocab in TYPE_FAMILIES or opens or closes else "",
+            described=bool(description) or life_event,
+            family=family,
+            demographic=DEMOGRAPHIC_FIELDS.get(vocab, ""),
             visit_family=visit_family,
-            read_key=f"{family[:60] or code[:60]}\0read",
-            fell_back_key=f"{family[:60] or code[:60]}\0fell back",
-            ignored_key=f"{family[:60] or code[:60]}\0ignored",
+            read_key=f"{family}\0read",
+            fell_back_key=f"{family}\0fell back",
+            ignored_key=f"{family}\0ignored",
             name=(description or LIFE_EVENT_NAMES.get(code, code))[:500],
             note_type=description or code.split("/", 1)[-1].strip("/").replace("//", " "),
             note_code=any(w in upper for w in NOTE_WORDS),
@@ -601,6 +699,7 @@ class MedsLoader:
     def _close_subject(self) -> None:
         subject = self.subject
         if subject is not None and subject.patient is not None:
+            self.notes += subject.notes
             self.cohort.close_patient(
                 subject.patient,
                 events=subject.events,

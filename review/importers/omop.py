@@ -67,6 +67,7 @@ from .columnar import (
     pylist,
 )
 from .demographics import normalise_sex
+from .descriptions import patients_count_undescribed
 from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
 from .scratch import ScratchTable, drop_scratch_tables, scratch_tables
 from .tables import normalise_header
@@ -681,6 +682,9 @@ class OmopLoader:
         if self.importer.problems.problems:
             return  # the import is refused: no need to finish the records
         self._finish_records()
+        # Rows whose concept the vocabulary lacks keep CONCEPT/<id>: the review page says so
+        # when they are most of a record.
+        patients_count_undescribed(dataset_id=self.importer.dataset.pk)
         omop_concept_synonyms_import(
             dataset=self.importer.dataset, tables=self.tables, concepts=self.concept_table
         )

@@ -39,6 +39,9 @@ class Patient(models.Model):
     note_count = models.PositiveIntegerField(default=0)
     first_event_at = models.DateTimeField(null=True, blank=True)
     last_event_at = models.DateTimeField(null=True, blank=True)
+    # Coded events named by their raw code (no description: review.importers.descriptions),
+    # which record search and the excerpt cannot match to a clinical word.
+    undescribed_event_count = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["dataset", "person_id"]
@@ -48,6 +51,15 @@ class Patient(models.Model):
 
     def __str__(self) -> str:
         return f"{self.dataset.name}:{self.person_id}"
+
+    @property
+    def coded_event_count(self) -> int:
+        return max(0, self.event_count - self.note_count)
+
+    @property
+    def mostly_undescribed(self) -> bool:
+        """More than half of the record's coded events are named only by their code."""
+        return 2 * self.undescribed_event_count > self.coded_event_count > 0
 
 
 class Encounter(models.Model):

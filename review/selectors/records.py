@@ -23,7 +23,15 @@ from django.utils.safestring import SafeString, mark_safe
 from medalign_site.prepared import PreparedQuery
 from review.models import Event, EventNameSynonym, Instruction, Patient, RecordExcerpt
 from review.search import highlight, rank_concepts, snippet
-from review.vocabulary import Concept, concepts, counts, sql_fragments, stemmed
+from review.vocabulary import (
+    Concept,
+    clinical,
+    concepts,
+    counts,
+    phrases,
+    sql_fragments,
+    stemmed,
+)
 
 PAGE_SIZE = 100
 SEARCH_PAGE_SIZE = 50
@@ -538,7 +546,8 @@ def record_excerpt(instruction: Instruction, patient: Patient) -> Excerpt:
     finds mentioning a concept, so an old note that holds the answer is still found), and the
     latest coded events. Every block is newest first; matches are highlighted with <mark>.
     """
-    found = concepts(instruction.question)
+    # The instruction's clinical terms: its framing words ("high", "risk") mark nothing.
+    found = clinical(concepts(instruction.question))
     base = Event.objects.filter(patient=patient)
     recent = _rows(
         base.exclude(event_type=NOTE).order_by("-timestamp", "-seq"), EXCERPT_RECENT_EVENTS
@@ -602,6 +611,9 @@ def _findings(patient: Patient, found: list[Concept]) -> list[ExcerptFinding]:
     names = [n for n in _distinct_values(patient, "name") if n]
     synonyms = record_name_synonyms(patient, names)
     documents = [_name_tokens(name, synonyms) for name in names]
+    # Words of the instruction that the record's names hold as one phrase ("blood pressure")
+    # count as that phrase: a name with one of them alone ("Chloride in Blood") is no answer.
+    found = phrases(found, documents)
     scored: dict[str, float] = {}
     for s in rank_concepts(found, documents)[:EXCERPT_NAMES_SHOWN]:
         scored[names[s.index]] = s.score
@@ -628,7 +640,7 @@ def _findings(patient: Patient, found: list[Concept]) -> list[ExcerptFinding]:
 
 # Bump when record_excerpt() or the Excerpt it returns changes: every stored excerpt then no
 # longer matches its fingerprint and is recomputed on its next view.
-EXCERPT_VERSION = 2
+EXCERPT_VERSION = 3
 
 
 def record_excerpt_fingerprint(instruction: Instruction, patient: Patient) -> str:

@@ -382,7 +382,9 @@ def test_naive_times_are_wall_clock_time_in_the_installations_zone(tmp_path: Pat
     assert heart[0].encounter_id == heart[1].encounter_id != heart[2].encounter_id
     day = Encounter.objects.get(pk=heart[0].encounter_id)
     assert (day.start, day.end) == (heart[0].timestamp, heart[1].timestamp)
-    assert patient.first_event_at == T(1960, 1, 2, 20, 0, tzinfo=zone)
+    assert Event.objects.get(code="MEDS_BIRTH").timestamp == T(1960, 1, 2, 20, 0, tzinfo=zone)
+    # The record's span is its clinical events: it starts at the first one, not at birth.
+    assert patient.first_event_at == heart[0].timestamp
     assert patient.last_event_at == heart[2].timestamp
 
 

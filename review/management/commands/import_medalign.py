@@ -78,15 +78,19 @@ class Command(BaseCommand):
             if label.startswith(("responses added to ", "responses kept as candidates")):
                 self.stdout.write(f"  {label:<45} {count:>10,}")
         if summary.sources:
-            # MEDS and OMOP: did the cohort come through whole, table by table?
-            outcomes = ("read", "fell back", "ignored")
+            # MEDS and OMOP: did the cohort come through whole, table by table? A row that fell
+            # back was read all the same (kept under its source value or as an observation):
+            # "read" counts it, "by fallback" says how many of those read did.
+            headings = ("read", "by fallback", "ignored")
+            width = max(30, *(len(source) for source in summary.sources))
             self.stdout.write(
-                f"  {'rows by table or code family':<32}" + "".join(f"{o:>12}" for o in outcomes)
+                f"  {'rows by table or code family':<{width + 2}}"
+                + "".join(f"{h:>14}" for h in headings)
             )
             for source, counts in sorted(summary.sources.items()):
-                self.stdout.write(
-                    f"    {source:<30}" + "".join(f"{counts.get(o, 0):>12,}" for o in outcomes)
-                )
+                fell_back = counts.get("fell back", 0)
+                shown = (counts.get("read", 0) + fell_back, fell_back, counts.get("ignored", 0))
+                self.stdout.write(f"    {source:<{width}}" + "".join(f"{n:>14,}" for n in shown))
         if summary.skipped:
             self.stdout.write("  rows skipped:")
             for reason, count in sorted(summary.skipped.items()):
