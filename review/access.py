@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.fields.files import FieldFile
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -416,7 +416,11 @@ def instruction_get_for_clinician(user: User, *, instruction_id: int) -> Instruc
     reviewing or grading its rubric); admins: any. Else 404."""
     qs = Instruction.objects.select_related("dataset", "patient")
     if not user_access(user).is_admin:
-        qs = qs.filter(assignments__clinician=user)
+        # EXISTS, not a join: a clinician asked the instruction in two rounds holds two
+        # assignments to it, and a join would return the instruction twice.
+        qs = qs.filter(
+            Exists(Assignment.objects.filter(instruction_id=OuterRef("pk"), clinician=user))
+        )
     try:
         return qs.get(pk=instruction_id)
     except Instruction.DoesNotExist:

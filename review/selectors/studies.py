@@ -44,10 +44,33 @@ def study_latest_reviewed(dataset: Dataset) -> Study | None:
     return reviewed or study_current(dataset)
 
 
+def study_label(round_number: int, name: str) -> str:
+    """A round as an admin reads it, its number said once: "Round 2: with the new model";
+    "Round 2" alone where the name only repeats the number; a name that starts with its own
+    number ("Round 2: adds a model") is not prefixed again.
+
+    For admins only: a clinician sees ``clinician_round_label``, since what an admin types may
+    name a model.
+    """
+    plain = f"Round {round_number}"
+    text = " ".join(name.split())
+    if text.casefold().startswith(plain.casefold()):
+        rest = text[len(plain) :]
+        if not rest[:1].isdigit():  # "Round 21" is not "Round 2"
+            text = rest.lstrip(" :-\u2013\u2014\u00b7.,")
+    return f"{plain}: {text}" if text else plain
+
+
+def clinician_round_label(round_number: int) -> str:
+    """A round as a clinician sees it: its number alone, never the name an admin typed
+    ("Round 2: adds Atlas-70B" would name the model whose responses are new)."""
+    return f"Round {round_number}"
+
+
 def study_names(study_ids: set[int]) -> list[str]:
-    """How a message names rounds: "<dataset>: Round <n> (<name>)"."""
+    """How a message names rounds: "<dataset>: Round <n>: <name>"."""
     return [
-        f"{s.dataset.name}: Round {s.round} ({s.name})"
+        f"{s.dataset.name}: {study_label(s.round, s.name)}"
         for s in Study.objects.filter(pk__in=study_ids).select_related("dataset")
     ]
 

@@ -719,8 +719,11 @@ def _email_reopened(review: Review, *, request: HttpRequest | None) -> None:
         return
     context = {
         "instruction_id": assignment.instruction.instruction_id,
+        # The round named: without it the page opens the latest round the clinician holds
+        # the instruction in, which need not be the one reopened.
         "review_url": site_url(request)
-        + reverse("clinician_review", args=[assignment.instruction_id]),
+        + reverse("clinician_review", args=[assignment.instruction_id])
+        + f"?study={assignment.study_id}",
         "queue_url": site_url(request) + reverse("clinician_queue"),
         "site_name": settings.SITE_NAME,
     }
