@@ -33,7 +33,7 @@ from review.selectors.reviews import (
     instruction_responses,
     review_page_data,
 )
-from review.selectors.studies import study_current, study_names
+from review.selectors.studies import study_current, study_label, study_names
 from review.services import reviews as review_services
 from review.services.assignments import AssignmentError, assignments_create, assignments_plan
 from review.services.audit import audit_record, audit_record_many
@@ -419,6 +419,7 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
                     overlap=data["overlap"],
                     study=study,
                     actor=request.user,
+                    repeat_reviewers=data["repeat_reviewers"],
                 )
             except AssignmentError as exc:
                 messages.error(request, str(exc))
@@ -431,8 +432,21 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
             )
             return redirect("admin_assign")
         plan = assignments_plan(
-            instructions=instructions, clinicians=clinicians, overlap=data["overlap"], study=study
+            instructions=instructions,
+            clinicians=clinicians,
+            overlap=data["overlap"],
+            study=study,
+            repeat_reviewers=data["repeat_reviewers"],
         )
         # The round the plan fills, named before anything is created.
         study = study or study_current(data["dataset"])
-    return render(request, "review/admin/assign.html", {"form": form, "plan": plan, "study": study})
+    return render(
+        request,
+        "review/admin/assign.html",
+        {
+            "form": form,
+            "plan": plan,
+            "study": study,
+            "study_label": study_label(study.round, study.name) if study else "",
+        },
+    )

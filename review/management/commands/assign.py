@@ -32,6 +32,15 @@ class Command(BaseCommand):
         )
         parser.add_argument("--dry-run", action="store_true", help="show the plan, write nothing")
         parser.add_argument(
+            "--repeat-reviewers",
+            action="store_true",
+            help=(
+                "also assign clinicians who hold an instruction in another round with some of "
+                "the same responses (a copied round): left out by default, since they would "
+                "see what is new beside what they ranked"
+            ),
+        )
+        parser.add_argument(
             "--mode",
             choices=["uniform", "adaptive"],
             default="",
@@ -86,9 +95,14 @@ class Command(BaseCommand):
             specialty=str(options["specialty"]),
             category=str(options["category"]),
         )
+        repeat = bool(options["repeat_reviewers"])
         if options["dry_run"]:
             plan = assignments_plan(
-                instructions=instructions, clinicians=clinicians, overlap=overlap, study=study
+                instructions=instructions,
+                clinicians=clinicians,
+                overlap=overlap,
+                study=study,
+                repeat_reviewers=repeat,
             )
         else:
             plan = assignments_create(
@@ -97,6 +111,7 @@ class Command(BaseCommand):
                 overlap=overlap,
                 actor=None,
                 study=study,
+                repeat_reviewers=repeat,
             )
         verb = "Would create" if options["dry_run"] else "Created"
         self.stdout.write(
@@ -105,6 +120,14 @@ class Command(BaseCommand):
         )
         for email, n in plan.per_clinician.items():
             self.stdout.write(f"  {email}: +{n}")
+        if plan.repeats_left_out:
+            rounds = ", ".join(str(r) for r in plan.shared_rounds)
+            self.stdout.write(
+                f"{plan.repeats_left_out} (instruction, clinician) pairs left out on "
+                f"{plan.shared_instructions} instructions: those clinicians hold them in round "
+                f"{rounds} with some of the same responses and would see what is new beside "
+                "what they ranked (--repeat-reviewers assigns them knowingly)."
+            )
 
     def _adaptive(
         self, study: Study | None, clinicians: list[User], overlap: int, options: dict[str, object]
