@@ -4,7 +4,7 @@ from typing import Any
 
 from django import forms
 
-from review.access import user_access
+from review.access import unblinding_roles
 from review.models import Dataset, Study, User
 from review.selectors.assignments import assignment_choices, clinicians_approved
 from review.selectors.studies import study_label
@@ -12,14 +12,19 @@ from review.services.assignments import MAX_OVERLAP
 
 
 class _ClinicianChoice(forms.ModelMultipleChoiceField):
-    """Clinicians by email; one who also holds researcher access is marked, since they can map
-    their own reviews to model names through the exports (issue 23): their reviews are flagged
-    and left out of reports unless a researcher includes them."""
+    """Clinicians by email; one who can read model names or shown orders (researcher, admin
+    or staff access) is marked: their reviews are flagged and left out of reports unless a
+    researcher includes them."""
 
     def label_from_instance(self, obj: Any) -> str:
-        if user_access(obj).is_researcher:
-            return f"{obj.email} (also a researcher: can see model names; reviews left out)"
+        roles = unblinding_roles(obj)
+        if roles:
+            named = " and ".join(_ARTICLES.get(role, role) for role in roles)
+            return f"{obj.email} (also {named}: can see model names; reviews left out of reports)"
         return str(obj.email)
+
+
+_ARTICLES = {"researcher": "a researcher", "admin": "an admin"}
 
 
 class _StudyChoice(forms.ModelChoiceField):

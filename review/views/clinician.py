@@ -88,8 +88,20 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         request.user, instruction_id=instruction_id, study_id=_study_param(request)
     )
     instruction = assignment.instruction
+    try:
+        review_services.review_check_allowed(request.user)
+    except review_services.ReviewForbidden as exc:
+        return render(
+            request,
+            "review/clinician/review_forbidden.html",
+            {"message": exc.message},
+            status=403,
+        )
     responses = instruction_responses(study_id=assignment.study_id, instruction_id=instruction.pk)
-    could_unblind = access.user_access(request.user).is_researcher
+    # Researcher, admin or staff access shows which model wrote each response, or the order
+    # this review shows them in: the review is flagged and the page says so.
+    unblinding = access.unblinding_roles(request.user)
+    could_unblind = bool(unblinding)
     review = review_services.review_get_or_start(
         assignment=assignment,
         response_ids=[row[0] for row in responses],
@@ -159,6 +171,7 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         "review/clinician/review.html",
         {
             "could_unblind": could_unblind,
+            "unblinding_roles": unblinding,
             "assignment": assignment,
             "instruction": instruction,
             "patient": patient,
@@ -404,12 +417,16 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
     form = AssignForm(request.POST or None)
     plan = None
     study = None
+    unblinding: list[tuple[str, str]] = []
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         instructions = instructions_for_assignment(
             dataset=data["dataset"], specialty=data["specialty"], category=data["category"]
         )
         clinicians = list(data["clinicians"])
+        unblinding = [
+            (c.email, ", ".join(roles)) for c in clinicians if (roles := access.unblinding_roles(c))
+        ]
         study = data["study"]
         if request.POST.get("action") == "create":
             try:
@@ -448,5 +465,8 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
             "plan": plan,
             "study": study,
             "study_label": study_label(study.round, study.name) if study else "",
+            # Chosen accounts that can read model names: assigned if the admin goes on, with
+            # their reviews flagged and left out of reports.
+            "unblinding": unblinding,
         },
     )

@@ -2,6 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from review.access import can_unblind, unblinding_roles
 from review.models import Dataset, Study, User
 from review.selectors.adaptive import adaptive_state
 from review.selectors.assignments import clinicians_approved, instructions_for_assignment
@@ -71,6 +72,10 @@ class Command(BaseCommand):
             raise CommandError(f"--overlap must be between 1 and {MAX_OVERLAP}")
         approved = {u.email: u for u in clinicians_approved()}
         emails = [e.strip().lower() for e in str(options["clinicians"]).split(",") if e.strip()]
+        # Accounts that can read model names (researcher, admin, staff): their reviews are
+        # flagged and left out of reports. Left out of the default pool (the demo's admin was
+        # given the only OMOP review), assigned when named, with a warning.
+        unblinding = {e: unblinding_roles(u) for e, u in approved.items() if can_unblind(u)}
         if emails:
             missing = [e for e in emails if not User.objects.filter(email=e).exists()]
             if missing:
@@ -79,10 +84,30 @@ class Command(BaseCommand):
             if not_approved:
                 raise CommandError(f"not approved clinicians (today): {', '.join(not_approved)}")
             clinicians = [approved[e] for e in emails]
+            for email in emails:
+                if email in unblinding:
+                    self.stdout.write(
+                        f"Warning: {email} can read model names "
+                        f"({', '.join(unblinding[email])}): their reviews are flagged and left "
+                        "out of reports unless a researcher includes them."
+                    )
         else:
-            clinicians = list(approved.values())
+            clinicians = [u for e, u in approved.items() if e not in unblinding]
+            for email, roles in unblinding.items():
+                self.stdout.write(
+                    f"skipped {email}: can read model names ({', '.join(roles)}); name it with "
+                    "--clinicians to assign it knowingly (its reviews are left out of reports)."
+                )
         if not clinicians:
-            raise CommandError("no approved clinicians to assign to")
+            raise CommandError(
+                "no approved clinicians to assign to"
+                + (
+                    f" ({len(unblinding)} skipped: they can read model names; name them with "
+                    "--clinicians to assign them knowingly)"
+                    if unblinding and not emails
+                    else ""
+                )
+            )
         target = study or study_current(dataset)
         adaptive = target is not None and target.assignment_mode == Study.AssignmentMode.ADAPTIVE
         if adaptive and options["mode"] == "uniform":
