@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.fields.files import FieldFile
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -285,12 +285,44 @@ def _evaluate(user: User, today: date) -> UserAccess:
     ):
         return UserAccess(application=application, reason="new DUA version not signed")
     roles = frozenset(application.roles)
-    if settings.FORBID_CLINICIAN_RESEARCHER and {Role.CLINICIAN, Role.RESEARCHER} <= roles:
+    if (
+        settings.FORBID_CLINICIAN_RESEARCHER
+        and Role.CLINICIAN in roles
+        and (roles & UNBLINDING_ROLES or user.is_staff or user.is_superuser)
+    ):
         # An account approved before the installation forbade the combination: it keeps the
         # side that cannot bias a study.
         roles = roles - {Role.CLINICIAN}
     needs_mfa = bool(roles & MFA_ROLES) and not _has_totp(user)
     return UserAccess(roles=roles, application=application, needs_mfa=needs_mfa)
+
+
+# Roles that can read which model wrote a response, or the order a review showed them in:
+# researchers (reports and the responses export name models), admins (the studies pages, the
+# Django admin's responses and reviews).
+UNBLINDING_ROLES = frozenset({Role.RESEARCHER, Role.ADMIN})
+
+
+def unblinding_roles(user: User | Any) -> list[str]:
+    """What lets the account tell which model wrote a response: "researcher", "admin",
+    "staff" (Django's admin flags, which open the reviews' shown orders and the responses'
+    model names); empty for an account that cannot. A review by such an account is flagged
+    (``Review.reviewer_could_unblind``) and left out of reports unless asked for."""
+    access = user_access(user)
+    found = [role for role in (Role.RESEARCHER, Role.ADMIN) if role in access.roles]
+    if getattr(user, "is_staff", False) or getattr(user, "is_superuser", False):
+        found.append("staff")
+    return [str(role) for role in found]
+
+
+def can_unblind(user: User | Any) -> bool:
+    return bool(unblinding_roles(user))
+
+
+def unblinding_forbidden(user: User | Any) -> bool:
+    """``FORBID_CLINICIAN_RESEARCHER``: an account that can unblind never reviews, even
+    through an assignment made before the setting (or before it gained that access)."""
+    return bool(settings.FORBID_CLINICIAN_RESEARCHER) and can_unblind(user)
 
 
 def _has_totp(user: User) -> bool:
@@ -416,7 +448,11 @@ def instruction_get_for_clinician(user: User, *, instruction_id: int) -> Instruc
     reviewing or grading its rubric); admins: any. Else 404."""
     qs = Instruction.objects.select_related("dataset", "patient")
     if not user_access(user).is_admin:
-        qs = qs.filter(assignments__clinician=user)
+        # EXISTS, not a join: a clinician asked the instruction in two rounds holds two
+        # assignments to it, and a join would return the instruction twice.
+        qs = qs.filter(
+            Exists(Assignment.objects.filter(instruction_id=OuterRef("pk"), clinician=user))
+        )
     try:
         return qs.get(pk=instruction_id)
     except Instruction.DoesNotExist:

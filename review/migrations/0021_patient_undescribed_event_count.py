@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('review', '0019_grading_save_audited_at'),
+        ('review', '0020_certificate_sha256'),
     ]
 
     operations = [

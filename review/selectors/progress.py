@@ -7,7 +7,8 @@ from datetime import datetime
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Max, Q
 
-from review.models import Assignment, Dataset, Instruction, Review
+from review.models import Assignment, Dataset, Instruction, Review, Study, StudyResponse
+from review.selectors.studies import study_label
 from review.services.demo_reviews import is_simulated_email
 
 INSTRUCTIONS_PER_PAGE = 50
@@ -81,6 +82,10 @@ class ReviewRow:
     submitted_at: datetime | None
     updated_at: datetime | None
     reopen_reason: str
+    # The round the assignment belongs to: a clinician asked the instruction in two rounds
+    # has a row in each, and the row says which.
+    round: int = 0
+    round_label: str = ""
 
     @property
     def can_reopen(self) -> bool:
@@ -119,11 +124,14 @@ _WORKED_ON = Q(review__status=Review.Status.REOPENED) | Q(
 )
 
 
-def clinicians_progress(dataset: Dataset) -> list[ClinicianProgress]:
-    """One row per clinician with assignments in ``dataset`` (one query, grouped in SQL)."""
+def clinicians_progress(dataset: Dataset, *, study: Study | None = None) -> list[ClinicianProgress]:
+    """One row per clinician with assignments in ``dataset`` (in ``study`` alone if given):
+    one query, grouped in SQL."""
+    assignments = Assignment.objects.filter(instruction__dataset=dataset)
+    if study is not None:
+        assignments = assignments.filter(study=study)
     rows = (
-        Assignment.objects.filter(instruction__dataset=dataset)
-        .values("clinician_id", "clinician__email", "clinician__full_name")
+        assignments.values("clinician_id", "clinician__email", "clinician__full_name")
         .annotate(
             assigned=Count("id"),
             submitted=Count("id", filter=Q(review__status=Review.Status.SUBMITTED)),
@@ -154,34 +162,52 @@ def _row_status(review: Review | None) -> str:
     return str(review.status)
 
 
+def _status_q(status: str) -> Q | None:
+    """Assignments whose review is in ``status`` ("new", "draft", "reopened", "submitted"), as
+    the clinician's queue counts them; None for any other value (no filter)."""
+    if status == "new":
+        return Q(review__isnull=True) | Q(
+            review__status=Review.Status.DRAFT, review__edited_at__isnull=True
+        )
+    if status == Review.Status.DRAFT:
+        return Q(review__status=Review.Status.DRAFT, review__edited_at__isnull=False)
+    if status in Review.Status.values:
+        return Q(review__status=status)
+    return None
+
+
 def dataset_progress_detail(
-    dataset: Dataset, *, page_number: int | str = 1, status: str = ""
+    dataset: Dataset,
+    *,
+    page_number: int | str = 1,
+    status: str = "",
+    study: Study | None = None,
 ) -> DatasetDetail:
     """Clinicians' progress and one page of instructions with their reviews (4 queries).
 
     ``status`` ("submitted", "reopened", "draft", "new") keeps only instructions that have a
     review in that state, so an admin looking for something to reopen finds it on page one.
+    ``study`` keeps one round: its instructions (in its response set or assigned in it), its
+    assignments, and the clinicians' counts in it.
     """
-    clinicians = clinicians_progress(dataset)
+    clinicians = clinicians_progress(dataset, study=study)
+    assignments_in = Assignment.objects.filter(instruction__dataset=dataset)
+    if study is not None:
+        assignments_in = assignments_in.filter(study=study)
     instructions = Instruction.objects.filter(dataset=dataset).order_by("pk")
-    if status == "new":
+    status_q = _status_q(status)
+    if status_q is not None:
+        # One subquery over the assignments: the state and the round hold for the same
+        # assignment, not for two different ones of the instruction.
         instructions = instructions.filter(
-            Q(assignments__isnull=False, assignments__review__isnull=True)
-            | Q(
-                assignments__review__status=Review.Status.DRAFT,
-                assignments__review__edited_at__isnull=True,
-            )
+            pk__in=assignments_in.filter(status_q).values("instruction_id")
         )
-    elif status == Review.Status.DRAFT:
+    elif study is not None:
         instructions = instructions.filter(
-            assignments__review__status=Review.Status.DRAFT,
-            assignments__review__edited_at__isnull=False,
+            Q(pk__in=assignments_in.values("instruction_id"))
+            | Q(pk__in=StudyResponse.objects.filter(study=study).values("instruction_id"))
         )
-    elif status in Review.Status.values:
-        instructions = instructions.filter(assignments__review__status=status)
-    instructions = instructions.distinct().only(
-        "id", "instruction_id", "question", "category", "specialty"
-    )
+    instructions = instructions.only("id", "instruction_id", "question", "category", "specialty")
     page = Paginator(instructions, INSTRUCTIONS_PER_PAGE).get_page(page_number)
     rows = {
         i.pk: InstructionRow(
@@ -193,13 +219,17 @@ def dataset_progress_detail(
         )
         for i in page.object_list
     }
+    assignments = Assignment.objects.filter(instruction_id__in=list(rows))
+    if study is not None:
+        assignments = assignments.filter(study=study)
     assignments = (
-        Assignment.objects.filter(instruction_id__in=list(rows))
-        .select_related("clinician", "review")
+        assignments.select_related("clinician", "review", "study")
         .only(
             "id",
             "instruction_id",
             "clinician__email",
+            "study__round",
+            "study__name",
             "review__id",
             "review__status",
             "review__submitted_at",
@@ -207,7 +237,7 @@ def dataset_progress_detail(
             "review__reopen_reason",
             "review__edited_at",
         )
-        .order_by("instruction_id", "clinician__email")
+        .order_by("instruction_id", "study__round", "clinician__email")
     )
     for a in assignments:
         review = getattr(a, "review", None)
@@ -219,6 +249,8 @@ def dataset_progress_detail(
                 submitted_at=review.submitted_at if review else None,
                 updated_at=review.updated_at if review else None,
                 reopen_reason=review.reopen_reason if review else "",
+                round=a.study.round,
+                round_label=study_label(a.study.round, a.study.name),
             )
         )
     return DatasetDetail(clinicians=clinicians, instructions=list(rows.values()), page=page)

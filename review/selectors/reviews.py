@@ -18,7 +18,7 @@ from review.models import (
     User,
     response_label,
 )
-from review.selectors.studies import ResponseRow, study_response_rows
+from review.selectors.studies import ResponseRow, clinician_round_label, study_response_rows
 
 QUEUE_STATUSES = ("new", "draft", "submitted")
 
@@ -55,13 +55,6 @@ class Queue:
         return round(100 * self.done / self.total) if self.total else 0
 
 
-def study_label(round_number: int, name: str) -> str:
-    """A round as people name it: "Round 2: with the new model", or "Round 1" alone where the
-    name only repeats the number."""
-    plain = f"Round {round_number}"
-    return plain if name.strip().casefold() == plain.casefold() else f"{plain}: {name}"
-
-
 def _queue_status(review: Review | None) -> str:
     # Opening a review starts it but is not work: only the first edit makes it "in progress".
     if review is None or (review.status == Review.Status.DRAFT and review.edited_at is None):
@@ -77,7 +70,7 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
     """
     assignments = (
         Assignment.objects.filter(clinician=user)
-        .select_related("instruction", "review")
+        .select_related("instruction", "review", "study")
         .only(
             "id",
             "instruction__id",
@@ -93,7 +86,6 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
             "review__reopen_reason",
             "study__id",
             "study__round",
-            "study__name",
         )
         .order_by("id")
     )
@@ -119,7 +111,7 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
                 ),
                 study_id=a.study_id,
                 round_label=(
-                    study_label(a.study.round, a.study.name)
+                    clinician_round_label(a.study.round)
                     if per_instruction[a.instruction_id] > 1 and a.study is not None
                     else ""
                 ),

@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from medalign_site.prepared import PreparedQuery
+from review.blinding import model_name_hits
 from review.models import Dataset, ModelResponse, Review, Study, StudyResponse
 
 # (response id, text, model name): the review page's responses of one instruction in a study.
@@ -44,10 +45,52 @@ def study_latest_reviewed(dataset: Dataset) -> Study | None:
     return reviewed or study_current(dataset)
 
 
+def study_label(round_number: int, name: str) -> str:
+    """A round as an admin reads it, its number said once: "Round 2: with the new model";
+    "Round 2" alone where the name only repeats the number; a name that starts with its own
+    number ("Round 2: adds a model") is not prefixed again.
+
+    For admins only: a clinician sees ``clinician_round_label``, since what an admin types may
+    name a model.
+    """
+    plain = f"Round {round_number}"
+    text = " ".join(name.split())
+    if text.casefold().startswith(plain.casefold()):
+        rest = text[len(plain) :]
+        if not rest[:1].isdigit():  # "Round 21" is not "Round 2"
+            text = rest.lstrip(" :-\u2013\u2014\u00b7.,")
+    return f"{plain}: {text}" if text else plain
+
+
+def clinician_round_label(round_number: int) -> str:
+    """A round as a clinician sees it: its number alone, never the name an admin typed
+    ("Round 2: adds Atlas-70B" would name the model whose responses are new)."""
+    return f"Round {round_number}"
+
+
+def dataset_model_names(dataset: Dataset) -> list[str]:
+    """Every model name among the dataset's responses, candidates included."""
+    return sorted(
+        set(
+            ModelResponse.objects.filter(instruction__dataset=dataset)
+            .order_by()
+            .values_list("model_name", flat=True)
+            .distinct()
+        )
+    )
+
+
+def round_name_hits(name: str, model_names: list[str]) -> list[str]:
+    """The words of a round's name that name a model (of the dataset, a family or a maker),
+    as typed: what the admin is warned about. Clinicians never see the name
+    (``clinician_round_label``); researchers, exports and the audit log do."""
+    return model_name_hits(name, model_names)
+
+
 def study_names(study_ids: set[int]) -> list[str]:
-    """How a message names rounds: "<dataset>: Round <n> (<name>)"."""
+    """How a message names rounds: "<dataset>: Round <n>: <name>"."""
     return [
-        f"{s.dataset.name}: Round {s.round} ({s.name})"
+        f"{s.dataset.name}: {study_label(s.round, s.name)}"
         for s in Study.objects.filter(pk__in=study_ids).select_related("dataset")
     ]
 
@@ -149,6 +192,8 @@ class ModelGroup:
     runs: set[int] = field(default_factory=set)  # generation runs that produced them
     # Responses in at least one study: a response in two rounds (a copied set) counts once.
     in_any_study: set[int] = field(default_factory=set)
+    # What "Add to round" and "Remove from round" would do in each round, in round order.
+    rounds: list["RoundAction"] = field(default_factory=list)
 
     @property
     def source(self) -> str:
@@ -161,6 +206,19 @@ class ModelGroup:
         return self.responses - len(self.in_any_study) - self.retired
 
 
+@dataclass(frozen=True)
+class RoundAction:
+    """One model in one round: how many of its responses adding it would bring in (its
+    unretired responses not in the round yet) and how many removing it would take out. The
+    page offers a button only where it would change something; the service still refuses a
+    change that touches a started instruction, and says why."""
+
+    study_id: int
+    round: int
+    addable: int
+    in_round: int
+
+
 @dataclass
 class StudyRow:
     study: Study
@@ -169,22 +227,28 @@ class StudyRow:
     assignments: int
     adaptive: Any = None  # review.selectors.adaptive.AdaptiveState, adaptive studies only
     predictors: list[tuple[int, str]] = field(default_factory=list)
+    label: str = ""  # "Round 2: with the new model", the number said once
+    name_hits: list[str] = field(default_factory=list)  # words of the name naming a model
 
 
 def studies_overview(dataset: Dataset) -> tuple[list[StudyRow], list[ModelGroup]]:
     """The admin's page: each study's set and how much of it has started; each model's
     responses (a handful of queries, whatever the dataset's size)."""
     groups: dict[str, ModelGroup] = {}
-    for name, retired_at, run in (
+    live: dict[str, set[int]] = {}  # model -> its unretired responses
+    for response_id, name, retired_at, run in (
         ModelResponse.objects.filter(instruction__dataset=dataset)
-        .values_list("model_name", "retired_at", "generation_metadata__generation__run")
+        .values_list("id", "model_name", "retired_at", "generation_metadata__generation__run")
         .order_by()
     ):
         group = groups.setdefault(name, ModelGroup(model_name=name))
         group.responses += 1
         group.retired += retired_at is not None
+        if retired_at is None:
+            live.setdefault(name, set()).add(response_id)
         if isinstance(run, int):
             group.runs.add(run)
+    in_set: dict[tuple[int, str], set[int]] = {}  # (study, model) -> its responses there
     for study_id, response_id, name in (
         StudyResponse.objects.filter(study__dataset=dataset)
         .values_list("study_id", "response_id", "response__model_name")
@@ -193,7 +257,9 @@ def studies_overview(dataset: Dataset) -> tuple[list[StudyRow], list[ModelGroup]
         in_studies = groups[name].in_studies
         in_studies[study_id] = in_studies.get(study_id, 0) + 1
         groups[name].in_any_study.add(response_id)
+        in_set.setdefault((study_id, name), set()).add(response_id)
     rows = []
+    names = sorted(groups)
     for study in studies_of(dataset).select_related("dataset"):
         rows.append(
             StudyRow(
@@ -201,6 +267,18 @@ def studies_overview(dataset: Dataset) -> tuple[list[StudyRow], list[ModelGroup]
                 summary=response_set_summary(study),
                 started=len(study_started_instruction_ids(study)),
                 assignments=study.assignments.count(),
+                label=study_label(study.round, study.name),
+                name_hits=round_name_hits(study.name, names),
             )
         )
+        for name, group in groups.items():
+            present = in_set.get((study.pk, name), set())
+            group.rounds.append(
+                RoundAction(
+                    study_id=study.pk,
+                    round=study.round,
+                    addable=len(live.get(name, set()) - present),
+                    in_round=len(present),
+                )
+            )
     return rows, sorted(groups.values(), key=lambda g: g.model_name)

@@ -25,7 +25,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
-from review.access import clear_all_cached_access, clear_cached_access
+from review.access import UNBLINDING_ROLES, clear_all_cached_access, clear_cached_access
 from review.models import (
     AccessApplication,
     AuditEvent,
@@ -629,12 +629,15 @@ def _check_roles(roles: Iterable[str]) -> set[str]:
     unknown = role_set - set(Role.values)
     if unknown:
         raise AccountsError(f"Unknown role(s): {', '.join(sorted(unknown))}.")
-    if settings.FORBID_CLINICIAN_RESEARCHER and {Role.CLINICIAN, Role.RESEARCHER} <= role_set:
-        raise AccountsError(
-            "This installation forbids one account being both clinician and researcher "
-            "(FORBID_CLINICIAN_RESEARCHER): a reviewer could map responses to models through "
-            "the exports. Approve one of the two."
-        )
+    if settings.FORBID_CLINICIAN_RESEARCHER and Role.CLINICIAN in role_set:
+        other = sorted(str(r) for r in role_set & UNBLINDING_ROLES)
+        if other:
+            raise AccountsError(
+                "This installation forbids a clinician account that can read model names "
+                f"(FORBID_CLINICIAN_RESEARCHER): {' and '.join(other)} access shows which "
+                "model wrote each response (exports, the studies pages, the Django admin). "
+                "Approve clinician access on its own, or the other roles without it."
+            )
     return role_set
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.http import HttpRequest
 
-from review.access import user_access
+from review.access import can_unblind
 from review.models import AuditEvent, Instruction, SamplingDraw, Study, User
 from review.selectors.adaptive import DEFAULTS, AdaptiveState, adaptive_state
 
@@ -124,9 +124,10 @@ def adaptive_assign_wave(
             f"Wave {state.waves_drawn}'s reviews are not all submitted yet: the next wave is "
             "drawn from them."
         )
-    # Blind like every review: an account that also holds researcher access can see model
-    # names; its reviews are left out of reports, so it would leave a drawn instruction short.
-    pool = [c for c in clinicians if not user_access(c).is_researcher]
+    # Blind like every review: an account with researcher, admin or staff access can see
+    # model names; its reviews are left out of reports, so it would leave a drawn instruction
+    # short.
+    pool = [c for c in clinicians if not can_unblind(c)]
     SamplingDraw.objects.bulk_create(
         [
             SamplingDraw(

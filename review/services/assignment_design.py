@@ -50,6 +50,7 @@ def assignments_create_mixed(
     seed: int,
     actor: User | None,
     study: Study | None = None,
+    repeat_reviewers: bool = False,
 ) -> tuple[AssignmentPlan, AssignmentPlan, list[Instruction]]:
     """One clinician on every instruction, a second on ``doubled`` of them
     (:func:`agreement_subset`), in one transaction; each step audited as any assignment is,
@@ -58,11 +59,21 @@ def assignments_create_mixed(
     chosen = list(instructions)
     people = list(clinicians)
     first = assignments_create(
-        instructions=chosen, clinicians=people, overlap=1, actor=actor, study=study
+        instructions=chosen,
+        clinicians=people,
+        overlap=1,
+        actor=actor,
+        study=study,
+        repeat_reviewers=repeat_reviewers,
     )
     subset = agreement_subset(chosen, doubled, seed)
     second = assignments_create(
-        instructions=subset, clinicians=people, overlap=2, actor=actor, study=study
+        instructions=subset,
+        clinicians=people,
+        overlap=2,
+        actor=actor,
+        study=study,
+        repeat_reviewers=repeat_reviewers,
     )
     for round_ in Study.objects.select_for_update().filter(pk__in=set(first.studies.values())):
         round_.assignment_params = {

@@ -8,7 +8,16 @@ from django.db import transaction
 from django.db.models import Count
 from django.http import HttpRequest
 
-from review.models import Assignment, AuditEvent, Dataset, Instruction, Review, Study, User
+from review.models import (
+    Assignment,
+    AuditEvent,
+    Dataset,
+    Instruction,
+    Review,
+    Study,
+    StudyResponse,
+    User,
+)
 
 from .audit import audit_record
 from .demo_reviews import is_simulated_email, simulated_q
@@ -27,6 +36,12 @@ class AssignmentPlan:
     pairs: list[tuple[int, int]] = field(default_factory=list)  # (instruction id, clinician id)
     per_clinician: dict[str, int] = field(default_factory=dict)  # email -> new assignments
     studies: dict[int, int] = field(default_factory=dict)  # instruction id -> study id
+    # Left out because the clinician holds the instruction in another round whose responses
+    # this round shares (a copied round): (instruction, clinician) pairs, and instructions.
+    repeats_left_out: int = 0
+    shared_instructions: int = 0
+    # The other rounds those clinicians hold the instructions in (round numbers).
+    shared_rounds: list[int] = field(default_factory=list)
 
     @property
     def created(self) -> int:
@@ -68,12 +83,19 @@ def assignments_plan(
     actor: User | None = None,
     create_study: bool = False,
     fresh_only: bool = False,
+    repeat_reviewers: bool = False,
 ) -> AssignmentPlan:
     """Choose clinicians to bring every instruction up to ``overlap`` reviewers. Writes nothing.
 
-    ``fresh_only`` (adaptive waves): a clinician who holds the instruction in another round is
-    not chosen for it; a round copied from another shows the same responses, and a second
-    ranking of them by the same person is not an independent review.
+    A clinician who holds the instruction in another round whose response set shares a
+    response with this round's (a copied round), or where this round has no responses for it
+    yet, is not chosen for it unless ``repeat_reviewers``: they would see responses they have
+    ranked already, and whatever is new beside them would stand out as the new model's. The
+    plan counts the pairs so left out (``repeats_left_out``).
+
+    ``fresh_only`` (adaptive waves) goes further: a clinician who holds the instruction in any
+    other round is not chosen for it; a second ranking by the same person is not an
+    independent review.
 
     Assignments belong to a study (``study``, else each instruction's dataset's latest round):
     existing assignments of that study count towards the overlap (whoever holds them), and
@@ -98,6 +120,7 @@ def assignments_plan(
     plan = AssignmentPlan(overlap=overlap, instructions=len(instruction_ids), studies=studies)
     holders: dict[int, set[int]] = defaultdict(set)
     elsewhere: dict[int, set[int]] = defaultdict(set)  # held in another round
+    held_elsewhere: list[tuple[int, int, int]] = []
     for instruction_id, clinician_id, study_id in (
         Assignment.objects.filter(instruction_id__in=instruction_ids)
         .exclude(simulated_q("clinician__email"))
@@ -107,6 +130,24 @@ def assignments_plan(
             holders[instruction_id].add(clinician_id)
         elif fresh_only:
             elsewhere[instruction_id].add(clinician_id)
+        else:
+            held_elsewhere.append((instruction_id, clinician_id, study_id))
+    # Who would meet responses they have ranked before: (instruction -> clinicians).
+    repeats: dict[int, set[int]] = defaultdict(set)
+    shared_rounds: set[int] = set()
+    if held_elsewhere and not repeat_reviewers:
+        sets: dict[tuple[int, int], set[int]] = defaultdict(set)
+        for study_id, instruction_id, response_id in StudyResponse.objects.filter(
+            instruction_id__in={i for i, _, _ in held_elsewhere}
+        ).values_list("study_id", "instruction_id", "response_id"):
+            sets[(study_id, instruction_id)].add(response_id)
+        for instruction_id, clinician_id, study_id in held_elsewhere:
+            here = sets[(studies[instruction_id], instruction_id)]
+            # No responses here yet: what joins later may well be the ones they ranked.
+            if not here or here & sets[(study_id, instruction_id)]:
+                repeats[instruction_id].add(clinician_id)
+                shared_rounds.add(study_id)
+    chosen_people = {c.pk for c in people}
     load = Counter(
         dict(
             Assignment.objects.filter(clinician__in=people)
@@ -121,10 +162,16 @@ def assignments_plan(
         if need <= 0:
             plan.already_full += 1
             continue
+        left_out = (repeats[instruction_id] & chosen_people) - holders[instruction_id]
+        if left_out:
+            plan.repeats_left_out += len(left_out)
+            plan.shared_instructions += 1
         eligible = [
             c
             for c in people
-            if c.pk not in holders[instruction_id] and c.pk not in elsewhere[instruction_id]
+            if c.pk not in holders[instruction_id]
+            and c.pk not in elsewhere[instruction_id]
+            and c.pk not in left_out
         ]
         eligible.sort(key=lambda c: (load[c.pk], c.pk))
         for clinician in eligible[:need]:
@@ -135,6 +182,9 @@ def assignments_plan(
         if len(holders[instruction_id]) < overlap:
             plan.short += 1
     plan.per_clinician = {c.email: new[c.pk] for c in people}
+    plan.shared_rounds = sorted(
+        Study.objects.filter(pk__in=shared_rounds).values_list("round", flat=True)
+    )
     return plan
 
 
@@ -148,6 +198,7 @@ def assignments_create(
     study: Study | None = None,
     adaptive_wave: bool = False,
     fresh_only: bool = False,
+    repeat_reviewers: bool = False,
 ) -> AssignmentPlan:
     """Top every instruction up to ``overlap`` clinicians of its study, balanced; audited.
 
@@ -165,6 +216,7 @@ def assignments_create(
         actor=actor,
         create_study=True,
         fresh_only=fresh_only,
+        repeat_reviewers=repeat_reviewers,
     )
     if (
         not adaptive_wave
@@ -199,6 +251,8 @@ def assignments_create(
             "created": plan.created,
             "already_full": plan.already_full,
             "short": plan.short,
+            "repeat_reviewers": repeat_reviewers,
+            "repeats_left_out": plan.repeats_left_out,
             "per_clinician": plan.per_clinician,
         },
     )

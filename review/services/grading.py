@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
-from review.access import user_access
+from review.access import unblinding_roles
 from review.models import (
     AuditEvent,
     CriterionGrade,
@@ -64,14 +64,16 @@ def gradings_assign(
         raise RubricError("only an accepted rubric is graded; a second clinician accepts it first")
     if study.dataset_id != rubric.instruction.dataset_id:
         raise RubricError("the study is of another dataset")
-    # Blind like ranking: an account that also holds researcher access can map responses to
-    # models through the exports. Ranking keeps such reviews out of reports; grading does not
-    # take them at all.
-    unblinded = sorted(c.email for c in clinicians if user_access(c).is_researcher)
+    # Blind like ranking: an account with researcher, admin or staff access can map responses
+    # to models (exports, the studies pages, the Django admin). Ranking keeps such reviews out
+    # of reports; grading does not take them at all.
+    unblinded = sorted(
+        f"{c.email} ({', '.join(roles)})" for c in clinicians if (roles := unblinding_roles(c))
+    )
     if unblinded:
         raise RubricError(
-            f"{', '.join(unblinded)} also hold researcher access (they can see model names): "
-            "grading is blind, ask clinicians without it"
+            f"{'; '.join(unblinded)}: can see model names through researcher, admin or staff "
+            "access; grading is blind, ask clinicians without it"
         )
     created = []
     for clinician in clinicians:
@@ -218,12 +220,14 @@ def _locked(grading_id: int, clinician: User) -> CriterionGrading:
     )
     if grading is None:
         raise CriterionGrading.DoesNotExist
-    if user_access(clinician).is_researcher:
-        # Assigned while blind, given researcher access since: the exports now map responses to
-        # models, so verdicts made from here on could follow the model. Refused, with the reason.
+    if roles := unblinding_roles(clinician):
+        # Assigned while blind, given researcher or admin access since: the exports or the
+        # admin pages now map responses to models, so verdicts made from here on could follow
+        # the model. Refused, with the reason.
         raise GradingUnblinded(
-            "Your account now also holds researcher access (it can see model names), so it can "
-            "no longer grade blind: ask an admin to give this grading to another clinician."
+            f"Your account now also holds {' and '.join(roles)} access (it can see model "
+            "names), so it can no longer grade blind: ask an admin to give this grading to "
+            "another clinician."
         )
     return grading
 

@@ -33,6 +33,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from medalign_site.prepared import PreparedQuery, insert_rows, update_rows
+from review.access import can_unblind, unblinding_forbidden, unblinding_roles
 from review.models import (
     Assignment,
     AuditEvent,
@@ -100,6 +101,26 @@ class ReviewReadOnly(ReviewError):
     code = "read_only"
 
 
+class ReviewForbidden(ReviewError):
+    status = 403
+    code = "forbidden"
+
+
+FORBIDDEN_MESSAGE = (
+    "This installation forbids reviewing by an account that can read model names "
+    "(FORBID_CLINICIAN_RESEARCHER): yours holds {roles} access. Nothing was saved; an admin "
+    "can give the assignment to a clinician without it."
+)
+
+
+def review_check_allowed(clinician: User) -> None:
+    """Refuse an account that can unblind where the installation forbids it, whatever
+    assignment it holds (one made before the setting, or before it gained that access)."""
+    if unblinding_forbidden(clinician):
+        roles = " and ".join(unblinding_roles(clinician))
+        raise ReviewForbidden(FORBIDDEN_MESSAGE.format(roles=roles))
+
+
 # --- starting ------------------------------------------------------------------------------------
 def shown_order_for(response_ids: list[int]) -> list[int]:
     """The response ids in an order drawn by the operating system's CSPRNG.
@@ -130,7 +151,8 @@ def review_get_or_start(
     a shared lock on the study, so an admin's change to the set cannot slip in between the read
     and the review's INSERT. A draft opened while the set was still empty has shown nothing and
     draws its order the first time it is opened after responses join. ``could_unblind``: the
-    reviewer also holds researcher access (``Review.reviewer_could_unblind``).
+    reviewer can read model names or shown orders (``review.access.can_unblind``:
+    researcher, admin or staff; ``Review.reviewer_could_unblind``).
     ``assignment.review`` is used when the caller fetched it with the assignment
     (``select_related("review")``), saving a query.
     """
@@ -518,6 +540,7 @@ def review_save_draft(
 ) -> dict[str, Any]:
     """Merge an edit batch into the review's draft: one conditional UPDATE, retried if another
     request changed the review in between (optimistic, so saves never wait on a lock)."""
+    review_check_allowed(clinician)
     # The handles a batch is checked against never change, so one validation serves every try.
     batch = review_validate(review, payload)
     state = _save_batch(review, clinician, batch, request)
@@ -595,6 +618,7 @@ def review_submit(
         review = _LOCKED_REVIEW.first(review_id=review_id, clinician_id=clinician.pk)
         if review is None:
             raise Review.DoesNotExist
+        review_check_allowed(clinician)
         batch = review_validate(review, payload)
         if not batch.refused or review.status == Review.Status.SUBMITTED:
             return _submit(review, clinician, batch, request)
@@ -626,13 +650,9 @@ def _submit(
     review.updated_at = now
     review.status = Review.Status.SUBMITTED
     review.submitted_at = now
-    # Access is re-read at submit: a clinician granted researcher access mid-review could
-    # already map responses to models.
-    from review.access import user_access
-
-    review.reviewer_could_unblind = (
-        review.reviewer_could_unblind or user_access(clinician).is_researcher
-    )
+    # Access is re-read at submit: a clinician granted researcher or admin access mid-review
+    # could already map responses to models.
+    review.reviewer_could_unblind = review.reviewer_could_unblind or can_unblind(clinician)
     update_rows(
         Review, where={"pk": review.pk}, values={f: getattr(review, f) for f in SUBMIT_FIELDS}
     )
@@ -768,8 +788,11 @@ def _email_reopened(review: Review, *, request: HttpRequest | None) -> None:
         return
     context = {
         "instruction_id": assignment.instruction.instruction_id,
+        # The round named: without it the page opens the latest round the clinician holds
+        # the instruction in, which need not be the one reopened.
         "review_url": site_url(request)
-        + reverse("clinician_review", args=[assignment.instruction_id]),
+        + reverse("clinician_review", args=[assignment.instruction_id])
+        + f"?study={assignment.study_id}",
         "queue_url": site_url(request) + reverse("clinician_queue"),
         "site_name": settings.SITE_NAME,
     }

@@ -34,7 +34,7 @@ from review.selectors.reviews import (
     instruction_responses,
     review_page_data,
 )
-from review.selectors.studies import study_current, study_names
+from review.selectors.studies import study_current, study_label, study_names
 from review.services import reviews as review_services
 from review.services.assignments import AssignmentError, assignments_create, assignments_plan
 from review.services.audit import audit_record, audit_record_many
@@ -90,8 +90,20 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         request.user, instruction_id=instruction_id, study_id=_study_param(request)
     )
     instruction = assignment.instruction
+    try:
+        review_services.review_check_allowed(request.user)
+    except review_services.ReviewForbidden as exc:
+        return render(
+            request,
+            "review/clinician/review_forbidden.html",
+            {"message": exc.message},
+            status=403,
+        )
     responses = instruction_responses(study_id=assignment.study_id, instruction_id=instruction.pk)
-    could_unblind = access.user_access(request.user).is_researcher
+    # Researcher, admin or staff access shows which model wrote each response, or the order
+    # this review shows them in: the review is flagged and the page says so.
+    unblinding = access.unblinding_roles(request.user)
+    could_unblind = bool(unblinding)
     review = review_services.review_get_or_start(
         assignment=assignment,
         response_ids=[row[0] for row in responses],
@@ -161,6 +173,7 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         "review/clinician/review.html",
         {
             "could_unblind": could_unblind,
+            "unblinding_roles": unblinding,
             "assignment": assignment,
             "instruction": instruction,
             "patient": patient,
@@ -407,12 +420,16 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
     plan = None
     study = None
     design = None
+    unblinding: list[tuple[str, str]] = []
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         instructions = instructions_for_assignment(
             dataset=data["dataset"], specialty=data["specialty"], category=data["category"]
         )
         clinicians = list(data["clinicians"])
+        unblinding = [
+            (c.email, ", ".join(roles)) for c in clinicians if (roles := access.unblinding_roles(c))
+        ]
         study = data["study"]
         if request.POST.get("action") == "create":
             try:
@@ -422,6 +439,7 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
                     overlap=data["overlap"],
                     study=study,
                     actor=request.user,
+                    repeat_reviewers=data["repeat_reviewers"],
                 )
             except AssignmentError as exc:
                 messages.error(request, str(exc))
@@ -434,7 +452,11 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
             )
             return redirect("admin_assign")
         plan = assignments_plan(
-            instructions=instructions, clinicians=clinicians, overlap=data["overlap"], study=study
+            instructions=instructions,
+            clinicians=clinicians,
+            overlap=data["overlap"],
+            study=study,
+            repeat_reviewers=data["repeat_reviewers"],
         )
         # The round the plan fills, named before anything is created.
         study = study or study_current(data["dataset"])
@@ -442,7 +464,16 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "review/admin/assign.html",
-        {"form": form, "plan": plan, "study": study, "design": design},
+        {
+            "form": form,
+            "plan": plan,
+            "study": study,
+            "design": design,
+            "study_label": study_label(study.round, study.name) if study else "",
+            # Chosen accounts that can read model names: assigned if the admin goes on, with
+            # their reviews flagged and left out of reports.
+            "unblinding": unblinding,
+        },
     )
 
 

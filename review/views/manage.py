@@ -9,9 +9,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from review import access
-from review.models import Dataset, Review
+from review.models import AuditEvent, Dataset, Review
 from review.selectors.progress import dataset_progress_detail, datasets_progress
+from review.selectors.studies import studies_of, study_label
 from review.services import reviews as review_services
+from review.services.audit import audit_record
 
 PROGRESS_STATUSES = (
     ("", "All"),
@@ -43,7 +45,26 @@ def progress_dataset(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = get_object_or_404(Dataset, pk=dataset_id)
     status = request.GET.get("status", "")
     status = status if status in dict(PROGRESS_STATUSES) else ""
-    detail = dataset_progress_detail(dataset, page_number=request.GET.get("page", 1), status=status)
+    rounds = list(studies_of(dataset))
+    raw_round = request.GET.get("round", "")
+    study = next((s for s in rounds if raw_round.isdigit() and s.round == int(raw_round)), None)
+    detail = dataset_progress_detail(
+        dataset, page_number=request.GET.get("page", 1), status=status, study=study
+    )
+    # The page shows every listed instruction's question (the dataset's content, under the
+    # DUA): one audit row per read, naming the instructions, never their text.
+    audit_record(
+        action=AuditEvent.Action.INSTRUCTION_VIEWED,
+        request=request,
+        obj=dataset,
+        details={
+            "view": "progress",
+            "page": detail.page.number,
+            "status": status,
+            "round": study.round if study else None,
+            "instructions": [row.instruction_id for row in detail.instructions],
+        },
+    )
     return render(
         request,
         "review/admin/progress_dataset.html",
@@ -52,6 +73,8 @@ def progress_dataset(request: HttpRequest, dataset_id: int) -> HttpResponse:
             "detail": detail,
             "status": status,
             "statuses": PROGRESS_STATUSES,
+            "rounds": [(s.round, study_label(s.round, s.name)) for s in rounds],
+            "round": study.round if study else None,
             "power": _power(request, dataset),
         },
     )

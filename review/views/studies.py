@@ -13,7 +13,7 @@ from review import access
 from review.models import Dataset, ModelResponse, Study, User
 from review.selectors.adaptive import DEFAULTS, adaptive_state, predictor_choices
 from review.selectors.assignments import clinicians_approved
-from review.selectors.studies import studies_overview
+from review.selectors.studies import dataset_model_names, round_name_hits, studies_overview
 from review.services import adaptive as adaptive_services
 from review.services import studies as services
 
@@ -165,6 +165,16 @@ def study_new_round(request: HttpRequest, dataset_id: int) -> HttpResponse:
             f"Created {study.name} (round {study.round}). Assign clinicians to it: its "
             "assignments are its own.",
         )
+        hits = round_name_hits(study.name, dataset_model_names(dataset))
+        if hits:
+            # Clinicians never see it (they see the number alone), but researchers, exports
+            # and the audit log do, and a name that says which model is new travels.
+            messages.warning(
+                request,
+                f"The name names a model ({', '.join(hits)}): clinicians see “Round "
+                f"{study.round}” only, never the name, but reports, exports and the audit "
+                "log show it. Prefer a name that says what changed without naming a model.",
+            )
     return _back(dataset.pk)
 
 

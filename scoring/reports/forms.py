@@ -89,9 +89,9 @@ class ReportForm(forms.Form):
     )
     include_unblindable = forms.BooleanField(
         required=False,
-        label="Include reviews by accounts that also hold researcher access",
-        help_text="Such an account can map responses to models through the exports, so its "
-        "reviews are left out unless you include them knowingly.",
+        label="Include reviews by accounts that can read model names (researcher, admin, staff)",
+        help_text="Such an account can map responses to models (exports, the studies pages, "
+        "the Django admin), so its reviews are left out unless you include them knowingly.",
     )
 
     def __init__(self, *args: Any, datasets: QuerySet[Dataset], **kwargs: Any) -> None:

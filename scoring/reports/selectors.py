@@ -46,7 +46,7 @@ class ReportInputs:
     # Per metric key: rows whose score came from a cut text (MetricScore.truncated). When the
     # report excludes truncated pairs, those rows' scores are nan in ``scores``.
     truncated: dict[str, np.ndarray]
-    # Submitted reviews left out because their reviewer also held researcher access.
+    # Submitted reviews left out because their reviewer could read model names.
     n_unblindable_excluded: int = 0
     # Each row's patient (the instruction's pseudonymous person id): the resampling unit when
     # instructions share records, and the learned metric's folds.
@@ -182,7 +182,8 @@ def report_inputs(
 
     ``study``: whose reviews (default: the dataset's latest round with submitted reviews).
     ``exclude_truncated`` leaves out (as missing) every score whose metric model cut a text.
-    ``include_unblindable`` keeps reviews whose reviewer also held researcher access.
+    ``include_unblindable`` keeps reviews whose reviewer could read model names
+    (researcher, admin or staff access: ``review.access.can_unblind``).
     """
     from review.services.demo_reviews import is_simulated_email
 
@@ -209,7 +210,7 @@ def report_inputs(
         if reason:
             why = f"cannot assess: {reason}"
         elif not include_unblindable:
-            why = "reviewer also held researcher access (left out)"
+            why = "reviewer could read model names: researcher, admin or staff (left out)"
             n_unblindable += 1
         else:
             continue

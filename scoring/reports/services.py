@@ -96,7 +96,7 @@ def _report_parameters(
         "learned_metric": bool(learned_metric),
         # The study whose reviews (and so whose response set) the report analyses.
         "study_id": study_id,
-        # Reviews by accounts that also held researcher access are left out unless asked for.
+        # Reviews by accounts that could read model names are left out unless asked for.
         "include_unblindable": bool(include_unblindable),
         # The resampling unit: "auto" clusters by patient when instructions share patients.
         "cluster": cluster,
@@ -139,8 +139,8 @@ def report_create(
     by instruction; ``scoring.reports.learned``) as one more row of the correlation table.
     ``study``: whose reviews to analyse (default: the dataset's latest round with submitted
     reviews, so that a new, empty round is not analysed by default).
-    ``include_unblindable``: keep reviews by accounts that also held researcher access (they
-    could map responses to models through the exports); left out by default.
+    ``include_unblindable``: keep reviews by accounts that could read model names
+    (researcher, admin or staff access); left out by default.
     """
     if study is None:
         study = study_latest_reviewed(dataset)
@@ -253,8 +253,8 @@ def report_compute(*, report_id: int) -> CorrelationReport:
         if len(inputs.table) == 0:
             raise ReportError(
                 f"no submitted reviews to analyse in {study.name} of this dataset yet (reviews "
-                "marked 'cannot assess' are left out, and so are reviews by accounts that also "
-                "hold researcher access unless the report includes them)"
+                "marked 'cannot assess' are left out, and so are reviews by accounts that can "
+                "read model names unless the report includes them)"
             )
         labels = {m["key"]: m["label"] for m in inputs.metrics}
         excluded = bool(params.get("exclude_truncated", False))

@@ -1,5 +1,6 @@
 """Bulk assignment: overlap, balance, never twice; the command, the admin page, the demo."""
 
+import re
 from collections import Counter
 
 import pytest
@@ -196,3 +197,52 @@ def test_the_admin_page_marks_clinicians_who_can_also_see_model_names(
     assert "also a researcher" in label
     plain = page[page.index(clinicians[0].email) :][:120]
     assert "also a researcher" not in plain
+
+
+def test_the_assign_page_lists_only_the_chosen_datasets_rounds_each_named_once(
+    client, instructions
+):
+    # The walk-through found every dataset's rounds offered, each named twice ("demo: Round 2
+    # (Round 2: …)"), so a round of another dataset was one slip away.
+    from review.models import Dataset
+    from review.services.studies import study_create
+
+    admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
+    dataset = instructions[0].dataset
+    first = factories.put_in_study(*instructions)
+    second = study_create(dataset=dataset, name="Round 2: new prompts", actor=admin)
+    other = Dataset.objects.create(name="zz-other", is_synthetic=True)
+    elsewhere = study_create(dataset=other, name="Round 1", actor=admin)
+    factories.sign_in(client, admin)
+    html = client.get(reverse("admin_assign")).content.decode()
+    select = re.search(r'<select name="study".*?</select>', html, re.S).group(0)
+    options = dict(re.findall(r'<option value="(\d+)"([^>]*)>', select))
+    labels = re.findall(r'<option value="\d+"[^>]*>([^<]*)</option>', select)
+    # "assign" comes first by name: its two rounds are offered, zz-other's is not.
+    assert "hidden" not in options[str(first.pk)] and "hidden" not in options[str(second.pk)]
+    assert "hidden" in options[str(elsewhere.pk)] and "disabled" in options[str(elsewhere.pk)]
+    assert f'data-dataset="{dataset.pk}"' in options[str(second.pk)]
+    assert "Round 2: new prompts" in labels and "Round 2: Round 2" not in select
+    assert "review/assign.js" in html
+    # Posted for the other dataset: its round is the one offered.
+    html = client.post(
+        reverse("admin_assign"),
+        {"dataset": other.pk, "overlap": 1, "action": "preview"},
+    ).content.decode()
+    select = re.search(r'<select name="study".*?</select>', html, re.S).group(0)
+    options = dict(re.findall(r'<option value="(\d+)"([^>]*)>', select))
+    assert "hidden" not in options[str(elsewhere.pk)] and "hidden" in options[str(first.pk)]
+    # A preview names the round once, with its dataset.
+    c = factories.make_user("c@example.edu", roles=[Role.CLINICIAN])
+    html = client.post(
+        reverse("admin_assign"),
+        {
+            "dataset": dataset.pk,
+            "study": second.pk,
+            "overlap": 1,
+            "clinicians": [c.pk],
+            "action": "preview",
+        },
+    ).content.decode()
+    study_line = re.search(r'data-testid="assign-study">(.*?)</p>', html, re.S).group(1)
+    assert re.sub(r"<[^>]+>", "", study_line) == "Study: Round 2: new prompts of assign"

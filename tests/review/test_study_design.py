@@ -275,3 +275,41 @@ def test_a_copied_round_never_makes_candidate_counts_negative(client, world):
     factories.sign_in(client, admin)
     page = client.get(reverse("admin_studies", args=[dataset.pk])).content.decode()
     assert "Retire candidates" not in page
+
+
+def test_add_to_round_is_offered_only_where_it_would_change_the_set(client, world):
+    # The walk-through: after copying Round 1, every model offered "Add to round 2", which
+    # added nothing (its responses were all there), and "Remove from round N" where it had none.
+    dataset, admin, _, instructions, _ = world
+    first = factories.study_for(dataset)
+    second = services.study_create(
+        dataset=dataset, name="Round 2", actor=admin, copy_responses_from=first
+    )
+    for instruction in instructions:
+        _candidate(instruction)
+    factories.sign_in(client, admin)
+    page = client.get(reverse("admin_studies", args=[dataset.pk])).content.decode()
+
+    def buttons(model: str) -> list[str]:
+        row = re.search(rf'<tr data-model="{re.escape(model)}">(.*?)</tr>', page, re.S).group(1)
+        return re.findall(r"<button[^>]*>([^<]*)</button>", row)
+
+    in_both = review_data.MODEL_NAMES[0]
+    assert buttons(in_both) == ["Remove from round 1", "Remove from round 2"]
+    assert buttons("cand-lm@2048") == ["Add to round 1", "Add to round 2", "Retire candidates"]
+    # Half of a model in round 2: adding still brings the rest in, so it is offered.
+    services.study_add_responses(
+        study=second,
+        responses=ModelResponse.objects.filter(
+            model_name="cand-lm@2048", instruction=instructions[0]
+        ),
+        source="model",
+        actor=admin,
+    )
+    page = client.get(reverse("admin_studies", args=[dataset.pk])).content.decode()
+    assert buttons("cand-lm@2048") == [
+        "Add to round 1",
+        "Add to round 2",
+        "Remove from round 2",
+        "Retire candidates",
+    ]

@@ -4,6 +4,7 @@ import secrets
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from review.access import can_unblind, unblinding_roles
 from review.models import Dataset, Instruction, Study, User
 from review.selectors.adaptive import adaptive_state
 from review.selectors.assignments import clinicians_approved, instructions_for_assignment
@@ -40,6 +41,15 @@ class Command(BaseCommand):
             help="the round to assign in (default: the dataset's latest study)",
         )
         parser.add_argument("--dry-run", action="store_true", help="show the plan, write nothing")
+        parser.add_argument(
+            "--repeat-reviewers",
+            action="store_true",
+            help=(
+                "also assign clinicians who hold an instruction in another round with some of "
+                "the same responses (a copied round): left out by default, since they would "
+                "see what is new beside what they ranked"
+            ),
+        )
         parser.add_argument(
             "--mode",
             choices=["uniform", "adaptive"],
@@ -94,6 +104,10 @@ class Command(BaseCommand):
             raise CommandError(f"--overlap must be between 1 and {MAX_OVERLAP}")
         approved = {u.email: u for u in clinicians_approved()}
         emails = [e.strip().lower() for e in str(options["clinicians"]).split(",") if e.strip()]
+        # Accounts that can read model names (researcher, admin, staff): their reviews are
+        # flagged and left out of reports. Left out of the default pool (the demo's admin was
+        # given the only OMOP review), assigned when named, with a warning.
+        unblinding = {e: unblinding_roles(u) for e, u in approved.items() if can_unblind(u)}
         if emails:
             missing = [e for e in emails if not User.objects.filter(email=e).exists()]
             if missing:
@@ -102,10 +116,30 @@ class Command(BaseCommand):
             if not_approved:
                 raise CommandError(f"not approved clinicians (today): {', '.join(not_approved)}")
             clinicians = [approved[e] for e in emails]
+            for email in emails:
+                if email in unblinding:
+                    self.stdout.write(
+                        f"Warning: {email} can read model names "
+                        f"({', '.join(unblinding[email])}): their reviews are flagged and left "
+                        "out of reports unless a researcher includes them."
+                    )
         else:
-            clinicians = list(approved.values())
+            clinicians = [u for e, u in approved.items() if e not in unblinding]
+            for email, roles in unblinding.items():
+                self.stdout.write(
+                    f"skipped {email}: can read model names ({', '.join(roles)}); name it with "
+                    "--clinicians to assign it knowingly (its reviews are left out of reports)."
+                )
         if not clinicians:
-            raise CommandError("no approved clinicians to assign to")
+            raise CommandError(
+                "no approved clinicians to assign to"
+                + (
+                    f" ({len(unblinding)} skipped: they can read model names; name them with "
+                    "--clinicians to assign them knowingly)"
+                    if unblinding and not emails
+                    else ""
+                )
+            )
         target = study or study_current(dataset)
         adaptive = target is not None and target.assignment_mode == Study.AssignmentMode.ADAPTIVE
         if adaptive and options["mode"] == "uniform":
@@ -127,9 +161,14 @@ class Command(BaseCommand):
         if options["double"]:
             self._mixed(study, list(instructions), clinicians, overlap, options)
             return
+        repeat = bool(options["repeat_reviewers"])
         if options["dry_run"]:
             plan = assignments_plan(
-                instructions=instructions, clinicians=clinicians, overlap=overlap, study=study
+                instructions=instructions,
+                clinicians=clinicians,
+                overlap=overlap,
+                study=study,
+                repeat_reviewers=repeat,
             )
         else:
             plan = assignments_create(
@@ -138,6 +177,7 @@ class Command(BaseCommand):
                 overlap=overlap,
                 actor=None,
                 study=study,
+                repeat_reviewers=repeat,
             )
         verb = "Would create" if options["dry_run"] else "Created"
         self.stdout.write(
@@ -146,6 +186,14 @@ class Command(BaseCommand):
         )
         for email, n in plan.per_clinician.items():
             self.stdout.write(f"  {email}: +{n}")
+        if plan.repeats_left_out:
+            rounds = ", ".join(str(r) for r in plan.shared_rounds)
+            self.stdout.write(
+                f"{plan.repeats_left_out} (instruction, clinician) pairs left out on "
+                f"{plan.shared_instructions} instructions: those clinicians hold them in round "
+                f"{rounds} with some of the same responses and would see what is new beside "
+                "what they ranked (--repeat-reviewers assigns them knowingly)."
+            )
 
     def _adaptive(
         self, study: Study | None, clinicians: list[User], overlap: int, options: dict[str, object]
@@ -284,6 +332,7 @@ class Command(BaseCommand):
                 seed=seed,
                 actor=None,
                 study=study,
+                repeat_reviewers=bool(options["repeat_reviewers"]),
             )
         except AssignmentError as exc:
             raise CommandError(str(exc)) from exc
