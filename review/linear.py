@@ -10,7 +10,7 @@ Differences from ``re`` a caller must know:
 - ``\\w``, ``\\d``, ``\\s`` and ``\\b`` are ASCII in RE2. ``WORD``, ``DIGIT`` and ``SPACE`` below
   are Python's Unicode classes (``str.isalnum`` or "_", ``str.isdecimal``, ``str.isspace``).
 - A lone surrogate (valid in a ``str``, not in UTF-8) is matched as U+FFFD, one character for
-  one, so every offset and group still indexes the text given.
+  one, so every offset still indexes the text given, and a group is read from that text.
 - ``flags`` are the inline ones: ``(?i)`` ignore case, ``(?s)`` dot matches a newline, ``(?m)``
   ``^``/``$`` at lines.
 """
@@ -58,6 +58,34 @@ def encodable(text: str) -> str:
     return text
 
 
+class _OnOriginal:
+    """A match found in the cleaned copy of a text with lone surrogates, read from the text
+    itself (same offsets), so a group holds what was written."""
+
+    __slots__ = ("_match", "_text")
+
+    def __init__(self, match: Match, text: str) -> None:
+        self._match = match
+        self._text = text
+
+    def group(self, group: int = 0) -> str:
+        start, end = self._match.span(group)
+        return None if start < 0 else self._text[start:end]  # type: ignore[return-value]
+
+    def start(self, group: int = 0) -> int:
+        return self._match.start(group)
+
+    def end(self, group: int = 0) -> int:
+        return self._match.end(group)
+
+    def span(self, group: int = 0) -> tuple[int, int]:
+        return self._match.span(group)
+
+    def groups(self, default: str | None = None) -> tuple[str | None, ...]:
+        count = len(self._match.groups())
+        return tuple(self.group(i) if self.start(i) >= 0 else default for i in range(1, count + 1))
+
+
 class Pattern:
     """A compiled RE2 pattern with the part of ``re.Pattern``'s interface the app uses."""
 
@@ -69,21 +97,27 @@ class Pattern:
     def groups(self) -> int:
         return int(self._re.groups)
 
+    def _found(self, found: Match | None, text: str, clean: str) -> Match | None:
+        if found is None or clean is text:
+            return found
+        return _OnOriginal(found, text)
+
     def search(self, text: str, pos: int = 0) -> Match | None:
-        found: Match | None = self._re.search(encodable(text), pos)
-        return found
+        clean = encodable(text)
+        return self._found(self._re.search(clean, pos), text, clean)
 
     def match(self, text: str, pos: int = 0) -> Match | None:
-        found: Match | None = self._re.match(encodable(text), pos)
-        return found
+        clean = encodable(text)
+        return self._found(self._re.match(clean, pos), text, clean)
 
     def fullmatch(self, text: str) -> Match | None:
-        found: Match | None = self._re.fullmatch(encodable(text))
-        return found
+        clean = encodable(text)
+        return self._found(self._re.fullmatch(clean), text, clean)
 
     def finditer(self, text: str) -> Iterator[Match]:
-        matches: Iterator[Match] = self._re.finditer(encodable(text))
-        return matches
+        clean = encodable(text)
+        for found in self._re.finditer(clean):
+            yield found if clean is text else _OnOriginal(found, text)
 
     def findall(self, text: str) -> list[str]:
         """Like ``re.findall`` for a pattern of at most one group."""
@@ -94,7 +128,7 @@ class Pattern:
         """Like ``re.sub``; a string ``repl`` is taken literally (no group references)."""
         parts: list[str] = []
         last = 0
-        for done, m in enumerate(self._re.finditer(encodable(text))):
+        for done, m in enumerate(self.finditer(text)):
             if count and done >= count:
                 break
             start, end = m.span()

@@ -34,6 +34,7 @@ def test_lone_surrogates_keep_every_offset():
     assert [m.span() for m in pattern.finditer(text)] == [(0, 2), (3, 5), (6, 8)]
     assert pattern.sub("X", text) == "X\ud800X\udfffX"
     assert pattern.findall(text) == ["ab", "cd", "ef"]
+    assert linear.Pattern(r"b.c").search(text).group(0) == "b\ud800c"  # as written
 
 
 def test_sub_takes_a_string_literally_and_a_function_per_match():
