@@ -14,12 +14,16 @@ characters, so the rest of the text reaches the clinician exactly as written. Fo
 characters dropped (``G\\u200bPT``, ``Clàude``), every dash one ``-``, every run of spaces one
 space (a line break if it has one), every other non-ASCII character its Unicode TR39 confusable
 skeleton (ICU's ``SpoofChecker``: the Cyrillic ``С`` and ``а`` of ``Сhаt``), or, where the
-skeleton is not ASCII, a placeholder that is part of a word but of no name.
+skeleton is not ASCII (or is several characters: a ligature, "™"), a placeholder that is part
+of a word, or not, but of no name. One character for one through ``str.translate``; the drops
+and the runs of spaces with numpy: no Python loop over the text.
 
 Everything that reads the text is RE2 (``review.linear``): linear in the text, whatever it is.
-RE2 has no lookaround, so each rule is a pattern for the words to mask plus checks on a bounded
-window around a match (the words before it, the punctuation after it). Every pattern bounds
-what one match may consume (a version has at most ``_MAX_ITEMS`` parts of bounded length).
+RE2 has no lookaround, so each rule is one pattern that takes in its context ("I am", "As",
+"trained by", ", an AI model"), plus checks where a match ends (the punctuation after "As
+Claude", a lab unit after a version, a hyphen after a maker), each a few bytes. Every pattern
+bounds what one match of a name may consume (a version has at most ``_MAX_ITEMS`` parts of
+bounded length).
 
 What is masked:
 - names masked wherever they stand, with any version after them: the families and makers below
@@ -60,7 +64,6 @@ MASK = "[model name]"
 
 # A version has at most this many parts ("-2", "-70b", "-chat", "-hf"): what bounds one match.
 _MAX_ITEMS = 8
-_WINDOW = 48  # bytes of context read before a match: the longest prefix ("my name is the ")
 
 
 def _spelled(letters: str) -> str:
@@ -175,7 +178,8 @@ _CHAIN = rf"{_SUFFIX}{{0,{_MAX_ITEMS}}}"
 _VERSIONS = rf"{_SUFFIX}{{1,{_MAX_ITEMS}}}"
 
 # The words before a name that make it a self-reference: "I am Gemini", "I'm Claude 3", "my
-# name is Falcon", "call me Atlas". Matched as the end of the window before a candidate.
+# name is Falcon", "call me Atlas". A rule's pattern starts with one; the name begins where
+# it ends.
 _SELF = r"(?:i\s?am|i'm|my\sname\sis|this\sis|call\sme|i,)\s(?:an?\s|the\s)?"
 _SELF_NAMED = (
     r"(?:called|named)\s(?:an?\s|the\s)?"  # families and makers only: "a cream called Aloe"
