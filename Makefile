@@ -4,11 +4,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser wordnet clean
+.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser wordnet icu clean
 
 install: $(STAMP) wordnet
 
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml requirements.lock | icu
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
 	# requirements.lock pins the whole resolve; torch==2.13.0 is the CPU build (no CUDA download).
@@ -53,6 +53,13 @@ wordnet:
 	      { echo "wordnet-base $(WORDNET_DEB) is not offered here: installing this release's" >&2; \
 	        apt-get install -y -qq --no-install-recommends wordnet-base >/dev/null; }; }; \
 	  else echo "WordNet not installed: METEOR unavailable, its tests skipped (apt-get install wordnet-base)"; fi; }
+
+# PyICU (masking folds look-alike letters with ICU's TR39 skeletons) builds against Debian's ICU.
+icu:
+	@pkg-config --exists icu-i18n 2>/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && apt-get install -y -qq --no-install-recommends libicu-dev pkg-config) >/dev/null; \
+	  else echo "ICU headers missing: apt-get install libicu-dev pkg-config (PyICU builds against them)" >&2; fi; }
 
 test: install browser
 	$(PY) -m pytest -n 2 --dist loadgroup

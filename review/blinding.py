@@ -8,62 +8,107 @@ Two leaks are closed here and in the selectors that use it:
   of it: words that name a model, a model family with its version, or the company that made it
   become ``[model name]``.
 
-Matching runs on a normalised copy of the text (NFKC, every dash one ``-``, every space one
-space, invisible format characters dropped), so ``GPT‑4`` (U+2011), ``ＧＰＴ－４`` (full width) and
-``GPT 4`` are all the same ``gpt-4``; a match is mapped back to the original characters, so the
-rest of the text reaches the clinician exactly as written. Separators between a family word and
-its version are optional (``Mixtral 8x7B``, ``mixtral-8x7b``, ``Llama2``).
+Matching runs on a folded ASCII copy of the text, and a match is mapped back to the original
+characters, so the rest of the text reaches the clinician exactly as written. Folding: NFKD
+(full width ``ＧＰＴ`` is ``GPT``), accents and other combining marks and invisible format
+characters dropped (``G\\u200bPT``, ``Clàude``), every dash one ``-``, every run of spaces one
+space (a line break if it has one), every other non-ASCII character its Unicode TR39 confusable
+skeleton (ICU's ``SpoofChecker``: the Cyrillic ``С`` and ``а`` of ``Сhаt``), or, where the
+skeleton is not ASCII (or is several characters: a ligature, "™"), a placeholder that is part
+of a word, or not, but of no name. One character for one through ``str.translate``; the drops
+and the runs of spaces with numpy: no Python loop over the text.
 
-Some family words are also ordinary words: "phi" (a Greek letter; PHI is protected health
-information), "falcon", "gemini", "palm", "mistral", "orca", "dolly", "bloom", "claude", "meta",
-"google". Those are masked only with a version ("Phi-3", "Gemini 1.5 Pro"), in a self-reference
-("I am Gemini", "As Claude", "trained by Google") or beside a word that makes them a model or a
-maker ("Meta AI", "Google DeepMind"). ``names_a_model`` is the same test, used to list hits for
-an admin to confirm (the Django admin, ``manage.py mask_check``).
+Everything that reads the text is RE2 (``review.linear``): linear in the text, whatever it is.
+RE2 has no lookaround, so each rule is one pattern that takes in its context ("I am", "As",
+"trained by", ", an AI model"), plus checks where a match ends (the punctuation after "As
+Claude", a lab unit after a version, a hyphen after a maker), each a few bytes. Every pattern
+bounds what one match of a name may consume (a version has at most ``_MAX_ITEMS`` parts of
+bounded length).
+
+What is masked:
+- names masked wherever they stand, with any version after them: the families and makers below
+  whose name is no ordinary word ("ChatGPT", "Chat-GPT", "Open AI", "Mixtral 8x7B", "Llama2"),
+  and the distinctive parts of the response set's own model names. A part is distinctive when
+  it has a digit and two letters ("Med42"), or is not an English or clinical word
+  (``review.lexicon``: "Meditron", "SecretModel", "MedLM"); a name's stem before its version
+  ("SecretModel Alpha") and the name whole ("Atlas 13B") are names too;
+- families that are also ordinary words ("phi", "falcon", "gemini", "GPT" the old name of ALT,
+  "claude", "orca"): with a version ("Phi-3", "Gemini 1.5 Pro", "G P T - 4"), in a
+  self-reference ("I am Gemini", "As Claude, I", "Regards, Claude") or beside a word that makes
+  them a model ("Gemini, an AI model"). ``PaLM`` by its mixed case alone;
+- every other part of the set's model names, however short ("Atlas", "Cedar", "Aloe" of
+  ``Llama3-Aloe-8B``): in a self-reference or beside "AI", "assistant" and the like;
+- makers that are words or common names ("Google", "Meta"): in a self-reference, after "by"
+  ("trained by Google") or beside a word that makes them a maker ("Meta AI").
+
+``names_a_model`` is the same test, used to list hits for an admin to confirm (the Django admin,
+``manage.py mask_check``), and ``near_misses`` lists what was left as written but looks like a
+name: a name's word outside a self-reference, or a word one edit from a name.
 """
 
 from __future__ import annotations
 
-import re
+import bisect
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
+
+import icu
+import numpy as np
+import numpy.typing as npt
+
+from review import lexicon, linear
 
 MASK = "[model name]"
 
+# A version has at most this many parts ("-2", "-70b", "-chat", "-hf"): what bounds one match.
+_MAX_ITEMS = 8
+
+
+def _spelled(letters: str) -> str:
+    """An acronym written whole or letter by letter with one kind of separator: "GPT",
+    "G P T", "G-P-T", "G.P.T". (Mixed separators are not a way anyone writes it; "g pt" is
+    grams and a patient.)"""
+    return "(?:" + "|".join([letters, *(sep.join(letters) for sep in (r"\s", "-", r"\."))]) + ")"
+
+
+_SEP = r"[\s\-.]?"  # between the parts of a name; underscores fold to hyphens
+_GPT = _spelled("gpt")
+
 # Model families whose name is not an ordinary word: masked alone or with a version.
 _PLAIN_FAMILIES = (
-    r"chat\s?gpt",
-    r"(?:bio|med|clinical|pubmed)gpt",
-    r"gpt[\s\-_.]?(?:j|neox?)",
-    r"openai",
+    rf"chat{_SEP}{_GPT}",
+    rf"(?:bio|med|clinical|pubmed)-?{_GPT}",
+    rf"{_GPT}{_SEP}(?:j|neox?)",
+    r"open[\s\-.]?(?:ai|a\.i)",
     r"anthropic",
-    r"deep\s?mind",
-    r"deep\s?seek(?:[\s\-]?(?:coder|math|r\d|v\d))?",
-    r"qwen\d*",
+    rf"deep{_SEP}mind",
+    rf"deep{_SEP}seek(?:[\s\-]?(?:coder|math|r\d|v\d))?",
+    r"qwen\d{0,3}",
     r"mixtral",
-    r"gemma\d*",
-    r"llama\d*",
-    r"code\s?llama",
-    r"pmc[\s\-_]?llama",
+    r"gemma\d{0,3}",
+    r"llama\d{0,3}",
+    rf"code{_SEP}llama",
+    rf"pmc{_SEP}llama",
     r"vicuna",
-    r"med[\s\-_]?palm",
-    r"med[\s\-_]?alpaca",
+    rf"med{_SEP}palm",
+    rf"med{_SEP}alpaca",
     r"meditron",
-    r"clinical[\s\-_]?camel",
-    r"chat[\s\-_]?doctor",
-    r"open[\s\-_]?bio[\s\-_]?llm",
-    r"biomistral",
-    r"stable[\s\-_]?lm",
-    r"starcoder",
-    r"zephyr[\s\-_]?\d+b",
+    rf"clinical{_SEP}camel",
+    rf"chat{_SEP}doctor",
+    rf"open{_SEP}bio{_SEP}llm",
+    rf"bio{_SEP}mistral",
+    rf"stable{_SEP}lm",
+    rf"star{_SEP}coder",
+    rf"zephyr{_SEP}\d{{1,3}}b",
     r"olmo",
-    r"internlm\d*",
-    r"baichuan\d*",
-    r"chatglm\d*",
-    r"mosaic\s?ml",
-    r"databricks",
-    r"hugging\s?face",
+    rf"intern{_SEP}lm\d{{0,3}}",
+    r"baichuan\d{0,3}",
+    rf"chat{_SEP}glm\d{{0,3}}",
+    rf"mosaic{_SEP}ml",
+    rf"data{_SEP}bricks",
+    rf"hugging{_SEP}face",
     r"lmsys",
     r"ai21",
     r"nvidia",
@@ -72,15 +117,14 @@ _PLAIN_FAMILIES = (
 )
 
 # Families that are also ordinary words (or, for "GPT", the old name of ALT): masked only with
-# a version, in a self-reference or beside a word that makes them a model. ``PaLM`` is matched
-# by its mixed case alone.
+# a version, in a self-reference or beside a word that makes them a model.
 _WORD_FAMILIES = (
-    r"gpt",
+    _GPT,
     r"phi",
     r"falcon",
     r"gemini",
     r"mistral",
-    r"mpt",
+    _spelled("mpt"),
     r"claude",
     r"bard",
     r"orca",
@@ -89,7 +133,7 @@ _WORD_FAMILIES = (
     r"alpaca",
     r"koala",
     r"yi",
-    r"command[\s\-]?r\+?",
+    r"command[\s\-]?r",
     r"ernie",
     r"titan",
     r"jamba",
@@ -114,130 +158,500 @@ _MAKERS = (
     r"tencent",
 )
 
-# A version token after a family word: digits first ("4", "3.5", "8x7b", "70b", "4o"; not a lab
-# value with its unit: "GPT 45 U/L" is the old name of ALT), "v2", a hyphen-joined tag
-# ("-turbo", "-instruct", "-it"), or a tier after a space ("Gemini Pro", "Claude 3 Opus").
+# A version after a family word: digits first ("4", "3.5", "8x7b", "70b", "4o"; not a lab value
+# with its unit: "GPT 45 U/L" is the old name of ALT, checked after the match), "v2", a
+# hyphen-joined tag ("-turbo", "-instruct", "-it"), or a tier after a space ("Gemini Pro",
+# "Claude 3 Opus"). Every part ends on a letter or digit, so ``\b`` ends a match.
 _TIERS = (
     r"pro|ultra|nano|flash|mini|turbo|opus|sonnet|haiku|instruct|chat|large|medium|small|"
     r"plus|max|preview|vision|coder|base|lite|air|omni|next"
 )
-_NUMERIC = (
-    r"(?:[\s\-_.]?v?\d+(?:\.\d+)*(?:x\d+)?[a-z]{0,2}\d*"
-    r"(?![\d.]*\s?(?:u/l|iu\b|mg\b|mmol|%)))"
+_VSEP = r"(?:\s?[\-.]\s?|\s)?"  # "GPT-4", "GPT 4", "GPT - 4", "GPT4"
+_NUMERIC = rf"(?:{_VSEP}v?\d{{1,4}}(?:\.\d{{1,4}}){{0,3}}(?:x\d{{1,3}})?[a-z]{{0,2}}\d{{0,3}})"
+_TAGGED = (
+    rf"(?:-(?:{_TIERS}|instant|it|hf|sft|dpo|math|latest|"
+    r"[a-z]{0,8}\d[a-z0-9]{0,12}(?:\.[a-z0-9]{1,12}){0,3}))"
 )
-_TAGGED = rf"(?:[\-_](?:{_TIERS}|instant|it|hf|sft|dpo|math|latest|[a-z]*\d[a-z0-9.]*)(?![a-z]))"
-_TIER = rf"(?:\s(?:{_TIERS})\b)"
+_TIER = rf"(?:\s(?:{_TIERS}))"
 _SUFFIX = rf"(?:{_NUMERIC}|{_TAGGED}|{_TIER})"
+_CHAIN = rf"{_SUFFIX}{{0,{_MAX_ITEMS}}}"
+_VERSIONS = rf"{_SUFFIX}{{1,{_MAX_ITEMS}}}"
 
-# A model speaking of itself: "I am Gemini", "I'm Claude 3", "my name is Falcon". "As X" only
-# where X ends the clause ("As Claude, I…"): "as phi increases" is trigonometry.
-_SELF = r"(?:\bi\s?am|\bi'm|\bmy\s+name\s+is|\bthis\s+is|\bcalled|\bnamed)\s+(?:an?\s+|the\s+)?"
-_AS = r"\bas\s+(?:an?\s+|the\s+)?"
-_CLAUSE_END = r"(?=\s*(?:[,.;:!)]|\bi\b|$))"
+# The words before a name that make it a self-reference: "I am Gemini", "I'm Claude 3", "my
+# name is Falcon", "call me Atlas". A rule's pattern starts with one; the name begins where
+# it ends.
+_SELF = r"(?:i\s?am|i'm|my\sname\sis|this\sis|call\sme|i,)\s(?:an?\s|the\s)?"
+_SELF_NAMED = (
+    r"(?:called|named)\s(?:an?\s|the\s)?"  # families and makers only: "a cream called Aloe"
+)
+_AS = r"as\s(?:an?\s|the\s)?"
+_SIGN_OFF = (
+    r"(?:(?:best|kind|warm|warmest)\s)?(?:regards|wishes)|best|sincerely|cheers|thanks|"
+    r"thank\syou|yours(?:\s(?:truly|sincerely|faithfully))?|signed|warmly|respectfully"
+)
+# "Regards, Atlas", "Thanks,\nCedar", a dash signature "-- Claude" on a line of its own.
+_SIGN_OFF_BEFORE = rf"(?:\b(?:{_SIGN_OFF})(?:[,:]\s?|\s?-\s?|\n)|(?:^|\n)\s?--?\s?)"
 # A maker named as one: "trained by Google", "from Meta".
 _BY = (
-    r"(?:\b(?:developed|trained|built|created|made|designed|released|produced|fine-?tuned|"
-    r"powered|provided|hosted|served|owned)\s+(?:\w+\s+)?(?:by|at|from)|\bby)\s+"
+    r"(?:(?:developed|trained|built|created|made|designed|released|produced|fine-?tuned|"
+    r"powered|provided|hosted|served|owned)\s(?:[a-z0-9]{1,24}\s)?(?:by|at|from)|by)\s"
 )
-# After a name: a word that makes it a model or a maker ("Gemini, an AI model", "Meta AI").
-_AFTER = (
-    r"(?=(?:'s)?,?\s+(?:an?\s+|the\s+)?(?:ai|a\.i\.|llm|language\s+model|large\s+language|"
-    r"model|assistant|chatbot|deepmind|research|brain|cloud|platforms|labs?)\b)"
+# After a name: what makes it a model or a maker ("Gemini, an AI model", "Meta AI").
+_AFTER_MODEL = r"ai|a\.i|llm|language\smodel|large\slanguage|assistant|chatbot"
+_AFTER_MAKER = r"model|deepmind|research|brain|cloud|platforms|labs?"
+_AFTER = rf"(?:'s)?,?\s(?:an?\s|the\s)?(?:{_AFTER_MODEL}|{_AFTER_MAKER})\b"
+_AFTER_NAME = rf"(?:'s)?,?\s(?:an?\s|the\s)?(?:{_AFTER_MODEL})\b"
+# "As X" only where X ends the clause ("As Claude, I…"): "as phi increases" is trigonometry.
+_CLAUSE_END = r"(?:\s?(?:[,.;:!)]|$)|\si\b)"
+_LINE_END = r"(?:\s?[.!,]|\s?(?:\n|$))"  # the name ends the sentence or the line
+# A lab value, not a version: "GPT 45 U/L", "SGPT 120 IU".
+_UNITS = r"[\d.]{0,20}\s?(?:u/l|iu\b|mg\b|mmol|%)"
+
+# Parts of model names that say nothing of which model: sizes, versions, formats, tiers.
+_GENERIC = frozenset(
+    (
+        _TIERS.replace("|", " ")
+        + " instant it hf sft dpo rlhf math latest model models llm llms lm ai ml gguf ggml awq "
+        "gptq exl2 int4 int8 fp16 bf16 fp8 fp32 release version new final test demo"
+    ).split()
+)
+_VERSIONISH = linear.BytesPattern(rb"v?\d+(?:\.\d+)*(?:x\d+)?[a-z]{0,2}\d*")
+_BUILTIN = linear.BytesPattern(
+    ("(?i)(?:" + "|".join(_PLAIN_FAMILIES + _WORD_FAMILIES + _MAKERS) + ")").encode()
 )
 
 
-def _is_distinctive(tokens: list[str]) -> bool:
-    # "mixtral-8x7b" or "SecretModel-Alpha" cannot be an ordinary word; "baseline" can.
-    return len(tokens) > 1 or any(ch.isdigit() for ch in tokens[0])
+def _pattern(text: str) -> linear.BytesPattern:
+    return linear.BytesPattern(text.encode("ascii"))
 
 
-def _name_alternatives(model_names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Patterns for the models of a response set, separators optional between their parts:
-    ``mixtral-8x7b`` matches "Mixtral 8x7B"; ``SecretModel-Alpha-70B`` also matches its stem
-    "SecretModel Alpha". A generated response's name is "<model>@<context length>". Returns
-    (distinctive names, names that are single ordinary-looking words)."""
+def _alternatives(patterns: Iterable[str]) -> str:
+    # An alternation that can match nothing when empty (no name of that kind in the set).
+    joined = "|".join(patterns)
+    return f"(?:{joined})" if joined else r"(?:[^\x00-\xff])"
+
+
+# Checks after a match (anchored where it ends) and the prefixes a context match starts with.
+_PREFIX_SELF = _pattern(rf"(?i)\b{_SELF}")
+_PREFIX_SELF_NAMED = _pattern(rf"(?i)\b{_SELF_NAMED}")
+_PREFIX_AS = _pattern(rf"(?i)\b{_AS}")
+_PREFIX_SIGN_OFF = _pattern(rf"(?i){_SIGN_OFF_BEFORE}")
+_PREFIX_BY = _pattern(rf"(?i)\b{_BY}")
+_AFTER_CLAUSE = _pattern(rf"(?i){_CLAUSE_END}")
+_AFTER_LINE = _pattern(rf"(?i){_LINE_END}")
+_AFTER_UNITS = _pattern(rf"(?i){_UNITS}")
+
+# ---------------------------------------------------------------------------------------------
+# Folding
+
+_WORD_BYTES = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_IN_WORD = "_"  # a letter or digit with no ASCII skeleton (Greek λ, CJK): in a word, in no name
+_NOT_WORD = "\x7f"  # any other character with no ASCII skeleton, and control characters
+_QUOTES = frozenset("\u2018\u2019\u201b\u02bc\u2032\u00b4\u0060")
+_DROP = "\x01"  # in the one-for-one copy: a character folding drops
+_SKELETON = icu.SpoofChecker()
+
+
+def _fold_char(ch: str) -> str:
+    if ch.isascii():
+        if ch in "\n\r":
+            return "\n"
+        if ch.isspace():
+            return " "
+        if ch == "_":
+            return "-"
+        return ch if ch.isprintable() else _NOT_WORD
+    if ch in _QUOTES:
+        return "'"
+    out: list[str] = []
+    for c in unicodedata.normalize("NFKD", ch):
+        category = unicodedata.category(c)
+        if c.isascii():
+            out.append(_fold_char(c))
+        elif category in ("Mn", "Me", "Cf"):  # accents, zero-width spaces and joiners, BOM
+            continue
+        elif c in "\u2028\u2029\x85":
+            out.append("\n")
+        elif c.isspace():
+            out.append(" ")
+        elif category == "Pd" or c == "\u2212":
+            out.append("-")
+        elif category == "Cs":  # a lone surrogate
+            out.append(_NOT_WORD)
+        else:
+            skeleton = "".join(
+                s
+                for s in unicodedata.normalize("NFKD", _SKELETON.getSkeleton(0, c))
+                if unicodedata.category(s) not in ("Mn", "Me", "Cf")
+            )
+            if skeleton and skeleton.isascii() and skeleton.isprintable():
+                out.append(skeleton.replace("_", "-"))
+            else:
+                out.append(_IN_WORD if category[0] in "LN" else _NOT_WORD)
+    return "".join(out)
+
+
+class _OneForOne(dict[int, str]):
+    """``str.translate``'s table: every character to one ASCII character (``_DROP`` for one
+    folding drops; a placeholder for one that folds to several, a ligature or "™": no model
+    name has them). Filled as characters are first seen, and bounded: hostile text can use
+    every code point."""
+
+    def __missing__(self, code: int) -> str:
+        folded = _fold_char(chr(code))
+        if folded == "":
+            folded = _DROP
+        elif len(folded) > 1:
+            folded = _IN_WORD if any(c.isalnum() for c in folded) else _NOT_WORD
+        if len(self) > 100_000:
+            self.clear()
+        self[code] = folded
+        return folded
+
+
+_ONE_FOR_ONE = _OneForOne()
+_IRREGULAR = (b"\x01", b"  ", b"\n\n", b" \n", b"\n ")  # what one for one cannot say
+
+
+@dataclass(frozen=True, slots=True)
+class _Folded:
+    """The folded copy (``data``: ASCII bytes) and where each of its characters came from."""
+
+    data: bytes
+    length: int  # of the original text
+    origin: npt.NDArray[np.intp] | None  # each character's offset in the text; None: the same
+
+    def original(self, pos: int) -> int:
+        return pos if self.origin is None else int(self.origin[pos])
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The original span of folded ``[start, end)``, with the invisible characters that
+        follow it (a zero-width space, a combining accent on its last letter)."""
+        if self.origin is None:
+            return start, end
+        first = self.original(start)
+        if end >= len(self.data):
+            return first, self.length
+        return first, self.original(end) if self.origin[end] > self.origin[end - 1] + 1 else (
+            self.original(end - 1) + 1
+        )
+
+
+def _folded(text: str) -> _Folded:
+    """Fold ``text``: one character for one through ``str.translate``, then, only where there
+    are any, dropped characters taken out and each run of spaces made one (a line break if it
+    has one), with numpy: no Python loop over the text."""
+    one = text.translate(_ONE_FOR_ONE).encode("ascii")
+    if not any(irregular in one for irregular in _IRREGULAR):
+        return _Folded(one, len(text), None)
+    chars = np.frombuffer(one, dtype=np.uint8)
+    kept_at = np.flatnonzero(chars != 1)
+    kept = chars[kept_at]
+    space = (kept == 0x20) | (kept == 0x0A)
+    after_space = np.zeros_like(space)
+    after_space[1:] = space[:-1]
+    first = space & ~after_space  # the first of a run of spaces: the one kept
+    breaks = kept == 0x0A
+    if breaks.any():
+        run = np.cumsum(first) - 1  # for each space, the index of its run
+        starts = np.flatnonzero(first)
+        kept = kept.copy()
+        kept[starts[np.unique(run[breaks])]] = 0x0A
+    keep = ~space | first
+    return _Folded(kept[keep].tobytes(), len(text), kept_at[keep])
+
+
+# ---------------------------------------------------------------------------------------------
+# The response set's own names
+
+
+def _ascii_name(name: str) -> str:
+    return "".join(_fold_char(ch) for ch in name)
+
+
+def _token_pattern(token: str) -> str:
+    """A token of a name as it may be written: camel-case parts apart ("Secret Model"), a
+    hyphen between letters and digits ("Med-42")."""
+    out: list[str] = []
+    previous = ""
+    for ch in token:
+        if previous:
+            if previous.islower() and ch.isupper():
+                out.append(_SEP)
+            elif previous.isalpha() != ch.isalpha():
+                out.append(r"[\-.]?")
+        out.append(ch.lower())
+        previous = ch
+    return "".join(out)
+
+
+def _token_kind(token: str) -> str:
+    """'generic', 'builtin' (a family or maker above), 'plain' (distinctive) or 'word'."""
+    word = token.lower()
+    raw = word.encode("ascii")
+    if len(word) < 2 or word in _GENERIC or _VERSIONISH.fullmatch(raw):
+        return "generic"
+    if _BUILTIN.fullmatch(raw):
+        return "builtin"
+    letters = sum(ch.isalpha() for ch in word)
+    if any(ch.isdigit() for ch in word):
+        # "Med42" is a name; "M42" and "T5" are as likely a code or a vertebra.
+        return (
+            "plain" if letters >= 2 and len(word) >= 4 and not lexicon.is_clinical(word) else "word"
+        )
+    return "word" if len(word) < 4 or lexicon.is_ordinary(word) else "plain"
+
+
+@dataclass(frozen=True)
+class _Names:
+    plain: tuple[str, ...]  # masked wherever they stand
+    words: tuple[str, ...]  # self-reference targets
+    near: frozenset[str]  # distinctive tokens, for near misses
+
+
+def _split_tokens(name: str) -> list[str]:
+    tokens: list[str] = []
+    current: list[str] = []
+    for ch in name:
+        if ch.isascii() and ch.isalnum():
+            current.append(ch)
+        elif current:
+            tokens.append("".join(current))
+            current = []
+    if current:
+        tokens.append("".join(current))
+    return tokens
+
+
+def _names(model_names: tuple[str, ...]) -> _Names:
+    """Patterns for the models of a response set. A generated response's name is
+    "<model>@<context length>"; a hub id's owner ("epfl-llm/meditron-7b") is a maker."""
     plain: set[str] = set()
     words: set[str] = set()
+    near: set[str] = set()
     for raw in model_names:
-        name = raw.rsplit("@", 1)[0].split("/")[-1].strip()
-        tokens = [t for t in re.split(r"[\s\-_.:]+", _normalise(name)[0].lower()) if t]
-        if not tokens or len("".join(tokens)) < 3:
-            continue
-        pattern = r"[\s\-_.]?".join(re.escape(t) for t in tokens)
-        (plain if _is_distinctive(tokens) else words).add(pattern)
-        stem: list[str] = []
-        for token in tokens:
-            if token[0].isdigit():
-                break
-            stem.append(token)
-        if 0 < len(stem) < len(tokens) and len("".join(stem)) >= 6:
-            pattern = r"[\s\-_.]?".join(re.escape(t) for t in stem)
-            (plain if _is_distinctive(stem) else words).add(pattern)
-    return (
+        for part in raw.rsplit("@", 1)[0].split("/"):
+            tokens = _split_tokens(_ascii_name(part.strip()))
+            if not tokens:
+                continue
+            kinds = [_token_kind(t) for t in tokens]
+            for token, kind in zip(tokens, kinds, strict=True):
+                if kind == "plain":
+                    plain.add(_token_pattern(token))
+                    near.add(token.lower())
+                elif kind == "word":
+                    words.add(_token_pattern(token))
+            distinct = any(k in ("plain", "builtin") for k in kinds)
+            whole = _SEP.join(_token_pattern(t) for t in tokens)
+            has_digit = any(ch.isdigit() for ch in part)
+            if len(tokens) > 1:
+                (plain if distinct or has_digit else words).add(whole)
+            stem: list[str] = []
+            for token, kind in zip(tokens, kinds, strict=True):
+                if kind == "generic":
+                    break
+                stem.append(token)
+            if 1 < len(stem) < len(tokens):
+                stem_kinds = kinds[: len(stem)]
+                pattern = _SEP.join(_token_pattern(t) for t in stem)
+                (plain if any(k in ("plain", "builtin") for k in stem_kinds) else words).add(
+                    pattern
+                )
+    return _Names(
         tuple(sorted(plain, key=len, reverse=True)),
         tuple(sorted(words, key=len, reverse=True)),
+        frozenset(near),
     )
+
+
+class _Rule:
+    """One RE2 pattern and what a match of it needs besides: the prefix it starts with (the
+    name begins where that ends), or the name it starts with when words follow it."""
+
+    def __init__(
+        self,
+        pattern: str,
+        *,
+        prefix: linear.BytesPattern | None = None,
+        head: linear.BytesPattern | None = None,
+        after: linear.BytesPattern | None = None,
+        self_end: bool = False,
+        units: bool = False,
+    ) -> None:
+        self.pattern = _pattern(pattern)
+        self.prefix = prefix
+        self.head = head
+        self.after = after  # must match where the name ends ("As Claude" + ",")
+        self.self_end = self_end  # the name is not followed by a hyphen ("by meta-analysis")
+        self.units = units  # a lab value after it is taken off ("GPT 45 U/L")
+
+
+@dataclass(frozen=True)
+class _Matcher:
+    rules: tuple[_Rule, ...]
+    heads: linear.BytesPattern  # anything that can start a match: nothing to do without one
+    heads_source: str
+    candidates: linear.BytesPattern  # the words that are masked only in context
+    near: frozenset[str]
 
 
 @lru_cache(maxsize=256)
-def _compiled(model_names: tuple[str, ...]) -> re.Pattern[str]:
-    names, name_words = _name_alternatives(model_names)
-    plain = "|".join(names + _PLAIN_FAMILIES)
-    word = "|".join(name_words + _WORD_FAMILIES)
-    makers = "|".join(_MAKERS)
-    pattern = (
-        rf"(?<![\w])(?P<plain>(?:{plain}){_SUFFIX}*)(?![\w])"
-        rf"|(?<![\w])(?P<palm>(?-i:PaLM){_SUFFIX}*)(?![\w])"
-        rf"|(?<![\w])(?P<versioned>(?:{word}){_SUFFIX}+)(?![\w])"
-        rf"|{_SELF}(?P<self>(?:{word}|{makers}){_SUFFIX}*)(?![\w-])"
-        rf"|{_AS}(?P<as>(?:{word}){_SUFFIX}*){_CLAUSE_END}"
-        rf"|{_BY}(?P<by>{makers})(?![\w-])"
-        rf"|(?<![\w])(?P<described>(?:{word}|{makers}){_SUFFIX}*){_AFTER}"
+def _matcher(model_names: tuple[str, ...]) -> _Matcher:
+    names = _names(model_names)
+    plain = _alternatives(names.plain + _PLAIN_FAMILIES)
+    families = _alternatives(_WORD_FAMILIES)
+    makers = _alternatives(_MAKERS)
+    words = _alternatives(names.words)
+    named = f"(?:{families}|{makers})"  # what "called" and "by" may name
+    anyone = f"(?:{families}|{makers}|{words})"
+    said = f"(?:{families}|{words})"
+    head_named = _pattern(rf"(?i)\b{named}{_CHAIN}\b")
+    head_words = _pattern(rf"(?i)\b{words}{_CHAIN}\b")
+    rules = (
+        _Rule(rf"(?i)\b{plain}{_CHAIN}\b", units=True),
+        _Rule(rf"\b(?-i:PaLM)(?i:{_CHAIN})\b", units=True),
+        _Rule(rf"(?i)\b{families}{_VERSIONS}\b", units=True),
+        _Rule(rf"(?i)\b{_SELF}{anyone}{_CHAIN}\b", prefix=_PREFIX_SELF, self_end=True, units=True),
+        _Rule(
+            rf"(?i)\b{_SELF_NAMED}{named}{_CHAIN}\b",
+            prefix=_PREFIX_SELF_NAMED,
+            self_end=True,
+            units=True,
+        ),
+        _Rule(rf"(?i)\b{_AS}{said}{_CHAIN}\b", prefix=_PREFIX_AS, after=_AFTER_CLAUSE),
+        _Rule(
+            rf"(?i){_SIGN_OFF_BEFORE}{anyone}{_CHAIN}\b", prefix=_PREFIX_SIGN_OFF, after=_AFTER_LINE
+        ),
+        _Rule(rf"(?i)\b{_BY}{makers}\b", prefix=_PREFIX_BY, self_end=True),
+        _Rule(rf"(?i)\b{named}{_CHAIN}\+{{0,2}}{_AFTER}", head=head_named),
+        _Rule(rf"(?i)\b{words}{_CHAIN}\+{{0,2}}{_AFTER_NAME}", head=head_words),
     )
-    return re.compile(pattern, re.IGNORECASE)
+    heads = rf"(?i)\b(?:{plain}|{anyone}|PaLM)"
+    return _Matcher(
+        rules=rules,
+        heads=_pattern(heads),
+        heads_source=heads,
+        candidates=_pattern(rf"(?i)\b{anyone}{_CHAIN}\b"),
+        near=names.near,
+    )
 
 
-_GROUPS = ("plain", "palm", "versioned", "self", "as", "by", "described")
+# ---------------------------------------------------------------------------------------------
+# Matching
 
 
-def _normalise(text: str) -> tuple[str, list[int]]:
-    """``text`` normalised for matching, and for each character of it the index of the
-    original character it came from."""
-    out: list[str] = []
-    index: list[int] = []
-    for i, ch in enumerate(text):
-        if ch.isascii():
-            out.append(" " if ch in "\t\n\r\f\v" else ch)
-            index.append(i)
-            continue
-        for c in unicodedata.normalize("NFKC", ch):
-            category = unicodedata.category(c)
-            if category == "Cf":  # zero-width spaces and joiners, soft hyphens, BOM
+def _is_word(data: bytes, pos: int) -> bool:
+    return 0 <= pos < len(data) and data[pos] in _WORD_BYTES
+
+
+def _with_plus(data: bytes, end: int) -> int:
+    # "Command R+", "Vicuna+": a plus glued to a name is part of it.
+    plus = end
+    while plus < len(data) and plus - end < 2 and data[plus] == 0x2B:
+        plus += 1
+    return plus if plus > end and not _is_word(data, plus) else end
+
+
+_UNIT_STARTS = frozenset(b".%0123456789uUiImM")
+
+
+def _without_units(data: bytes, start: int, end: int, rule: linear.BytesPattern) -> int | None:
+    """The end of a match once a lab value is taken off it ("GPT 45 U/L" keeps nothing), or
+    None when what is left is no longer a match of ``rule``."""
+    if end >= len(data):
+        return end
+    following = data[end]
+    if following in b" \n":  # the unit may come after one space: "45 U/L"
+        if end + 1 >= len(data) or data[end + 1] not in _UNIT_STARTS:
+            return end
+    elif following not in _UNIT_STARTS:
+        return end
+    if _AFTER_UNITS.match(data, end) is None:
+        return end
+    # The last part is the number: drop it with the separator before it.
+    cut = end
+    while cut > start and (data[cut - 1] in _WORD_BYTES or data[cut - 1] == 0x2E):
+        cut -= 1
+    if cut == start or not (0x30 <= data[cut] <= 0x39 or data[cut] in b"vV"):
+        return None
+    while cut > start and data[cut - 1] in b" -.":
+        cut -= 1
+    if cut == start or not rule.fullmatch(data, start, cut):
+        return None
+    return cut
+
+
+def _spans(data: bytes, matcher: _Matcher) -> list[tuple[int, int]]:
+    if matcher.heads.search(data) is None:
+        return []
+    found: list[tuple[int, int]] = []
+    for rule in matcher.rules:
+        for start, end in rule.pattern.spans(data):
+            end = _with_plus(data, end)
+            if rule.after is not None and rule.after.match(data, end) is None:
                 continue
-            if category == "Pd" or c == "\u2212":
-                c = "-"
-            elif c.isspace():
-                c = " "
-            elif c in "\u2018\u2019\u02bc":
-                c = "'"
-            out.append(c)
-            index.append(i)
-    return "".join(out), index
+            if rule.self_end and end < len(data) and data[end] == 0x2D:  # "-"
+                continue
+            if rule.units:
+                cut = _without_units(data, start, end, rule.pattern)
+                if cut is None:
+                    continue
+                end = cut
+            if rule.prefix is not None:
+                prefix = rule.prefix.match(data, start)
+                assert prefix is not None  # the rule's pattern starts with it
+                start = prefix[1]
+            if rule.head is not None:
+                head = rule.head.match(data, start)
+                assert head is not None  # the rule's pattern starts with it
+                end = head[1]
+            found.append((start, _with_plus(data, end) if rule.head is not None else end))
+    return found
+
+
+class _Covered:
+    """Whether a span lies inside one already found (sorted spans)."""
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self.starts = [s for s, _ in spans]
+        self.reach: list[int] = []
+        furthest = -1
+        for _, e in spans:
+            furthest = max(furthest, e)
+            self.reach.append(furthest)
+
+    def contains(self, start: int, end: int) -> bool:
+        i = bisect.bisect_right(self.starts, start) - 1
+        return i >= 0 and self.reach[i] >= end
+
+
+def _merged(spans: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    spans.sort()
+    current: tuple[int, int] | None = None
+    for start, end in spans:
+        if current is not None and start <= current[1]:
+            current = (current[0], max(current[1], end))
+            continue
+        if current is not None:
+            yield current
+        current = (start, end)
+    if current is not None:
+        yield current
 
 
 def model_name_spans(text: str, model_names: Iterable[str] = ()) -> list[tuple[int, int]]:
     """Spans of ``text`` (original indexes, end exclusive) that name a model or its maker."""
     if not text:
         return []
-    normalised, index = _normalise(text)
-    pattern = _compiled(tuple(sorted({n for n in model_names if n})))
-    spans: list[tuple[int, int]] = []
-    for match in pattern.finditer(normalised):
-        group = next(g for g in _GROUPS if match.group(g) is not None)
-        start, end = match.span(group)
-        if end > start:
-            spans.append((index[start], index[end - 1] + 1))
-    return spans
+    folded = _folded(text)
+    matcher = _matcher(tuple(sorted({n for n in model_names if n})))
+    return [folded.span(s, e) for s, e in _merged(_spans(folded.data, matcher)) if e > s]
+
+
+def heads_pattern(model_names: Iterable[str] = ()) -> str:
+    """The RE2 pattern of every word a match can start with: what ``bench_masking`` times the
+    raw library with."""
+    return _matcher(tuple(sorted({n for n in model_names if n}))).heads_source
 
 
 def mask_model_names(text: str, model_names: Iterable[str] | str = ()) -> str:
@@ -272,3 +686,70 @@ def names_a_model(text: str, model_names: Iterable[str] | str = ()) -> bool:
     """Whether masking would change ``text``: a heuristic hit for an admin to confirm."""
     names = (model_names,) if isinstance(model_names, str) else tuple(model_names)
     return bool(model_name_spans(text, names))
+
+
+# ---------------------------------------------------------------------------------------------
+# Near misses: for an admin to look at, never masked
+
+_NEAR_MIN = 5  # a shorter word is one edit from too many others
+_NEAR_MAX = 40
+_ALNUM_RUN = linear.BytesPattern(rb"[0-9A-Za-z]{%d,%d}" % (_NEAR_MIN - 1, _NEAR_MAX + 1))
+_FAMILIES_NEAR = (
+    "chatgpt openai anthropic deepmind deepseek mixtral vicuna meditron gemini claude falcon "
+    "mistral nemotron koala alpaca dolly orca llama gemma qwen copilot"
+)
+_FAMILY_WORDS = frozenset(_FAMILIES_NEAR.split())
+
+
+def _deletions(word: str) -> set[str]:
+    return {word[:i] + word[i + 1 :] for i in range(len(word))}
+
+
+@lru_cache(maxsize=256)
+def _near_index(model_names: tuple[str, ...]) -> dict[str, str]:
+    """Every name one deletion away (and the name itself), to the name: two words are one edit
+    apart (a letter changed, added, dropped or two swapped) when such variants meet."""
+    index: dict[str, str] = {}
+    for name in _matcher(model_names).near | _FAMILY_WORDS:
+        if len(name) >= _NEAR_MIN:
+            index.setdefault(name, name)
+            for variant in _deletions(name):
+                index.setdefault(variant, name)
+    return index
+
+
+def near_misses(text: str, model_names: Iterable[str] | str = ()) -> list[str]:
+    """Words left as written that look like a name, as written: one edit from a distinctive
+    name ("Mixtrall", "Meditorn"), or a name's own word outside a self-reference ("Atlas",
+    "Gemini"). For an admin to confirm; masking never acts on them."""
+    if not text:
+        return []
+    names = (model_names,) if isinstance(model_names, str) else tuple(model_names)
+    key = tuple(sorted({n for n in names if n}))
+    folded = _folded(text)
+    matcher = _matcher(key)
+    masked = _Covered(list(_merged(_spans(folded.data, matcher))))
+    index = _near_index(key)
+    found: list[tuple[int, int]] = []
+    for start, end in matcher.candidates.spans(folded.data):
+        if not masked.contains(start, start + 1):
+            found.append((start, end))
+    for start, end in _ALNUM_RUN.spans(folded.data):
+        if (
+            _is_word(folded.data, start - 1)
+            or _is_word(folded.data, end)
+            or end - start > _NEAR_MAX
+        ):
+            continue
+        word = folded.data[start:end].decode("ascii").lower()
+        if word in index and index[word] == word:
+            continue  # the name itself: masked, or a word family left alone on purpose
+        if (word in index or any(v in index for v in _deletions(word))) and not masked.contains(
+            start, end
+        ):
+            found.append((start, end))
+    words: list[str] = []
+    for start, end in sorted(found):
+        first, last = folded.span(start, end)
+        words.append(text[first:last])
+    return list(dict.fromkeys(words))

@@ -23,6 +23,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 from review.vocabulary import Concept, counts, spans
 
+# Linear with ``re``: one character class, so each try ends at the first character outside it
+# and the next starts after it (a hostile record cannot make it backtrack).
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 # Question words and fillers that carry no information about which part of a record matters.

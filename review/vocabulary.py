@@ -31,6 +31,8 @@ from pathlib import Path
 
 import snowballstemmer
 
+# Linear with ``re``: one character class, so each try ends at the first character outside it
+# and the next starts after it (a hostile record cannot make it backtrack).
 WORD = re.compile(r"\w+", re.UNICODE)
 
 # Question words and fillers that carry no information about which part of a record matters.

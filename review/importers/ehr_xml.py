@@ -15,6 +15,8 @@ from typing import BinaryIO
 
 from lxml import etree
 
+from review.linear import DIGIT, SPACE, BytesPattern, Pattern
+
 from .demographics import normalise_sex
 from .errors import Problem
 from .timestamps import BadTimestamp, parse_date, parse_timestamp
@@ -33,8 +35,20 @@ RECORD_EVENT_TAGS = {
     "visit_occurrence",
 }
 VALUE_TYPES = {"measurement", "observation"}
-_CODE_LINE = re.compile(r"^\s*\[([^\]]*)\]\s*(.*?)\s*$", re.S)
-_VALUE_TAIL = re.compile(r"^(.*?)\s+(-?\d+(?:\.\d+)?)(?:\s+([^\s\d][^\s]*(?:\s[^\s\d][^\s]*)?))?$")
+# Record text is hostile input: these run in RE2 (review.linear), linear in the line (with
+# ``re`` a line of spaces took seconds, quadratic in its length). ``SPACE``/``DIGIT`` are
+# Python's Unicode ``\s``/``\d``; ``\n?$`` is ``re``'s ``$``, which also matches before a final
+# line break.
+_NOT_SPACE = SPACE.replace("[", "[^", 1)
+_NOT_SPACE_DIGIT = _NOT_SPACE[:-1] + r"\p{Nd}]"
+_CODE_LINE = Pattern(rf"(?s)^{SPACE}*\[([^\]]*)\]{SPACE}*(.*?){SPACE}*$")
+_VALUE_TAIL = Pattern(
+    rf"^(.*?){SPACE}+(-?{DIGIT}+(?:\.{DIGIT}+)?)"
+    rf"(?:{SPACE}+({_NOT_SPACE_DIGIT}{_NOT_SPACE}*(?:{SPACE}{_NOT_SPACE_DIGIT}{_NOT_SPACE}*)?))?\n?$"
+)
+# Linear with ``re`` as used (RE2 has no lookahead): the text is collapsed to single spaces
+# first, so the lookahead reads a label's length at most per character of a value, and findall
+# resumes where a value ends.
 _PERSON_FIELD = re.compile(
     r"(Birth|Race|Gender|Ethnicity|Age in Days|Age in Years)\s*:\s*(.*?)"
     r"(?=\s+(?:Birth|Race|Gender|Ethnicity|Age in Days|Age in Years)\s*:|\s*$)",
@@ -100,6 +114,7 @@ def sniff_format(path: Path) -> str:
     """'record' or 'eventstream', from the root element; refuses DTDs (XML bomb protection)."""
     with path.open("rb") as fh:
         head = fh.read(PROLOG_SCAN_BYTES)
+    # One character class after "<": each try ends at the first character outside it (linear).
     match = re.search(rb"<([A-Za-z_][\w.\-]*)", _strip_prolog_noise(head))
     upper_prolog = head[: match.start()] if match else head
     if b"<!DOCTYPE" in upper_prolog.upper() or b"<!ENTITY" in head.upper():
@@ -140,14 +155,24 @@ def sniff_format(path: Path) -> str:
 def _strip_prolog_noise(head: bytes) -> bytes:
     # Blank out the XML declaration, comments and processing instructions so the root search
     # does not mistake them for elements; offsets are preserved.
-    def blank(m: re.Match[bytes]) -> bytes:
-        return b" " * (m.end() - m.start())
-
-    head = re.sub(rb"<\?.*?\?>", blank, head, flags=re.S)
-    head = re.sub(rb"<!--.*?-->", blank, head, flags=re.S)
+    # RE2 (``re`` took seconds on a window of unclosed "<!--", quadratic in the window).
+    head = _blank(_DECLARATION, head)
+    head = _blank(_COMMENT, head)
     # A comment still open at the end of the window hides whatever follows it (a DOCTYPE, the
     # real root): nothing inside it may be taken for the root element.
-    return re.sub(rb"<!--.*\Z", blank, head, flags=re.S)
+    return _blank(_OPEN_COMMENT, head)
+
+
+_DECLARATION = BytesPattern(rb"(?s)<\?.*?\?>")
+_COMMENT = BytesPattern(rb"(?s)<!--.*?-->")
+_OPEN_COMMENT = BytesPattern(rb"(?s)<!--.*\z")
+
+
+def _blank(pattern: BytesPattern, data: bytes) -> bytes:
+    out = bytearray(data)
+    for start, end in pattern.spans(data):
+        out[start:end] = b" " * (end - start)
+    return bytes(out)
 
 
 def _line_of(data: bytes, offset: int) -> int:

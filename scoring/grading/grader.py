@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from review.linear import SPACE, Pattern
 from scoring.generation.backends import (
     GenerationBackend,
     GenerationError,
@@ -134,7 +135,10 @@ def fill_grader_prompt(*, conversation: str, item: RubricItem) -> str:
     return re.sub(r"<<(conversation|rubric_item)>>", lambda m: values[m.group(1)], GRADER_PROMPT)
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+# A grader's answer is model output: RE2, linear in it (``re`` is quadratic in a run of spaces
+# or of "{"). ``SPACE`` is Python's Unicode ``\s``.
+_FENCE = Pattern(rf"^```(?:json)?{SPACE}*|{SPACE}*```$")
+_OUTERMOST = Pattern(r"(?s)\{.*\}")
 
 
 def parse_grade(text: str) -> tuple[bool, str] | None:
@@ -145,7 +149,7 @@ def parse_grade(text: str) -> tuple[bool, str] | None:
     boolean (HealthBench accepts nothing else either); ``explanation`` a string if present.
     """
     cleaned = _FENCE.sub("", text.strip())
-    match = re.search(r"\{.*\}", cleaned, re.DOTALL)
+    match = _OUTERMOST.search(cleaned)
     if match is None:
         return None
     try:

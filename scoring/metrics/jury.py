@@ -39,6 +39,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from review.linear import Pattern
+
 from .base import MetricBackend, MetricUnavailable, Pair, Scored, library_versions
 
 __all__ = ["CRITERIA", "RUBRICS", "JuryBackend", "parse_verdict"]
@@ -110,6 +112,8 @@ CRITERIA = ("accuracy", "completeness", "clarity")
 # name -> template; the version recorded is "<name>@<sha256[:12]>" of the template text.
 RUBRICS: dict[str, str] = {"helm-medalign": RUBRIC_HELM}
 _SLOT = re.compile(r"\{\{(QUESTION|RESPONSE|GOLD_RESPONSE)\}\}")
+# A judge's answer is model output: RE2, linear in it (``re`` is quadratic in a run of "{").
+_OUTERMOST = Pattern(r"(?s)\{.*\}")
 
 
 def rubric_version(name: str) -> str:
@@ -127,7 +131,7 @@ def parse_verdict(text: str) -> dict[str, float] | None:
     As HELM: the outermost ``{...}`` is parsed as JSON (one ``}`` appended when the object was
     cut off); every criterion needs a ``score``. Scores must be whole numbers from 1 to 5.
     """
-    match = re.search(r"\{.*\}", text, re.DOTALL)
+    match = _OUTERMOST.search(text)
     candidate = match.group(0) if match else text
     try:
         data = json.loads(candidate)

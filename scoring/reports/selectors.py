@@ -1,7 +1,6 @@
 """Reads the report pages, the API and the commands need."""
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,6 +8,7 @@ import numpy as np
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from review.linear import DIGIT, SPACE, Pattern
 from review.models import Dataset, ModelResponse, ResponseJudgement, Review, Study
 from review.selectors.studies import study_latest_reviewed
 from scoring.jury_scores import jury_expand
@@ -304,9 +304,11 @@ def report_inputs(
 
 # Style features of a response (FastChat's style control counts markdown the same way): its
 # length in words, list items, headers and bold spans. Numbers only leave this function.
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+", re.MULTILINE)
-_HEADER = re.compile(r"^\s*#{1,6}\s+\S", re.MULTILINE)
-_BOLD = re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
+# Responses are model output: RE2, linear in them (with ``re`` a run of blank lines was
+# quadratic). ``SPACE``/``DIGIT`` are Python's Unicode ``\s``/``\d``.
+_LIST_ITEM = Pattern(rf"(?m)^{SPACE}*(?:[-*+\x{{2022}}]|{DIGIT}+[.)]){SPACE}+")
+_HEADER = Pattern(rf"(?m)^{SPACE}*#{{1,6}}{SPACE}+[^{SPACE[1:-1]}]")
+_BOLD = Pattern(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
 STYLE_FEATURES = ("length_words", "list_items", "headers", "bold")
 
 

@@ -10,8 +10,18 @@ import pytest
 
 from review.blinding import MASK, mask_model_names, model_name_hits, names_a_model
 
-# The response set's models, as a release or a generation run names them.
-MODELS = ("mixtral-8x7b", "SecretModel-Alpha-70B", "medlm@2048", "baseline")
+# The response set's models, as a release or a generation run names them. Their own words
+# ("Atlas", "Cedar", "Aloe", "Alpha", "health", "baseline") are also ordinary or clinical words.
+MODELS = (
+    "mixtral-8x7b",
+    "SecretModel-Alpha-70B",
+    "medlm@2048",
+    "baseline",
+    "m42-health/Llama3-Med42-70B",
+    "Atlas-13B",
+    "Cedar-7B",
+    "Llama3-Aloe-8B",
+)
 
 # (sentence, words that must be gone after masking)
 SELF_NAMING = [
@@ -68,6 +78,41 @@ SELF_NAMING = [
     ("PMC-LLaMA notes the rash.", ["LLaMA"]),
     ("I\u2019m Command R+, a model by Cohere.", ["Command R", "Cohere"]),
     ("As Yi-34B, I see no issue.", ["Yi-34B"]),
+    # A set's own short stems and words, in self-references.
+    ("I am Med42, a clinical assistant.", ["Med42"]),
+    ("Med42 recommends a repeat echo.", ["Med42"]),
+    ("A Med-42 answer follows.", ["Med-42"]),
+    ("As Atlas, I would order a CT.", ["Atlas"]),
+    ("I'm Cedar and I suggest fluids.", ["Cedar"]),
+    ("Hold the statin.\nRegards, Atlas.", ["Atlas"]),
+    ("Hold the statin.\n\nBest,\nCedar.", ["Cedar"]),
+    ("Thanks,\nMed42", ["Med42"]),
+    ("Hold the statin.\n\u2014 Atlas.", ["Atlas"]),
+    ("As Aloe, I note the rash.", ["Aloe"]),
+    ("I am Aloe.", ["Aloe"]),
+    ("My name is Atlas 13B.", ["Atlas", "13B"]),
+    ("I'm Llama3-Aloe-8B.", ["Llama3", "Aloe", "8B"]),
+    ("Atlas, an AI assistant, suggests a referral.", ["Atlas"]),
+    ("I am MedLM.", ["MedLM"]),
+    ("MedLM suggests a CT.", ["MedLM"]),
+    ("SecretModel agrees.", ["SecretModel"]),
+    ("Secret-Model Alpha agrees.", ["Secret-Model"]),
+    # Makers and products written with hyphens, spaces or letter by letter.
+    ("Chat-GPT says the dose is fine.", ["Chat-GPT"]),
+    ("Chat GPT says the dose is fine.", ["Chat GPT"]),
+    ("I was trained by Open AI.", ["Open AI"]),
+    ("Open-AI built this model.", ["Open-AI"]),
+    ("G P T - 4 recommends a repeat A1c.", ["G P T"]),
+    ("G-P-T-4 recommends a repeat A1c.", ["G-P-T"]),
+    ("As Deep Mind's model, I note the LDL.", ["Deep Mind"]),
+    # Homoglyphs and marks: Cyrillic letters, Greek capitals, accents, strike-through.
+    ("\u0421h\u0430tGPT says hi.", ["\u0421h\u0430tGPT"]),  # Cyrillic Es and a
+    ("G\u0420T-4 recommends a repeat A1c.", ["G\u0420T"]),  # Cyrillic Er
+    ("G\u03a1\u03a4-4 answered.", ["G\u03a1\u03a4"]),  # Greek Rho and Tau
+    ("I am Cl\u00e0ude.", ["Cl\u00e0ude"]),
+    ("I am C\u0336l\u0336a\u0336u\u0336d\u0336e\u0336.", ["C\u0336l"]),
+    ("\uff2d\uff45\uff44\uff14\uff12 answered.", ["\uff2d\uff45\uff44"]),  # full width
+    ("I\u2019m Command R+.", ["Command R+"]),
 ]
 
 INNOCENT = [
@@ -118,11 +163,31 @@ INNOCENT = [
     "My recommendation is to repeat the echocardiogram.",
     "Phi is used for the golden ratio in some growth charts.",
     "From Google Scholar, no new evidence.",
+    # Words that the set's model names share.
+    "Aloe vera gel was applied to the burn.",
+    "She uses an aloe lotion for the rash.",
+    "The atlas (C1) and axis are intact.",
+    "Atlas-axis instability was excluded.",
+    "Cedar pollen allergy is documented.",
+    "She was transferred from Cedars-Sinai.",
+    "Alpha thalassemia trait is known.",
+    "The secret to adherence was a pill box.",
+    "Her health literacy is limited.",
+    "Home health visits twice weekly.",
+    "As the cedar pollen count rises, symptoms worsen.",
+    "MED 42 mg daily was tolerated.",
+    "ICD-10 M42 was coded for the spine.",
+    "Medial meniscus tear on MRI.",
+    "Medicare covers the infusion.",
+    "Thanks, Cedar Clinic staff, for the referral.",
+    "Пациент осмотрен в клинике.",
+    "Café visit; the naïve T cells were counted.",
+    "Regards to the family; the atlas is stable.",
 ]
 
 
 def test_the_tables_are_large_enough():
-    assert len(SELF_NAMING) >= 40 and len(INNOCENT) >= 40
+    assert len(SELF_NAMING) >= 80 and len(INNOCENT) >= 65
 
 
 @pytest.mark.parametrize(("sentence", "gone"), SELF_NAMING, ids=[s for s, _ in SELF_NAMING])
@@ -150,3 +215,23 @@ def test_masking_keeps_the_rest_of_the_text_exactly():
 
 def test_hits_are_the_words_as_written_for_an_admin_to_confirm():
     assert model_name_hits("As GPT\u20114, trained by OpenAI.", ()) == ["GPT\u20114", "OpenAI"]
+
+
+def test_the_mask_covers_the_invisible_marks_of_a_name_and_nothing_else():
+    text = "Note: G\u200bPT\u20114\u0301, said \u201chold\u201d.\r\n\r\nBye\u00a0now."
+    assert (
+        mask_model_names(text, ()) == f"Note: {MASK}, said \u201chold\u201d.\r\n\r\nBye\u00a0now."
+    )
+
+
+def test_a_lab_value_after_a_version_is_left_and_the_version_masked():
+    assert mask_model_names("GPT-4 45 U/L was noted.", ()) == f"{MASK} 45 U/L was noted."
+    assert mask_model_names("Llama 2 40 mg daily.", ()) == f"{MASK} 40 mg daily."
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Hold the statin.\nRegards, Atlas", "Thanks,\nCedar\n", "Hold it.\n-- Atlas", "Cheers, Aloe!"],
+)
+def test_a_sign_off_that_ends_the_response_or_the_line_is_masked(text):
+    assert MASK in mask_model_names(text, MODELS)

@@ -1,14 +1,17 @@
 """List the responses whose text names a model, as clinicians would see them masked, and
-refresh the "names a model" flag the Django admin filters on.
+refresh the "names a model" flag the Django admin filters on, and list the near misses: words
+left as written that look like a name (a name's own word outside a self-reference, "Atlas",
+"Gemini"; a word one edit from a distinctive name, "Mixtrall").
 
 Every response is masked when a clinician sees it, flagged or not (``review.blinding``); the
-flag and this list are for an admin to confirm the heuristic's hits, and to spot what it
-missed. Prints hits only, never whole responses (they can quote the record).
+flag and these lists are for an admin to confirm the heuristic's hits, and to spot what it
+missed. Prints the words only, never whole responses (they can quote the record).
 """
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from review.blinding import model_name_hits
+from review import lexicon
+from review.blinding import model_name_hits, near_misses
 from review.models import Dataset, ModelResponse
 
 
@@ -30,8 +33,14 @@ class Command(BaseCommand):
                 )
             )
         )
+        if not lexicon.wordnet_found():
+            self.stdout.write(
+                "WordNet not found (METEOR_WORDNET_DIR; `make wordnet`): a model name's "
+                "alphabetic words are masked in self-references only, never alone."
+            )
         flagged: list[int] = []
         unflagged: list[int] = []
+        near: list[tuple[str, str, str]] = []
         printed = 0
         limit = int(options["limit"])  # type: ignore[call-overload]
         rows = (
@@ -46,6 +55,9 @@ class Command(BaseCommand):
                 words = ", ".join(dict.fromkeys(hits))
                 self.stdout.write(f"  {instruction_id:<14} {model_name:<30} {words}")
                 printed += 1
+            missed = near_misses(text, names)
+            if missed and len(near) < limit:
+                near.append((instruction_id, model_name, ", ".join(missed)))
         ModelResponse.objects.filter(pk__in=flagged).update(names_own_model=True)
         ModelResponse.objects.filter(pk__in=unflagged).update(names_own_model=False)
         self.stdout.write(
@@ -53,3 +65,10 @@ class Command(BaseCommand):
             "is masked for clinicians. Confirm them in the Django admin (Model responses, "
             "filter 'names own model')."
         )
+        if near:
+            self.stdout.write(
+                "Near misses, left as written (a name's word outside a self-reference, or one "
+                "edit from a name): confirm none of them names a model."
+            )
+            for instruction_id, model_name, words in near:
+                self.stdout.write(f"  {instruction_id:<14} {model_name:<30} {words}")
