@@ -12,7 +12,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "medalign_site.settings")
 application: Callable[..., Any] = get_wsgi_application()
 
 from django.conf import settings  # noqa: E402 - configured by get_wsgi_application()
-from django.db import DatabaseError, close_old_connections  # noqa: E402
+from django.db import DatabaseError, connection  # noqa: E402
 
 from review.selectors.datasets import datasets_not_synthetic, debug_refusal  # noqa: E402
 
@@ -34,12 +34,17 @@ class DebugOnlyBesideSyntheticData:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if self.refusal is None and time.monotonic() - self.checked_at >= self.INTERVAL:
+            # A connection this check opens is closed again (it is outside any request); one
+            # that was open is left as it is: a persistent one is Django's to recycle at the
+            # next request, and a caller's transaction (a test's) must survive the check.
+            opened = connection.connection is None
             try:
                 names = datasets_not_synthetic()
             except DatabaseError:
                 # Not migrated yet, or away: no data can be served either; the app says so.
                 names = None
-            close_old_connections()  # outside a request: as Django's handler would
+            if opened:
+                connection.close()
             if names is not None:
                 self.checked_at = time.monotonic()
             if names:
