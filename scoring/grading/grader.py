@@ -154,7 +154,7 @@ def parse_grade(text: str) -> tuple[bool, str] | None:
         return None
     try:
         data = json.loads(match.group(0))
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # malformed, a number past int's limit, deep nesting
         return None
     if not isinstance(data, dict):
         return None

@@ -133,6 +133,8 @@ def parse_verdict(text: str) -> dict[str, float] | None:
     """
     match = _OUTERMOST.search(text)
     candidate = match.group(0) if match else text
+    # Beside malformed JSON, a judge can write what json.loads refuses with other errors: a
+    # number past int's digit limit (ValueError) or nesting past the recursion limit.
     try:
         data = json.loads(candidate)
     except json.JSONDecodeError as exc:
@@ -140,8 +142,10 @@ def parse_verdict(text: str) -> dict[str, float] | None:
             return None
         try:
             data = json.loads(candidate + "}")
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return None
+    except (ValueError, RecursionError):
+        return None
     if not isinstance(data, dict):
         return None
     out: dict[str, float] = {}

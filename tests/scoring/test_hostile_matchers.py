@@ -57,9 +57,9 @@ def test_verdicts_are_read_as_before():
     assert parse_verdict(json.dumps(VERDICT)[:-1]) == {c: 4.0 for c in VERDICT}  # cut off
 
 
-# A number past int's 4,300 digits makes json.loads raise ValueError, which neither parser
-# catches (it expects JSONDecodeError): a known defect, left for the parsers' owners.
-_HUGE_NUMBER = pytest.mark.xfail(raises=ValueError, strict=True, reason="int digit limit")
+# json.loads refuses a number past int's 4,300 digits with a plain ValueError and nesting past
+# the recursion limit with RecursionError, not JSONDecodeError: both are no verdict.
+_DEEP = "[" * 100_000 + "]" * 100_000
 
 
 @pytest.mark.parametrize(
@@ -70,9 +70,12 @@ _HUGE_NUMBER = pytest.mark.xfail(raises=ValueError, strict=True, reason="int dig
         "{" + " " * 100_000,
         "\x00{\ud800}",
         "",
-        pytest.param("9" * 100_000, marks=_HUGE_NUMBER),
+        "9" * 100_000,
+        '{"relevance": ' + "9" * 5000 + "}",
+        '{"a": ' + _DEEP + "}",
+        '{"a": ' + "[" * 100_000,  # cut off: read again with a closing brace
     ],
-    ids=range(6),
+    ids=range(9),
 )
 def test_a_hostile_judge_answer_is_no_verdict(answer):
     assert parse_verdict(answer) is None
@@ -94,9 +97,10 @@ def test_grades_are_read_as_before():
         "{" * 100_000,
         "```json" + "\n" * 100_000 + "```",
         "\x00\ud800" * 50_000,
-        pytest.param('{"criteria_met": true, "n": ' + "9" * 5000 + "}", marks=_HUGE_NUMBER),
+        '{"criteria_met": true, "n": ' + "9" * 5000 + "}",
+        '{"criteria_met": true, "n": ' + _DEEP + "}",
     ],
-    ids=range(6),
+    ids=range(7),
 )
 def test_a_hostile_grader_answer_is_no_grade(answer):
     assert parse_grade(answer) is None
