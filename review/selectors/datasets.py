@@ -27,3 +27,8 @@ def dataset_contents(dataset: Dataset) -> dict[str, int]:
         "reports": dataset.reports.count(),
         "generation runs": dataset.generation_runs.count(),
     }
+
+
+def datasets_by_name() -> list[Dataset]:
+    """Every dataset, by name (id and name only): the admin home links each one's studies."""
+    return list(Dataset.objects.order_by("name").only("id", "name"))
