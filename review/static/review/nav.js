@@ -26,10 +26,10 @@
   document.addEventListener("keydown", function (event) {
     if (event.key !== "Escape") return;
     menus.forEach(function (menu) {
-      if (menu.open && menu.contains(document.activeElement)) {
-        menu.open = false;
-        menu.querySelector("summary").focus();
-      }
+      if (!menu.open) return;
+      var inside = menu.contains(document.activeElement);
+      menu.open = false;
+      if (inside) menu.querySelector("summary").focus();
     });
   });
 })();
