@@ -9,10 +9,12 @@ while it retries, instead of an HTML 500. Nothing here renders the exception or 
 
 import sys
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.csrf import csrf_failure as django_csrf_failure
 from django.views.defaults import server_error as django_server_error
@@ -23,7 +25,44 @@ DB_UNAVAILABLE_MESSAGE = (
 )
 
 
+def is_navigation(request: HttpRequest) -> bool:
+    """A browser opening the URL as a page (the address bar, a link), not a script's fetch.
+
+    Browsers say so in ``Sec-Fetch-Mode``; one that sends no fetch metadata is taken at its
+    ``Accept``: HTML asked for, JSON not.
+    """
+    if request.method not in ("GET", "HEAD"):
+        return False
+    mode = request.headers.get("Sec-Fetch-Mode")
+    if mode is not None:
+        return mode == "navigate"
+    accept = request.headers.get("Accept", "")
+    return "text/html" in accept and "application/json" not in accept
+
+
+View = TypeVar("View", bound=Callable[..., HttpResponse])
+
+
+def json_endpoint(*methods: str) -> Callable[[View], View]:
+    """Mark a view as answering scripts only (``methods``: those it takes), so that opening it
+    as a page gets a page saying what the address is for (``JsonAuthMiddleware.process_view``),
+    before the view runs: nothing is read or audited for a stray click."""
+
+    def mark(view: View) -> View:
+        view.json_endpoint_methods = frozenset(methods)  # type: ignore[attr-defined]
+        return view
+
+    return mark
+
+
+def wants_json(request: HttpRequest) -> bool:
+    """Whether the request is a script's that must be answered in JSON, whatever happens."""
+    return _wants_json(request)
+
+
 def _wants_json(request: HttpRequest) -> bool:
+    if is_navigation(request):
+        return False
     accept = request.headers.get("Accept", "")
     return (
         request.content_type == "application/json"
@@ -92,6 +131,25 @@ class JsonAuthMiddleware:
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
+
+    def process_view(
+        self, request: HttpRequest, view: Callable[..., Any], args: Any, kwargs: Any
+    ) -> HttpResponse | None:
+        # Before the access decorators and the view: the page says the same to everyone, for
+        # any id in the address, and reads nothing.
+        methods = getattr(view, "json_endpoint_methods", None)
+        if methods is None or not is_navigation(request):
+            return None
+        allowed = request.method in methods or (request.method == "HEAD" and "GET" in methods)
+        response = render(
+            request,
+            "json_endpoint.html",
+            {"home_url": reverse("home"), "queue_url": reverse("clinician_queue")},
+            status=406 if allowed else 405,
+        )
+        if not allowed:
+            response["Allow"] = ", ".join(sorted(methods))
+        return response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)

@@ -12,7 +12,9 @@ Rules:
   existence of an object never leaks;
 - researcher → reports and exports, no raw records unless also granted clinician access;
 - admin → everything.
-Objects a user may not see raise Http404, exactly as missing ones do.
+Objects a user may not see raise Http404, exactly as missing ones do. A page the user's roles
+may not open at all (a researcher on the clinician queue) answers 403 "not available to your
+role" (``role_refused``), before any object is looked up.
 """
 
 import uuid
@@ -28,12 +30,13 @@ from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.fields.files import FieldFile
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
+from medalign_site.errors import wants_json
 from medalign_site.prepared import PreparedQuery
 from review.models import (
     AccessApplication,
@@ -398,7 +401,8 @@ View = TypeVar("View", bound=Callable[..., HttpResponse])
 
 
 def role_required(*roles: str, mfa: bool = True) -> Callable[[View], View]:
-    """Let through users holding one of ``roles`` (admins always), else 404.
+    """Let through users holding one of ``roles`` (admins always), else 403 saying the page is
+    not for their role (``role_refused``).
 
     Anonymous users go to sign-in; signed-in users without approved access go to their
     application page; users without TOTP go to the TOTP set-up page, and sessions that have not
@@ -418,13 +422,31 @@ def role_required(*roles: str, mfa: bool = True) -> Callable[[View], View]:
             if mfa and (to_second_factor := second_factor_redirect(request, access)):
                 return to_second_factor
             if not (access.is_admin or access.has(*roles)):
-                raise Http404
+                return role_refused(request, access, roles)
             request.access = access  # type: ignore[attr-defined]
             return view(request, *args, **kwargs)
 
         return wrapped  # type: ignore[return-value]
 
     return decorator
+
+
+ROLE_PLURALS = {Role.CLINICIAN: "clinicians", Role.RESEARCHER: "researchers", Role.ADMIN: "admins"}
+
+
+def role_refused(request: HttpRequest, access: UserAccess, roles: tuple[str, ...]) -> HttpResponse:
+    """A page this user's roles may not open: 403 saying so, naming whom it is for.
+
+    Refused before any object is looked up, so the answer is the same whether the id in the
+    address exists or not; objects a role may open but the user may not see stay 404.
+    """
+    wanted = [*roles, Role.ADMIN] if Role.ADMIN not in roles else list(roles)
+    meant_for = " and ".join(ROLE_PLURALS.get(r, r) for r in dict.fromkeys(wanted))
+    held = ", ".join(sorted(access.roles))
+    message = f"This page is for {meant_for}: it is not available to your role ({held})."
+    if wants_json(request):
+        return JsonResponse({"error": "role", "message": message}, status=403)
+    return render(request, "role_refused.html", {"meant_for": meant_for, "held": held}, status=403)
 
 
 clinician_required = role_required(Role.CLINICIAN)

@@ -20,7 +20,7 @@ from review.models import (
 )
 from review.selectors.studies import ResponseRow, clinician_round_label, study_response_rows
 
-QUEUE_STATUSES = ("new", "draft", "submitted")
+QUEUE_STATUSES = ("new", "draft", "reopened", "submitted")
 
 
 @dataclass
@@ -32,7 +32,7 @@ class QueueItem:
     category: str
     subcategory: str
     specialty: str
-    status: str  # "new" | "draft" | "submitted"
+    status: str  # "new" | "draft" | "reopened" | "submitted"
     updated_at: datetime | None
     # Set while an admin has reopened the review: their reason, for the clinician to read.
     reopen_reason: str = ""
@@ -59,6 +59,8 @@ def _queue_status(review: Review | None) -> str:
     # Opening a review starts it but is not work: only the first edit makes it "in progress".
     if review is None or (review.status == Review.Status.DRAFT and review.edited_at is None):
         return "new"
+    if review.status == Review.Status.REOPENED:
+        return "reopened"  # its own filter: work an admin sent back, with their reason
     return "submitted" if review.status == Review.Status.SUBMITTED else "draft"
 
 

@@ -20,6 +20,7 @@ from django.template.loader import render_to_string
 from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from medalign_site.errors import json_endpoint
 from review import access
 from review.forms.clinician import AssignForm
 from review.models import AuditEvent, Dataset, Instruction, Patient, Review, Study, User
@@ -243,6 +244,7 @@ def _cursor(request: HttpRequest) -> Cursor | None:
     return Cursor.decode(request.GET.get("cursor", ""))
 
 
+@json_endpoint("GET")
 @require_GET
 @access.clinician_required
 def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
@@ -257,6 +259,7 @@ def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
     return JsonResponse({"html": html, "concepts": excerpt.concepts})
 
 
+@json_endpoint("GET")
 @require_GET
 @access.clinician_required
 def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
@@ -294,6 +297,7 @@ def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
     return JsonResponse(data)
 
 
+@json_endpoint("GET")
 @require_GET
 @access.clinician_required
 def record_event(request: HttpRequest, instruction_id: int, event_id: int) -> JsonResponse:
@@ -306,6 +310,7 @@ def record_event(request: HttpRequest, instruction_id: int, event_id: int) -> Js
     return JsonResponse({"html": html})
 
 
+@json_endpoint("POST")
 @require_POST
 @access.clinician_required
 def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
@@ -376,6 +381,7 @@ def _json_body(request: HttpRequest) -> Any:
         raise review_services.InvalidReview("the body is nested too deeply") from None
 
 
+@json_endpoint("POST")
 @require_POST
 @access.clinician_required
 def review_save(request: HttpRequest, review_id: int) -> JsonResponse:
@@ -392,6 +398,7 @@ def review_save(request: HttpRequest, review_id: int) -> JsonResponse:
     return JsonResponse(state)
 
 
+@json_endpoint("POST")
 @require_POST
 @access.clinician_required
 def review_submit(request: HttpRequest, review_id: int) -> JsonResponse:

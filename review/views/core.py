@@ -6,6 +6,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET
 
 from review.access import second_factor_redirect, user_access
+from review.selectors.datasets import datasets_by_name
 
 
 @require_GET
@@ -46,5 +47,7 @@ def home(request: HttpRequest) -> HttpResponse:
             "access": access,
             "clinician_queue_url": clinician_queue,
             "scoring_reports_url": scoring_reports,
+            # Each dataset's studies page (its rounds and response sets) is the admin's way in.
+            "datasets": datasets_by_name() if access.is_admin else [],
         },
     )

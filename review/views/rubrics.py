@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from medalign_site.errors import json_endpoint
 from medalign_site.uploads import upload_limit
 from review import access
 from review.forms.rubrics import (
@@ -188,6 +189,7 @@ def grading_page(request: HttpRequest, grading_id: int) -> HttpResponse:
     )
 
 
+@json_endpoint("POST")
 @require_POST
 @access.clinician_required
 def grading_save(request: HttpRequest, grading_id: int) -> JsonResponse:
@@ -204,6 +206,7 @@ def grading_save(request: HttpRequest, grading_id: int) -> JsonResponse:
     return JsonResponse(state)
 
 
+@json_endpoint("POST")
 @require_POST
 @access.clinician_required
 def grading_submit(request: HttpRequest, grading_id: int) -> JsonResponse:

@@ -135,13 +135,37 @@ class ModelTokenizer:
         return _files_sha256(self.folder, TOKENIZER_FILES)
 
 
-def _files_sha256(folder: Path, names: Iterable[str]) -> str:
+# ``progress(bytes_done, bytes_total)`` while a model's weights are hashed (the worker shows it).
+HashProgress = Callable[[int, int], None]
+
+
+def _files_sha256(
+    folder: Path, names: Iterable[str], *, progress: HashProgress | None = None
+) -> str:
     digest = hashlib.sha256()
-    for name in sorted(names):
-        path = folder / name
-        if path.is_file():
-            digest.update(f"{name}:{file_sha256(path)}\n".encode())
+    paths = [(name, folder / name) for name in sorted(names) if (folder / name).is_file()]
+    total = sum(path.stat().st_size for _, path in paths) if progress is not None else 0
+    done = 0
+    for name, path in paths:
+        report = None
+        if progress is not None:
+            report = lambda read, before=done: progress(before + read, total)  # noqa: E731
+        digest.update(f"{name}:{file_sha256(path, progress=report)}\n".encode())
+        done += path.stat().st_size if progress is not None else 0
+    if progress is not None:
+        progress(total, total)
     return digest.hexdigest()
+
+
+def check_tokenizer_files(folder: Path) -> None:
+    """What the web request checks of a tokenizer without loading it (transformers takes
+    seconds to import): the folder exists and holds a tokenizer's files. The worker loads it
+    (``ModelTokenizer``, which needs a fast one) and fails the batch with the reason if it will
+    not: a vocabulary alone may still convert to a fast tokenizer."""
+    if not folder.is_dir():
+        raise GenerationError(f"tokenizer folder not found: {folder}")
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise GenerationError(f"{folder.name}: no tokenizer files ({', '.join(TOKENIZER_FILES)})")
 
 
 def _weight_names(folder: Path) -> list[str]:
@@ -151,9 +175,9 @@ def _weight_names(folder: Path) -> list[str]:
     return names
 
 
-def weights_sha256(folder: Path) -> str:
+def weights_sha256(folder: Path, *, progress: HashProgress | None = None) -> str:
     """sha256 over the weight files of a model folder (name and content of each)."""
-    return _files_sha256(folder, _weight_names(folder))
+    return _files_sha256(folder, _weight_names(folder), progress=progress)
 
 
 def weights_files(folder: Path) -> dict[str, list[int]]:
@@ -177,12 +201,21 @@ class GenerationBackend(abc.ABC):
     def tokenizer(self) -> ModelTokenizer: ...
 
     @abc.abstractmethod
-    def identity(self) -> dict[str, Any]:
-        """What produced the text: weights hash, or endpoint + model name; tokenizer hash."""
+    def identity(self, *, progress: HashProgress | None = None) -> dict[str, Any]:
+        """What produced the text: weights hash, or endpoint + model name; tokenizer hash.
+        ``progress`` follows the hashing of a local model's weights."""
 
     def quick_identity(self) -> dict[str, Any]:
-        """``identity()`` without reading the weights (a web request takes this one)."""
+        """``identity()`` without reading the weights nor loading the tokenizer (a web request
+        takes this one)."""
         return self.identity()
+
+    def check_tokenizer(self) -> None:
+        """The tokenizer's files are there, checked without loading it."""
+        check_tokenizer_files(self.tokenizer_folder())
+
+    @abc.abstractmethod
+    def tokenizer_folder(self) -> Path: ...
 
     @abc.abstractmethod
     def generate(self, prompt: str, params: GenerationParams) -> Generation: ...
@@ -241,20 +274,27 @@ class TransformersBackend(GenerationBackend):
     def tokenizer(self) -> ModelTokenizer:
         return ModelTokenizer(self.path)
 
+    def tokenizer_folder(self) -> Path:
+        return self.path
+
     def max_positions(self) -> tuple[int, str] | None:
         return model_max_positions(self.path)
 
-    def identity(self) -> dict[str, Any]:
-        return {**self.quick_identity(), "weights_sha256": weights_sha256(self.path)}
+    def identity(self, *, progress: HashProgress | None = None) -> dict[str, Any]:
+        return {
+            **self.quick_identity(),
+            "weights_sha256": weights_sha256(self.path, progress=progress),
+        }
 
     def quick_identity(self) -> dict[str, Any]:
-        # Sizes and times of the weights, hashes of the small files only: no weights read.
+        # Sizes and times of the weights, hashes of the small files only: no weights read, and
+        # the tokenizer hashed from its files (``ModelTokenizer.sha256``) without loading it.
         return {
             "backend": self.kind,
             "model": self.path.name,
             "weights_files": weights_files(self.path),
             "config_sha256": file_sha256(self.path / "config.json"),
-            "tokenizer_sha256": self.tokenizer().sha256(),
+            "tokenizer_sha256": _files_sha256(self.path, TOKENIZER_FILES),
             "versions": library_versions("torch", "transformers"),
         }
 
@@ -450,17 +490,22 @@ class OpenAIHttpBackend(GenerationBackend):
     def tokenizer(self) -> ModelTokenizer:
         return ModelTokenizer(self.tokenizer_path)
 
+    def tokenizer_folder(self) -> Path:
+        return self.tokenizer_path
+
     def max_positions(self) -> tuple[int, str] | None:
         # The served model's config often sits beside its tokenizer; if not, the server is
         # the judge (an over-long request fails with its own message).
         return model_max_positions(self.tokenizer_path)
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self, *, progress: HashProgress | None = None) -> dict[str, Any]:
+        check_tokenizer_files(self.tokenizer_path)
         return {
             "backend": self.kind,
             "endpoint": self.endpoint,
             "model": self.model_name,
-            "tokenizer_sha256": self.tokenizer().sha256(),
+            # From the files, as ModelTokenizer.sha256 takes it, without loading the tokenizer.
+            "tokenizer_sha256": _files_sha256(self.tokenizer_path, TOKENIZER_FILES),
         }
 
     def generate(self, prompt: str, params: GenerationParams) -> Generation:

@@ -15,19 +15,21 @@ idempotent and resumable: a killed worker's batch is re-queued by the sweep (or 
 writes only what is missing, and a run ends with exactly one response per instruction × model ×
 context length.
 
-The responses join the dataset as ordinary responses: blinded for clinicians, assignable,
-scored, in reports; ``generation_metadata`` carries their provenance and ``base_model``, so
-the context-length analysis pairs the lengths of one model by itself.
+The responses are candidates: clinicians rank them only once an admin adds them to a round
+(``review.services.studies``); ``generation_metadata`` carries their provenance and
+``base_model``, so the context-length analysis pairs the lengths of one model by itself.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -39,6 +41,7 @@ from scoring.generation.backends import (
     GenerationBackend,
     GenerationError,
     GenerationParams,
+    HashProgress,
     backend_from_spec,
 )
 from scoring.generation.prompts import (
@@ -108,6 +111,27 @@ def model_choices() -> list[ModelChoice]:
             )
         )
     return out
+
+
+def no_model_reason() -> str:
+    """Why ``model_choices()`` is empty, for an operator: where local folders are looked for
+    and what is there, and that no endpoint is allowlisted."""
+    root = Path(settings.GENERATION_MODEL_DIR)
+    if not root.is_dir():
+        where = f"GENERATION_MODEL_DIR ({root}) does not exist"
+    else:
+        folders = sorted(p.name for p in root.iterdir() if p.is_dir())
+        where = (
+            f"GENERATION_MODEL_DIR ({root}) has no model folder (a folder holding config.json)"
+            + (f"; these folders lack config.json: {', '.join(folders[:10])}" if folders else "")
+        )
+    disabled = GenerationEndpoint.objects.filter(enabled=False).count()
+    endpoints = "no endpoint is allowlisted (Admin › Generation endpoints)" + (
+        f"; {disabled} endpoint{'s are' if disabled != 1 else ' is'} there but disabled"
+        if disabled
+        else ""
+    )
+    return f"No model is available: {where}, and {endpoints}."
 
 
 def model_choice(key: str) -> ModelChoice:
@@ -236,6 +260,7 @@ GENERATION: machinery.RunKind[GenerationRun, GenerationBatch] = machinery.regist
         produced=_responses_produced,
         produced_name="generated",
         describe_error=describe,
+        phase=lambda run: _phase(run),  # defined below, with the hashing it reports
     )
 )
 
@@ -265,11 +290,13 @@ def _verified_identity(run: GenerationRun, backend: GenerationBackend) -> dict[s
     if backend.kind != "transformers":
         return dict(run.model_identity)  # an endpoint: its identity costs nothing to take
     try:
-        now = backend.identity()
+        now = backend.identity(progress=_hashing_reporter(run.pk))
     except OSError as exc:
         raise GenerationRunError(
             f"{run.label}: cannot read the model folder: {exc.strerror}"
         ) from None
+    finally:
+        cache.delete(hashing_key(run.pk))
     with transaction.atomic():
         recorded = GenerationRun.objects.select_for_update().get(pk=run.pk).model_identity
         hashed = bool(recorded.get("weights_sha256"))
@@ -282,9 +309,70 @@ def _verified_identity(run: GenerationRun, backend: GenerationBackend) -> dict[s
                 "responses would not all come from one model. Start a new run."
             )
         if not hashed:
+            # The request could not tell, without the hash, whether responses already named
+            # like this run's are this model's: now it can, before any response is written.
+            names = [response_model_name(run.label, n) for n in run.context_lengths]
+            clash = _label_clash(run.dataset, names, now, run_id=run.pk)
+            if clash is not None:
+                raise GenerationRunError(
+                    _clash_message(clash, run.dataset, "start a new run with another label")
+                )
             GenerationRun.objects.filter(pk=run.pk).update(model_identity=now)
             return now
     return dict(recorded)
+
+
+# --- what the run page says while the worker hashes ---------------------------------------------
+
+
+def hashing_key(run_id: int) -> str:
+    """The shared cache's entry for a run's weights being hashed: [bytes done, bytes in all]."""
+    return f"generation:hashing:{run_id}"
+
+
+def _hashing_reporter(run_id: int) -> HashProgress:
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 1 or done >= total:  # at most once a second
+            last[0] = now
+            cache.set(hashing_key(run_id), [done, total], 3600)
+
+    return report
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} TB"  # pragma: no cover - the loop returns
+
+
+def _phase(run: GenerationRun) -> str:
+    """While a local model's weights have no hash yet: what the worker does before the first
+    response (and how far it is, from the shared cache)."""
+    if run.backend_spec.get("kind") != "transformers":
+        return ""
+    identity = (
+        GenerationRun.objects.filter(pk=run.pk).values_list("model_identity", flat=True).first()
+    )
+    if not isinstance(identity, dict) or identity.get("weights_sha256"):
+        return ""
+    found = cache.get(hashing_key(run.pk))
+    if isinstance(found, list) and len(found) == 2 and found[1]:
+        done, total = int(found[0]), int(found[1])
+        return (
+            f"Checking the model: a worker is hashing its weights, {_size(done)} of "
+            f"{_size(total)} ({round(100 * done / total)}%). The responses follow."
+        )
+    files = identity.get("weights_files") or {}
+    size = sum(int(v[0]) for v in files.values() if isinstance(v, list) and v)
+    return (
+        f"Checking the model: the first batch's worker loads its tokenizer and hashes its "
+        f"weights ({_size(size)}) before the first response."
+    )
 
 
 # --- runs ---------------------------------------------------------------------------------------
@@ -300,12 +388,12 @@ def _context_lengths(values: Iterable[int]) -> list[int]:
     return lengths
 
 
-def _identity(backend: GenerationBackend, *, hashed: bool = False) -> dict[str, Any]:
+def _identity(backend: GenerationBackend) -> dict[str, Any]:
     """The model's identity as the web request takes it: without hashing a local model's
-    weights (``quick_identity``) unless ``hashed``; the worker hashes them
+    weights nor loading its tokenizer (``quick_identity``); the worker hashes them
     (``_verified_identity``)."""
     try:
-        return backend.identity() if hashed else backend.quick_identity()
+        return backend.quick_identity()
     except (GenerationError, OSError) as exc:
         raise GenerationRunError(str(exc)) from None
 
@@ -319,23 +407,50 @@ def _identity_key(identity: dict[str, Any] | None) -> tuple[str, str, str]:
     return ("endpoint", str(identity.get("endpoint") or ""), str(identity.get("model") or ""))
 
 
+def _same_files(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
+    """The folder holds the very files those responses recorded (names, sizes, modification
+    times, config and tokenizer): the same weights, told without reading them."""
+    return all(theirs.get(k) is not None and theirs.get(k) == mine.get(k) for k in _SAME_FILES)
+
+
 def _label_clash(
-    dataset: Dataset, names: list[str], identity: dict[str, Any], backend: GenerationBackend
+    dataset: Dataset, names: list[str], identity: dict[str, Any], *, run_id: int | None = None
 ) -> str | None:
-    seen = list(
-        ModelResponse.objects.filter(instruction__dataset=dataset, model_name__in=names)
-        .values_list("model_name", "generation_metadata__generation__model")
+    """A response name of ``names`` that already names another model's responses in
+    ``dataset`` (other than run ``run_id``'s own), or None.
+
+    With a local model's weights not hashed yet (the web request), only what is certain
+    without reading them counts: responses imported (no identity), from an endpoint, or of a
+    folder whose files differ but might hold the same weights are left to the worker, which
+    asks again with the hash (``_verified_identity``) before the first response."""
+    # The run's own responses are skipped here, not in SQL: an exclude() on a JSON key would
+    # also drop the imported responses, which have no such key.
+    seen = [
+        (name, theirs)
+        for name, theirs, by_run in ModelResponse.objects.filter(
+            instruction__dataset=dataset, model_name__in=names
+        )
+        .values_list(
+            "model_name",
+            "generation_metadata__generation__model",
+            "generation_metadata__generation__run",
+        )
         .distinct()
+        if run_id is None or by_run != run_id
+    ]
+    local_unhashed = identity.get("backend") == "transformers" and not identity.get(
+        "weights_sha256"
     )
-    if not seen:
-        return None
-    if backend.kind == "transformers" and not identity.get("weights_sha256"):
-        # The label already names responses here: only the weights' hash tells whether they
-        # are this model's (the one case where the request hashes them).
-        identity = _identity(backend, hashed=True)
     mine = _identity_key(identity)
     for name, theirs in seen:
-        if not isinstance(theirs, dict) or _identity_key(theirs) != mine:
+        if not isinstance(theirs, dict):
+            return str(name)
+        if local_unhashed:
+            if not theirs.get("weights_sha256"):
+                return str(name)  # an endpoint's responses
+            if not _same_files(theirs, identity):
+                continue  # the worker decides, with the hash
+        elif _identity_key(theirs) != mine:
             return str(name)
     return None
 
@@ -376,6 +491,13 @@ def template_check(
         "depend on the record. An admin has been asked to approve it (Admin: Generation "
         "templates); start the run again once it is approved, or use HELM's template, which "
         "needs no approval."
+    )
+
+
+def _clash_message(clash: str, dataset: Dataset, then: str) -> str:
+    return (
+        f"{clash!r} already names other responses in {dataset.name} (imported, or generated "
+        f"by other weights or another endpoint): {then}"
     )
 
 
@@ -489,7 +611,8 @@ def _run_create(
         raise GenerationRunError("a model label cannot be empty or contain '@'")
     try:
         backend = backend_from_spec(choice.spec)
-        backend.tokenizer()
+        # The files only: loading the tokenizer (importing transformers) is the worker's.
+        backend.check_tokenizer()
     except GenerationError as exc:
         raise GenerationRunError(str(exc)) from None
     limit = backend.max_positions()
@@ -500,12 +623,9 @@ def _run_create(
         )
     identity = _identity(backend)
     names = [response_model_name(label, n) for n in lengths]
-    clash = _label_clash(dataset, names, identity, backend)
+    clash = _label_clash(dataset, names, identity)
     if clash is not None:
-        raise GenerationRunError(
-            f"{clash!r} already names other responses in {dataset.name} (imported, or generated "
-            "by other weights or another endpoint): choose another label"
-        )
+        raise GenerationRunError(_clash_message(clash, dataset, "choose another label"))
     run = GenerationRun.objects.create(
         dataset=dataset,
         created_by=actor,

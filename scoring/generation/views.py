@@ -16,6 +16,7 @@ from scoring.generation import runs as generation
 from scoring.generation.backends import GenerationParams
 from scoring.generation.prompts import HELM_TEMPLATE
 from scoring.generation.selectors import generation_responses, generation_runs_recent
+from scoring.generation.work import response_model_name
 from scoring.models import GenerationRun
 from scoring.runs.views import BROKER_DOWN, run_detail_render
 
@@ -111,5 +112,13 @@ def generation_runs(request: HttpRequest) -> HttpResponse:
 def generation_run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(GenerationRun.objects.select_related("dataset"), pk=run_id)
     return run_detail_render(
-        request, run, "scoring/generation/detail.html", {"responses": generation_responses(run)}
+        request,
+        run,
+        "scoring/generation/detail.html",
+        {
+            "responses": generation_responses(run),
+            "response_names": [response_model_name(run.label, n) for n in run.context_lengths],
+            # Adding responses to a round is the admin's step (the dataset's studies page).
+            "can_add_to_round": request.access.is_admin,  # type: ignore[attr-defined]
+        },
     )

@@ -97,10 +97,15 @@ def library_versions(*distributions: str) -> dict[str, str | None]:
 _HASH_CACHE: dict[tuple[str, int, int], str] = {}
 _HASH_LOCK = threading.Lock()
 _CHUNK = 1 << 20  # 1 MiB
+_PROGRESS_EVERY = 64 * _CHUNK
 
 
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """sha256 of a file, read in 1 MiB chunks; cached per (real path, size, mtime_ns)."""
+def file_sha256(
+    path: str | os.PathLike[str], *, progress: Callable[[int], None] | None = None
+) -> str:
+    """sha256 of a file, read in 1 MiB chunks; cached per (real path, size, mtime_ns).
+
+    ``progress(bytes_read)`` is called every 64 MiB read and at the end (not when cached)."""
     real = os.path.realpath(path)
     st = os.stat(real)
     key = (real, st.st_size, st.st_mtime_ns)
@@ -109,9 +114,15 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     if cached is not None:
         return cached
     digest = hashlib.sha256()
+    read = 0
     with open(real, "rb") as fh:
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
+            read += len(chunk)
+            if progress is not None and read % _PROGRESS_EVERY == 0:
+                progress(read)
+    if progress is not None:
+        progress(read)
     value = digest.hexdigest()
     with _HASH_LOCK:
         _HASH_CACHE[key] = value

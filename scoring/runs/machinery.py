@@ -79,6 +79,9 @@ class RunKind(Generic[R, B]):
     produced: Callable[[R], int]
     produced_name: str = ""  # the count's name in the progress JSON besides "produced"
     describe_error: Callable[[BaseException], str] = describe
+    # What the run is doing before its results appear, in a sentence ("" when nothing to say):
+    # a generation run's worker hashing the model's weights.
+    phase: Callable[[R], str] = lambda run: ""
 
 
 _KINDS: dict[str, RunKind[Any, Any]] = {}

@@ -25,6 +25,7 @@ class RunProgress:
     batches_total: int
     error: str
     unavailable: dict[str, str] = field(default_factory=dict)  # scoring: metric -> reason
+    phase: str = ""  # what the run is doing before results appear (RunKind.phase)
 
     @property
     def percent(self) -> int:
@@ -44,6 +45,7 @@ class RunProgress:
             "batches_total": self.batches_total,
             "error": self.error,
             "unavailable": self.unavailable,
+            "phase": self.phase,
         }
         named = machinery.kind_named(self.kind).produced_name
         if named:
@@ -76,6 +78,7 @@ def run_progress(run: RunBase) -> RunProgress:
         batches_total=sum(batches.values()),
         error=run.error,
         unavailable=run.unavailable if isinstance(run, ScoringRun) else {},
+        phase=kind.phase(run) if run.status in (run.Status.PENDING, run.Status.RUNNING) else "",
     )
 
 

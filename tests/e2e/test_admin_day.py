@@ -120,6 +120,11 @@ def test_admins_are_emailed_and_see_a_count_when_an_application_arrives(live_ser
         page.goto(base + reverse("progress_index"))
         count = page.locator("[data-testid=nav-pending-count]")
         assert count.inner_text().startswith("1")
+        if viewport == PHONE:
+            # The menu is folded on a phone: its button shows the count too, and opens it.
+            assert page.locator("#menu-toggle [data-testid=menu-pending-count]").is_visible()
+            assert page.inner_text("[data-testid=menu-pending-count]").startswith("1")
+            page.click("#menu-toggle")
         page.click("[data-testid=nav-applications]")
         page.wait_for_url(re.compile(r"/manage/applications/\?status=pending"))
         assert page.locator("[data-testid=section-pending] tbody tr").count() == 1

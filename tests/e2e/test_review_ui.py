@@ -393,9 +393,7 @@ def test_a_whole_review_by_keyboard_alone(live_server, page, review_world):
         page.keyboard.press(key)
 
     page.locator("body").focus()
-    press("Tab")  # the site's skip link
-    press("Tab")  # "Skip to the responses"
-    press("Enter")
+    press("Tab")  # the first Tab stop is the first response
     assert page.evaluate("document.activeElement.dataset.handle") is not None
     # A: rank 1, correct. B: tie with A, correct. C: rank 3, incorrect, a tag and a comment.
     # D: rank 4, correct.
@@ -411,8 +409,113 @@ def test_a_whole_review_by_keyboard_alone(live_server, page, review_world):
     assert [saved[x].rank for x in "ABCD"] == [1, 1, 3, 4]
     assert [saved[x].is_correct for x in "ABCD"] == [True, True, False, True]
     assert saved["C"].tags and saved["C"].comment == "Wrong dose."
-    # 21 keys for four responses (3 to reach the first, 18 for the rest): about 4 per response.
-    assert presses == 21
+    # 19 keys for four responses (1 to reach the first, 18 for the rest): about 4 per response.
+    assert presses == 19
+
+
+def _six_response_instruction(clinician):
+    dataset = review_data.make_dataset("six")
+    patient = review_data.make_record(dataset, "P-SIX", n_events=30)
+    instruction = review_data.make_instruction(dataset, patient, "I-SIX", n_responses=6)
+    review_data.assign(instruction, clinician)
+    return instruction
+
+
+def _focused(page) -> str | None:
+    """The label of the response that has focus ("A"…), or None when focus is elsewhere."""
+    return page.evaluate(
+        "() => { const c = document.activeElement;"
+        " return c && c.matches('[data-testid=response]')"
+        " ? c.querySelector('h3').textContent.replace('Response ', '') : null; }"
+    )
+
+
+def test_a_six_response_review_by_keyboard_takes_at_most_twenty_keys(
+    live_server, page, review_world
+):
+    _, _, clinician = review_world
+    instruction = _six_response_instruction(clinician)
+    _sign_in(page.context, live_server, clinician)
+    _open(page, live_server, instruction)
+    presses = 0
+
+    def press(key: str) -> None:
+        nonlocal presses
+        presses += 1
+        page.keyboard.press(key)
+
+    page.locator("body").focus()
+    press("Tab")
+    assert _focused(page) == "A"
+    # Each response: its rank and its verdict, then J to the next; Shift+S and Enter submit.
+    for i in range(6):
+        press(str(i + 1))
+        press("c" if i % 2 == 0 else "x")
+        if i < 5:
+            press("j")
+    press("Shift+S")
+    press("Enter")
+    page.wait_for_selector("#save-status[data-state=submitted]")
+    review = Review.objects.get(assignment__instruction=instruction)
+    assert review.status == Review.Status.SUBMITTED
+    saved = _values(instruction)
+    assert [saved[x].rank for x in "ABCDEF"] == [1, 2, 3, 4, 5, 6]
+    assert [saved[x].is_correct for x in "ABCDEF"] == [True, False] * 3
+    assert presses <= 20
+    assert presses == 20  # 1 to reach A, 12 for ranks and verdicts, 5 moves, 2 to submit
+
+
+def test_after_a_reload_focus_returns_to_the_response_last_edited(live_server, page, review_world):
+    _, _, clinician = review_world
+    instruction = _six_response_instruction(clinician)
+    _sign_in(page.context, live_server, clinician)
+    _open(page, live_server, instruction)
+    page.locator("body").focus()
+    page.keyboard.press("Tab")
+    for key in ("1", "c", "j", "2", "j", "j", "4"):  # A, B and D edited; D last
+        page.keyboard.press(key)
+    _wait_saved(page)
+    page.reload()
+    page.wait_for_selector("body[data-review-ready]")
+    assert _focused(page) == "D"  # no key pressed
+    page.keyboard.press("x")
+    expect(_cards(page).nth(3).get_by_role("button", name="Incorrect")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    _wait_saved(page)
+    assert _values(instruction)["D"].is_correct is False
+    # A fresh tab has no "last edited" of its own: its first Tab goes to the first response
+    # still missing a rank or a verdict (B has no verdict).
+    other = page.context.new_page()
+    _open(other, live_server, instruction)
+    other.locator("body").focus()
+    other.keyboard.press("Tab")
+    assert _focused(other) == "B"
+
+
+def test_keys_outside_a_response_say_where_they_work(live_server, page, review_world):
+    instruction, _, clinician = review_world
+    _sign_in(page.context, live_server, clinician)
+    _open(page, live_server, instruction)
+    # "Skip to content" lands on the page's main region, outside every response.
+    page.locator("body").focus()
+    page.locator(".skip-link", has_text="Skip to content").focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+    page.keyboard.press("1")
+    hint = page.locator("[data-testid=key-hint]")
+    expect(hint).to_be_visible()
+    expect(hint).to_contain_text("J")
+    expect(hint).to_contain_text("Response A")
+    assert _values(instruction)["A"].rank is None
+    assert page.locator("#rank-order .rank-group").count() == 0
+    page.keyboard.press("j")  # J goes to a response from anywhere
+    assert _focused(page) == "A"
+    expect(hint).to_be_hidden()
+    # From a button inside a card, the card's keys act on that card.
+    _cards(page).nth(1).get_by_role("button", name="Compare…").focus()
+    page.keyboard.press("3")
+    assert _summary(page) == ["3:B"]
 
 
 def test_closing_the_tab_right_after_an_edit_keeps_it(live_server, clinician_context, review_world):

@@ -527,10 +527,14 @@ def test_certificates_are_streamed_to_admins_and_the_view_is_audited(client, adm
 
 
 @pytest.mark.parametrize("roles", [[Role.CLINICIAN], [Role.RESEARCHER]])
-def test_certificates_are_404_for_everyone_else(client, pending, roles):
+def test_certificates_are_refused_to_everyone_else(client, pending, roles):
     client.force_login(factories.make_user("someone@example.edu", roles=roles))
     url = reverse("admin_application_certificate", kwargs={"application_id": pending.pk})
-    assert client.get(url).status_code == 404
+    missing = reverse("admin_application_certificate", kwargs={"application_id": pending.pk + 99})
+    # Not for their role, said the same way whether the application exists or not.
+    there, nowhere = client.get(url), client.get(missing)
+    assert there.status_code == nowhere.status_code == 403
+    assert there.content.split(b"<main")[1] == nowhere.content.split(b"<main")[1]
     client.force_login(pending.user)  # not even the applicant's own (unapproved: sent away)
     assert client.get(url).status_code == 302
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.CERTIFICATE_VIEWED).exists()

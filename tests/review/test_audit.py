@@ -133,8 +133,9 @@ def test_the_csv_export_is_audited_and_neutralises_formulas(client, admin):
 
 def test_the_audit_log_is_for_admins_only(client):
     client.force_login(factories.make_user("c@example.edu", roles=[Role.CLINICIAN]))
-    assert client.get(reverse("audit_log")).status_code == 404
-    assert client.get(reverse("audit_log_csv")).status_code == 404
+    # Not for their role: a 403 that says so (the page is no object, nothing to hide).
+    assert client.get(reverse("audit_log")).status_code == 403
+    assert client.get(reverse("audit_log_csv")).status_code == 403
     assert not AuditEvent.objects.filter(action=Action.AUDIT_EXPORTED).exists()
 
 

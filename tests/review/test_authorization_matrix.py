@@ -5,7 +5,7 @@ RULES maps a URL name to the outcome for each kind of user; GROUP_RULES cover wh
 ``test_every_url_has_a_rule`` naming it, so each new feature adds its rows: one line per URL,
 e.g.
 
-    "clinician_queue": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
+    "clinician_queue": R(anon=LOGIN, unapproved=APP, approved="403", clinician="200", admin="200"),
     "review_page": R(..., kwargs=lambda w: {"assignment_id": w.assignment.pk}),
 
 Second factor: every kind is checked twice, with a session that passed TOTP (the rows below) and
@@ -94,7 +94,7 @@ def _study(w: Any) -> Any:
 
 
 def admin_only(outcome: str = "200", **kw: Any) -> Rule:
-    return R(anon=LOGIN, unapproved=APP, approved="404", admin=outcome, **kw)
+    return R(anon=LOGIN, unapproved=APP, approved="403", admin=outcome, **kw)
 
 
 def _application(w: Any) -> dict[str, Any]:
@@ -229,12 +229,13 @@ RULES: dict[str, Rule] = {
     "audit_log": admin_only(),
     "audit_log_csv": admin_only(),
     # --- clinician review (review.views.clinician) -------------------------------------------
-    "clinician_queue": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
-    "clinician_next": R(anon=LOGIN, unapproved=APP, approved="404", clinician="302", admin="302"),
+    "clinician_queue": R(anon=LOGIN, unapproved=APP, approved="403", clinician="200", admin="200"),
+    "clinician_next": R(anon=LOGIN, unapproved=APP, approved="403", clinician="302", admin="302"),
     "clinician_review": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",  # admins too: only the assigned clinician reviews
+        approved="403",  # a page for clinicians: "not available to your role"
+        admin="404",  # admins pass the role, not the object: only the assigned one reviews
         clinician="200",
         clinician_other="404",
         kwargs=lambda w: {"instruction_id": w.instruction.pk},
@@ -242,7 +243,7 @@ RULES: dict[str, Rule] = {
     "record_excerpt": R(
         anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
         unapproved="403",
-        approved="404",
+        approved="403",
         clinician="200",
         clinician_other="404",
         admin="200",
@@ -251,7 +252,7 @@ RULES: dict[str, Rule] = {
     "record_events": R(
         anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
         unapproved="403",
-        approved="404",
+        approved="403",
         clinician="200",
         clinician_other="404",
         admin="200",
@@ -260,7 +261,7 @@ RULES: dict[str, Rule] = {
     "record_event": R(
         anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
         unapproved="403",
-        approved="404",
+        approved="403",
         clinician="200",
         clinician_other="404",
         admin="200",
@@ -269,7 +270,7 @@ RULES: dict[str, Rule] = {
     "record_search": R(
         anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
         unapproved="403",
-        approved="404",
+        approved="403",
         clinician="400",
         clinician_other="404",
         admin="400",
@@ -280,64 +281,71 @@ RULES: dict[str, Rule] = {
     "review_save": R(
         anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
         unapproved="403",
-        approved="404",
+        approved="403",
         clinician="400",
         clinician_other="404",
+        admin="404",  # admins pass the role, not the object: not theirs
         method="POST",
         kwargs=lambda w: {"review_id": _review(w).pk},
     ),
     "review_submit": R(
         anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
         unapproved="403",
-        approved="404",
+        approved="403",
         clinician="400",
         clinician_other="404",
+        admin="404",  # admins pass the role, not the object: not theirs
         method="POST",
         kwargs=lambda w: {"review_id": _review(w).pk},
     ),
-    "session_resumed": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
+    "session_resumed": R(anon=LOGIN, unapproved=APP, approved="403", clinician="200", admin="200"),
     # --- rubrics (review.views.rubrics): only the author writes, only the named reviewer
     # reviews, only the assigned clinician grades; admins assign, import and export.
-    "rubric_work": R(anon=LOGIN, unapproved=APP, approved="404", clinician="200", admin="200"),
+    "rubric_work": R(anon=LOGIN, unapproved=APP, approved="403", clinician="200", admin="200"),
     "rubric_write": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         clinician="200",
         clinician_other="404",
+        admin="404",  # admins pass the role, not the object: not theirs
         kwargs=lambda w: {"rubric_id": _rubric_to_write(w).pk},
     ),
     "rubric_review": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         clinician="200",
         clinician_other="404",  # the author never reviews their own
+        admin="404",  # admins pass the role, not the object: not theirs
         kwargs=lambda w: {"rubric_id": _rubric_to_review(w).pk},
     ),
     "grading_page": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         clinician="200",
         clinician_other="404",
+        admin="404",  # admins pass the role, not the object: not theirs
         kwargs=lambda w: {"grading_id": _grading(w).pk},
     ),
     "grading_save": R(
         anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
         unapproved="403",
-        approved="404",
+        approved="403",
         clinician="400",
         clinician_other="404",
+        admin="404",  # admins pass the role, not the object: not theirs
         method="POST",
         kwargs=lambda w: {"grading_id": _grading(w).pk},
     ),
     "grading_submit": R(
         anon="401",  # JSON endpoints answer JSON (medalign_site.errors)
         unapproved="403",
-        approved="404",
+        approved="403",
         clinician="400",
         clinician_other="404",
+        admin="404",  # admins pass the role, not the object: not theirs
         method="POST",
         kwargs=lambda w: {"grading_id": _grading(w).pk},
     ),
@@ -357,11 +365,11 @@ RULES: dict[str, Rule] = {
     "admin_study_adaptive_design": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
     "admin_study_adaptive_wave": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
     # --- scoring runs: researchers and admins ------------------------------------------------
-    "scoring_runs": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "scoring_runs": R(anon=LOGIN, unapproved=APP, approved="403", researcher="200", admin="200"),
     "scoring_run_detail": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="200",
         admin="200",
         kwargs=lambda w: {"run_id": _run(w).pk},
@@ -369,7 +377,7 @@ RULES: dict[str, Rule] = {
     "scoring_run_progress": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="200",
         admin="200",
         kwargs=lambda w: {"run_id": _run(w).pk},
@@ -377,17 +385,17 @@ RULES: dict[str, Rule] = {
     "scoring_run_resume": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="405",
         admin="405",
         kwargs=lambda w: {"run_id": _run(w).pk},
     ),
     # --- generation runs: researchers and admins -----------------------------------------------
-    "generation_runs": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "generation_runs": R(anon=LOGIN, unapproved=APP, approved="403", researcher="200", admin="200"),
     "generation_run_detail": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="200",
         admin="200",
         kwargs=lambda w: {"run_id": _generation_run(w).pk},
@@ -395,7 +403,7 @@ RULES: dict[str, Rule] = {
     "generation_run_progress": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="200",
         admin="200",
         kwargs=lambda w: {"run_id": _generation_run(w).pk},
@@ -403,17 +411,17 @@ RULES: dict[str, Rule] = {
     "generation_run_resume": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="405",
         admin="405",
         kwargs=lambda w: {"run_id": _generation_run(w).pk},
     ),
     # --- grading runs: researchers and admins --------------------------------------------------
-    "grading_runs": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "grading_runs": R(anon=LOGIN, unapproved=APP, approved="403", researcher="200", admin="200"),
     "grading_run_detail": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="200",
         admin="200",
         kwargs=lambda w: {"run_id": _grading_run(w).pk},
@@ -421,7 +429,7 @@ RULES: dict[str, Rule] = {
     "grading_run_progress": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="200",
         admin="200",
         kwargs=lambda w: {"run_id": _grading_run(w).pk},
@@ -429,17 +437,17 @@ RULES: dict[str, Rule] = {
     "grading_run_resume": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="405",
         admin="405",
         kwargs=lambda w: {"run_id": _grading_run(w).pk},
     ),
     # --- reports, exports, tokens and the token API (scoring.reports.views, scoring.reports.api) ------------
-    "scoring_reports": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "scoring_reports": R(anon=LOGIN, unapproved=APP, approved="403", researcher="200", admin="200"),
     "scoring_report_detail": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="200",
         admin="200",
         kwargs=_report_kwargs,
@@ -447,7 +455,7 @@ RULES: dict[str, Rule] = {
     "scoring_report_status": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="200",
         admin="200",
         kwargs=_report_kwargs,
@@ -455,25 +463,25 @@ RULES: dict[str, Rule] = {
     "scoring_report_export": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="200",
         admin="200",
         kwargs=lambda w: {"report_id": _report(w).pk, "table": "correlation", "fmt": "csv"},
     ),
-    "scoring_method": R(anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"),
+    "scoring_method": R(anon=LOGIN, unapproved=APP, approved="403", researcher="200", admin="200"),
     "scoring_paper_tables": R(
         anon=LOGIN,
         unapproved=APP,
-        approved="404",
+        approved="403",
         researcher="200",
         admin="200",
         kwargs=lambda w: {"dataset_id": w.dataset.pk},
     ),
     "scoring_api_tokens": R(
-        anon=LOGIN, unapproved=APP, approved="404", researcher="200", admin="200"
+        anon=LOGIN, unapproved=APP, approved="403", researcher="200", admin="200"
     ),
     "scoring_api_token_revoke": R(
-        anon=LOGIN, unapproved=APP, approved="404", researcher="405", admin="405"
+        anon=LOGIN, unapproved=APP, approved="403", researcher="405", admin="405"
     ),
     # The API takes a bearer token only: a browser session is not enough, whoever holds it.
     "scoring_api_openapi": PUBLIC,

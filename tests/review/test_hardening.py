@@ -125,7 +125,7 @@ def test_a_role_change_clears_the_cached_access_at_once(world, client):
         roles=[Role.RESEARCHER],
         expires_on=timezone.localdate() + timedelta(days=30),
     )
-    assert client.get(reverse("clinician_queue")).status_code == 404
+    assert client.get(reverse("clinician_queue")).status_code == 403  # not for a researcher
 
 
 def test_an_expired_approval_or_certificate_ends_the_cached_access(world, client):

@@ -147,6 +147,7 @@
     pending.push(item);
     persist();
     schedule(SAVE_DEBOUNCE_MS);
+    if (handle) rememberEdited(handle);
   }
 
   /* ================================================================ talking to the server */
@@ -689,9 +690,56 @@
     cards[h].scrollIntoView({ block: "nearest" });
   }
 
+  // Where keyboard work starts: the response last edited in this tab (kept across reloads,
+  // like the unsent edits), else the first one still missing a rank or a verdict.
+  var focusKey = "medalign-review-focus:" + data.owner + ":" + data.review;
+  function rememberEdited(handle) {
+    if (!store) return;
+    try { store.setItem(focusKey, handle); } catch (e) { /* storage off: start at the first */ }
+  }
+  function startCard() {
+    var last = null;
+    try { last = store && store.getItem(focusKey); } catch (e) { last = null; }
+    if (last && cards[last]) return handles.indexOf(last);
+    for (var i = 0; i < handles.length; i++) {
+      var v = values[handles[i]];
+      if (!v.rank || v.is_correct === null) return i;
+    }
+    return 0;
+  }
+
   document.getElementById("skip-to-responses").addEventListener("click", function (event) {
     event.preventDefault();
-    focusCard(0);
+    focusCard(startCard());
+  });
+
+  // The page's first Tab goes to the responses, not to the skip links and the site's menu in
+  // front of them: ranking is what this page is for. Only the first, and only before a click
+  // (which sets where the browser's Tab order continues from).
+  var firstTab = editable;
+  document.addEventListener("pointerdown", function () { firstTab = false; }, { capture: true });
+  document.addEventListener("keydown", function (event) {
+    if (!firstTab || event.key !== "Tab") return;
+    firstTab = false;
+    var active = document.activeElement;
+    if (event.shiftKey || (active && active !== document.body && active !== document.documentElement)) return;
+    event.preventDefault();
+    focusCard(startCard());
+  }, { capture: true });
+
+  // Keys pressed outside every response used to do nothing; now the page says where they work.
+  var keyHint = document.getElementById("key-hint");
+  var keyHintTimer = null;
+  function hintKeys() {
+    var text = "These keys work on a response: press J to go to Response " + labels[handles[startCard()]] + ".";
+    keyHint.textContent = text;
+    keyHint.hidden = false;
+    announce(text);
+    window.clearTimeout(keyHintTimer);
+    keyHintTimer = window.setTimeout(function () { keyHint.hidden = true; }, 6000);
+  }
+  document.addEventListener("focusin", function (event) {
+    if (keyHint && event.target.closest && event.target.closest(".response")) keyHint.hidden = true;
   });
 
   document.addEventListener("keydown", function (event) {
@@ -715,8 +763,19 @@
       event.preventDefault();
       return;
     }
-    var card = target.closest && target.closest(".response");
-    if (!card || target !== card) return;
+    // On a response, or on a button or box inside one: its keys act on that response.
+    var card = inCard;
+    if (!card) {
+      if (!editable || target.closest("dialog")) return;
+      if (event.key === "j" || event.key === "J" || event.key === "k" || event.key === "K") {
+        focusCard(startCard());
+        event.preventDefault();
+      } else if (/^[0-9=tTcCxXeEmM]$/.test(event.key)) {
+        hintKeys();
+        event.preventDefault();
+      }
+      return;
+    }
     var h = card.dataset.handle;
     var i = handles.indexOf(h);
     var key = event.key;
@@ -729,8 +788,10 @@
       else setRank(h, values[handles[i - 1]].rank);
     } else if (key === "c" || key === "C") setCorrect(h, true);
     else if (key === "x" || key === "X") setCorrect(h, false);
-    else if (key === "j" || key === "ArrowDown") focusCard(i + 1);
-    else if (key === "k" || key === "ArrowUp") focusCard(i - 1);
+    // The arrows move between responses from a response itself; on a box or button inside
+    // one they keep their own meaning (scrolling).
+    else if (key === "j" || (key === "ArrowDown" && target === card)) focusCard(i + 1);
+    else if (key === "k" || (key === "ArrowUp" && target === card)) focusCard(i - 1);
     else if (key === "m" || key === "M") {
       var box = card.querySelector(".comment-box");
       box.open = true;
@@ -1071,6 +1132,14 @@
   renderSummary();
   if (editable) {
     initSortable();
+    // After a reload the clinician is back on the response they last changed, not at the top.
+    var navigation = window.performance && performance.getEntriesByType ? performance.getEntriesByType("navigation")[0] : null;
+    var lastKept = null;
+    try { lastKept = store && store.getItem(focusKey); } catch (e) { lastKept = null; }
+    if (navigation && (navigation.type === "reload" || navigation.type === "back_forward") && lastKept && cards[lastKept]) {
+      firstTab = false;
+      focusCard(handles.indexOf(lastKept));
+    }
     if (pending.length) {
       setStatus("pending", "Sending " + changes(pending.length) + " kept from before the reload…");
       schedule(0);

