@@ -219,7 +219,7 @@ def test_report_has_a_context_length_section_for_declared_variants(data, client)
     assert cmp["rank_difference"] == pytest.approx((0 + 1 + 0 - 2) / 4)
     # Two clinicians judged each instruction: McNemar would count their pairs as independent.
     assert cmp["mcnemar_p_value"] is None and "not independent" in cmp["mcnemar_note"]
-    assert report.results["context_length"]["test"].startswith("cluster bootstrap")
+    assert report.results["context_length"]["test"].startswith("studentized cluster bootstrap")
     assert report.provenance["model_variants"]["model-a"] == {
         "base_model": "M",
         "context_length": 32768,

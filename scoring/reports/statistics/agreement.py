@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from .intervals import INTERVAL_METHOD, cluster_ci
 from .resampling import (
     DEFAULT_RESAMPLES,
     MIN_CLUSTERS,
-    cluster_bootstrap_ci,
     interval_note,
     n_clusters_of,
 )
@@ -148,7 +148,7 @@ def human_ceiling(
         tau_ab = tau_b(rank_a[S], rank_b[S])
 
     skipping pairs with fewer than two distinct ranks on either side. ``mean_tau`` is the mean
-    over pairs; the CI is the cluster bootstrap.
+    over pairs; the CI is the studentized cluster bootstrap (``intervals``).
 
     ``alpha`` is Krippendorff's ordinal alpha (:func:`krippendorff_alpha_ordinal`) with units =
     (instruction, response), coders = clinicians and values = ranks. If a clinician ranked the
@@ -165,7 +165,9 @@ def human_ceiling(
     n_clusters = n_clusters_of(clusters)
     if tau.size:
         mean = float(tau.mean())
-        lo, hi = cluster_bootstrap_ci(tau, clusters, n_resamples, seed, confidence, min_clusters)
+        lo, hi = cluster_ci(
+            tau, clusters, n_resamples, seed, confidence, min_clusters, bounds=(-1.0, 1.0)
+        )
     else:
         mean, lo, hi = math.nan, math.nan, math.nan
 
@@ -202,6 +204,7 @@ def human_ceiling(
         "n_instructions": int(np.unique(pairs.instruction[keep]).shape[0]),
         "n_clusters": n_clusters,
         "interval_note": interval_note(n_clusters, min_clusters) if tau.size else "",
+        "interval_method": INTERVAL_METHOD,
         "alpha": alpha,
         "n_units": n_units,
         "confidence": confidence,
@@ -314,7 +317,9 @@ def source_agreement(
     keep = ~np.isnan(tau)
     clusters = np.asarray(app.clusters)[rows[:, 0]][keep] if rows.size else np.zeros(0)
     n_clusters = n_clusters_of(clusters)
-    lo, hi = cluster_bootstrap_ci(tau[keep], clusters, n_resamples, seed, confidence, min_clusters)
+    lo, hi = cluster_ci(
+        tau[keep], clusters, n_resamples, seed, confidence, min_clusters, bounds=(-1.0, 1.0)
+    )
     correct_a = _as_float(app.correct)
     both = ~np.isnan(correct_a) & ~np.isnan(correct_b)
     agree = float(np.mean(correct_a[both] == correct_b[both])) if both.any() else math.nan

@@ -18,17 +18,12 @@ import numpy as np
 from scipy import stats as sps
 
 from .correlation import per_review_tau
+from .intervals import INTERVAL_METHOD, cluster_ci, cluster_mean, cluster_means
 from .resampling import (
     DEFAULT_RESAMPLES,
     MIN_CLUSTERS,
-    _bootstrap_means,
-    _bootstrap_means_columns,
-    _bootstrap_p_value,
-    _percentile_interval,
-    cluster_bootstrap_ci,
     interval_note,
     n_clusters_of,
-    p_at_floor,
 )
 from .table import Array, JudgementTable, Scores, _as_float, _check_bootstrap_args, _check_scores
 
@@ -60,8 +55,8 @@ def paired_bootstrap_test(
 
         d_r = tau_r(A) - tau_r(B),    difference = mean_r d_r
 
-    cluster-bootstrapped (both metrics share every resample, so the test is paired), with the
-    two-sided bootstrap p-value of ``resampling._bootstrap_p_value``. ``n_responses_excluded``
+    with the studentized cluster-bootstrap interval and its two-sided p-value (``intervals``;
+    both metrics share every resample, so the test is paired). ``n_responses_excluded``
     counts the responses dropped because one metric had no score.
     """
     return paired_bootstrap_tests(
@@ -111,7 +106,7 @@ def paired_bootstrap_tests(
                 "ci_high": math.nan,
                 "p_value": math.nan,
                 "p_at_floor": False,
-                "test": "paired cluster bootstrap of per-review tau-b differences",
+                "test": f"paired {INTERVAL_METHOD} of per-review tau-b differences",
                 "n_reviews": int(common.size),
                 "n_instructions": int(np.unique(ta.instruction[ia]).shape[0]),
                 "n_clusters": n_clusters,
@@ -135,11 +130,14 @@ def paired_bootstrap_tests(
             at = np.searchsorted(reviews, diffs[k][0])
             values[at, j] = diffs[k][1]
             cluster[at] = diffs[k][2]
-        dist = _bootstrap_means_columns(values, cluster, n_resamples, seed)
+        res = cluster_means(
+            values, cluster, n_resamples, seed, confidence, min_clusters, bounds=(-2.0, 2.0)
+        )
         for j, k in enumerate(group):
-            lo, hi = _percentile_interval(dist[:, j], confidence)
-            p = _bootstrap_p_value(rows[k]["difference"], dist[:, j])
-            rows[k].update(ci_low=lo, ci_high=hi, p_value=p, p_at_floor=p_at_floor(p, n_resamples))
+            r = res[j]
+            rows[k].update(
+                ci_low=r.ci_low, ci_high=r.ci_high, p_value=r.p_value, p_at_floor=r.p_at_floor
+            )
     return rows
 
 
@@ -394,8 +392,8 @@ def position_bias(
 
         tau_r = tau_b(position_i, rank_i)      over the responses of review r
 
-    (reviews with fewer than two distinct ranks are skipped), ``tau = mean_r tau_r``, with a
-    cluster-bootstrap interval and the two-sided bootstrap p-value. Judgements of one review are
+    (reviews with fewer than two distinct ranks are skipped), ``tau = mean_r tau_r``, with the
+    studentized cluster-bootstrap interval and its two-sided p-value. Judgements of one review are
     not independent, so pooling them (as a single scipy test over all rows would) overstates
     the evidence. Positive tau: later positions get worse (larger) ranks.
     """
@@ -426,19 +424,19 @@ def position_bias(
         "n_instructions": int(np.unique(taus.instruction).shape[0]),
         "n_clusters": n_clusters,
         "interval_note": interval_note(n_clusters, min_clusters) if len(taus) else "",
-        "method": "per-review tau-b, cluster bootstrap",
+        "method": f"per-review tau-b, {INTERVAL_METHOD}",
         "confidence": confidence,
         "seed": seed,
         "n_resamples": int(n_resamples),
     }
     if len(taus):
-        mean = float(taus.tau.mean())
-        dist = _bootstrap_means(taus.tau, taus.cluster, n_resamples, seed)
-        lo, hi = _percentile_interval(dist, confidence, n_clusters, min_clusters)
-        p = _bootstrap_p_value(mean, dist) if n_clusters >= min_clusters else math.nan
-        out.update(
-            tau=mean, ci_low=lo, ci_high=hi, p_value=p, p_at_floor=p_at_floor(p, n_resamples)
+        r = cluster_mean(
+            taus.tau, taus.cluster, n_resamples, seed, confidence, min_clusters, bounds=(-1.0, 1.0)
         )
+        out.update(
+            tau=r.estimate, ci_low=r.ci_low, ci_high=r.ci_high, p_value=r.p_value,
+            p_at_floor=r.p_at_floor,
+        )  # fmt: skip
     return out
 
 
@@ -483,9 +481,10 @@ def context_length_analysis(
         d_correct_r = correct_r(long) - correct_r(short)          (in {-1, 0, 1})
         d_rank_r    = rank_r(short) - rank_r(long)                 (> 0: long ranked better)
 
-    each averaged over reviews. **The test is the cluster bootstrap** (interval and two-sided
-    p-value): it resamples whole clusters, so several clinicians' judgements of one instruction
-    (or one patient's instructions) count as one unit of evidence. The exact McNemar test is
+    each averaged over reviews. **The test is the studentized cluster bootstrap** (interval and
+    two-sided p-value, ``intervals``): it resamples whole clusters, so several clinicians'
+    judgements of one instruction (or one patient's instructions) count as one unit of
+    evidence. The exact McNemar test is
     given only when every cluster holds a single pair; with several it would treat copies of
     one judgement as independent evidence, and is left out with the reason.
     """
@@ -514,7 +513,7 @@ def context_length_analysis(
             mine = np.isin(model, lengths[length])
             known = mine & ~np.isnan(correct)
             n_known = int(known.sum())
-            lo, hi = cluster_bootstrap_ci(correct[known], clusters[known], **boot)
+            lo, hi = cluster_ci(correct[known], clusters[known], **boot, bounds=(0.0, 1.0))
             ranks = rank[mine & ~np.isnan(rank)]
             cells.append(
                 {
@@ -550,7 +549,7 @@ def context_length_analysis(
         "cells": cells,
         "comparisons": comparisons,
         "n_bases": len(bases),
-        "test": "cluster bootstrap (McNemar only with one pair per cluster)",
+        "test": f"{INTERVAL_METHOD} (McNemar only with one pair per cluster)",
         **boot,
     }
 
@@ -606,25 +605,24 @@ def _context_pair(
             f"not shown: up to {int(pairs_per_cluster.max())} pairs per cluster are not "
             "independent; the cluster bootstrap is the test"
         ),
-        **_paired_mean(d_correct, cluster[ok_c], "correct_difference", boot),
+        **_paired_mean(d_correct, cluster[ok_c], "correct_difference", boot, 1.0),
     )
     ok_r = ~np.isnan(rank[rl]) & ~np.isnan(rank[rs])
     d_rank = rank[rs][ok_r] - rank[rl][ok_r]
     out.update(
         n_pairs_rank=int(ok_r.sum()),
-        **_paired_mean(d_rank, cluster[ok_r], "rank_difference", boot),
+        **_paired_mean(d_rank, cluster[ok_r], "rank_difference", boot, math.inf),
     )
     return out
 
 
-def _paired_mean(d: Array, clusters: Array, name: str, boot: dict[str, Any]) -> dict[str, Any]:
+def _paired_mean(
+    d: Array, clusters: Array, name: str, boot: dict[str, Any], largest: float
+) -> dict[str, Any]:
     if d.size == 0:
         return {name: math.nan, f"{name}_ci_low": math.nan, f"{name}_ci_high": math.nan,
                 f"{name}_p_value": math.nan, f"{name}_p_at_floor": False}  # fmt: skip
-    mean = float(d.mean())
-    n_clusters = n_clusters_of(clusters)
-    dist = _bootstrap_means(d, clusters, boot["n_resamples"], boot["seed"])
-    lo, hi = _percentile_interval(dist, boot["confidence"], n_clusters, boot["min_clusters"])
-    p = _bootstrap_p_value(mean, dist) if n_clusters >= boot["min_clusters"] else math.nan
-    return {name: mean, f"{name}_ci_low": lo, f"{name}_ci_high": hi, f"{name}_p_value": p,
-            f"{name}_p_at_floor": p_at_floor(p, boot["n_resamples"])}  # fmt: skip
+    bounds = (-largest, largest) if math.isfinite(largest) else None
+    r = cluster_mean(d, clusters, **boot, bounds=bounds)
+    return {name: r.estimate, f"{name}_ci_low": r.ci_low, f"{name}_ci_high": r.ci_high,
+            f"{name}_p_value": r.p_value, f"{name}_p_at_floor": r.p_at_floor}  # fmt: skip
