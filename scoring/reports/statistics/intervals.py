@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats as sps
 
 from .resampling import DEFAULT_RESAMPLES, MIN_CLUSTERS, _cluster_counts, interval_note
 from .table import Array, _as_float, _check_bootstrap_args
@@ -258,3 +259,43 @@ def cluster_ci(
     ``(nan, nan)`` with no values or fewer than ``min_clusters`` clusters."""
     res = cluster_mean(values, clusters, n_resamples, seed, confidence, min_clusters, bounds=bounds)
     return res.ci_low, res.ci_high
+
+
+@dataclass(frozen=True, eq=False)
+class TotalsT:
+    """Cluster-robust ``t`` intervals of ratio means, one per leading index."""
+
+    estimate: Array
+    low: Array
+    high: Array
+    se: Array  # CR2
+    df: Array  # Bell & McCaffrey's
+
+
+def cr2_t_totals(sums: Array, counts: Array, confidence: float = 0.95) -> TotalsT:
+    """The CR2 ("bias-reduced linearisation") interval of ``sum(sums) / sum(counts)`` with
+    Bell & McCaffrey's (2002) degrees of freedom, vectorised over leading axes.
+
+    For a mean over clusters (the intercept of a least-squares fit) the leverage of cluster
+    ``c`` is ``h_c = N_c / n`` and CR2's variance is ``sum_c E_c^2 / (1 - h_c) / n^2`` with
+    ``E_c = S_c - m N_c``; its Satterthwaite degrees of freedom under independent items are
+    ``(sum_c w_c P_cc)^2 / sum_cd w_c w_d P_cd^2`` with ``w_c = 1 / (1 - h_c)`` and
+    ``P = diag(N) - N N^T / n`` (``G - 1`` when the clusters are of equal size). Used where the
+    bootstrap-t is not (``active``: weighted terms of which most are exactly the prediction,
+    whose resamples' standard errors are too often near zero)."""
+    s = np.asarray(sums, dtype=float)
+    n = np.asarray(counts, dtype=float)
+    total = n.sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = s.sum(-1) / total
+        e = s - m[..., None] * n
+        h = n / total[..., None]
+        w = np.where(h < 1.0, 1.0 / (1.0 - h), 0.0)
+        se = np.sqrt((w * e**2).sum(-1)) / total
+        pcc = n - n**2 / total[..., None]
+        num = (w * pcc).sum(-1) ** 2
+        cross = ((w * n**2).sum(-1) ** 2 - (w**2 * n**4).sum(-1)) / total**2
+        den = (w**2 * pcc**2).sum(-1) + cross
+        df = num / den
+        q = sps.t.ppf(1.0 - (1.0 - confidence) / 2.0, df)
+    return TotalsT(m, m - q * se, m + q * se, se, df)
