@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from review import access
 from scoring.models import CorrelationReport
-from scoring.reports import exports, learned, selectors, services
+from scoring.reports import exports, learned, selectors, services, wording
 from scoring.reports.forms import ApiTokenForm, ReportForm
 from scoring.reports.page import paper_page, report_page
 from scoring.reports.paper import paper_tables_for
@@ -75,6 +75,8 @@ def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
         "tables": [{"name": t, "label": exports.TABLE_LABELS[t]} for t in exports.TABLES],
         "formats": exports.FORMATS,
         "simulated": report.provenance.get("counts", {}).get("reviews_simulated", 0),
+        # Said the same way while computing and once done (it read "instructions" before).
+        "resampling_unit": wording.resampling_unit(report.parameters, report.results),
     }
     if report.status == CorrelationReport.Status.DONE:
         context.update(report_page(report.results))

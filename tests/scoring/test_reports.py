@@ -258,7 +258,12 @@ def test_report_compute_stores_results_and_provenance(data):
     assert math.isclose(bleu["mean_tau"], float(np.mean(expected)))
     # Two instructions: far too few clusters for an interval, and the table says why.
     assert bleu["ci_low"] is None and bleu["interval_note"].startswith("no interval: 2")
-    assert results["clustering"] == {"unit": "instruction", "n_clusters": 2, "min_clusters": 10}
+    assert results["clustering"] == {
+        "unit": "instruction",
+        "interval_method": "studentized cluster bootstrap",
+        "n_clusters": 2,
+        "min_clusters": 10,
+    }
     for key in ("paired_tests", "human_ceiling", "leaderboard", "win_rate", "position_bias"):
         assert results[key], key
     assert set(results["breakdowns"]) == {"category", "specialty"}
