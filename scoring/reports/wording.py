@@ -28,8 +28,13 @@ def _interval(ci: Any, n: int, counts: bool) -> str:
         return ""
     lo, hi = float(ci[0]), float(ci[1])
     if counts:
-        return f"; 95% interval {round(lo * n)}–{round(hi * n)} of {n}"
-    return f"; 95% interval {ordinal(round(100 * lo))}–{ordinal(round(100 * hi))}"
+        low, high = round(lo * n), round(hi * n)
+        span = f"{low}" if low == high else f"{low}–{high}"
+        return f"; 95% interval {span} of {n}"
+    low_p, high_p = round(100 * lo), round(100 * hi)
+    if low_p == high_p:
+        return f"; 95% interval {ordinal(low_p)}"
+    return f"; 95% interval {ordinal(low_p)}–{ordinal(high_p)}"
 
 
 def clinician_place(share: Any, n_clinicians: Any, ci: Any = None, *, n_at_most: Any = None) -> str:

@@ -340,7 +340,11 @@ def leave_one_clinician_out(
                 percentile_ci=nan_ci,
                 share_beating_ci=nan_ci,
             )
-            if draws is not None and boot_agreement is not None:
+            m_defined = np.r_[~np.isnan(m_vs_b), ~np.isnan(m_vs_a)]
+            m_clusters = int(np.unique(side_cluster[m_defined]).shape[0])
+            row["n_clusters"] = m_clusters
+            row["interval_note"] = interval_note(m_clusters, min_clusters)
+            if draws is not None and boot_agreement is not None and m_clusters >= min_clusters:
                 s_m, c_m = _per_side_totals(
                     side_clinician, side_cluster, np.r_[m_vs_b, m_vs_a], clinicians, g
                 )
@@ -348,7 +352,7 @@ def leave_one_clinician_out(
                     boot_metric = (s_m @ draws.T) / (c_m @ draws.T)  # (clinicians, B)
                 both = ~np.isnan(boot_metric) & ~np.isnan(boot_agreement)
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    m_b = np.nanmean(np.where(both, boot_metric, np.nan), axis=0)
+                    m_b = np.where(both, boot_metric, 0.0).sum(0) / both.sum(0)
                     known = ~np.isnan(boot_agreement)
                     pct = (known & (boot_agreement <= m_b)).sum(0) / known.sum(0)
                     beat = (both & (boot_metric >= boot_agreement)).sum(0) / both.sum(0)
