@@ -626,4 +626,15 @@ def paper_page(tables: dict[str, Any]) -> dict[str, Any]:
         }
         for m in tables.get("metrics", [])
     ]  # fmt: skip
-    return {"paper_models": models, "paper_context": context, "paper_metrics": metrics}
+    matching = tables.get("matching") or {}
+    declared = {m["model"]: m["paper_label"] for m in matching.get("matched", [])}
+    names = [
+        {"model": name, "paper_label": declared.get(name, "")}
+        for name in sorted(declared.keys() | set(matching.get("unmatched_models", [])))
+    ]
+    return {
+        "paper_models": models,
+        "paper_context": context,
+        "paper_metrics": metrics,
+        "paper_model_names": names,
+    }
