@@ -16,9 +16,10 @@ from scoring.reports.formatting import interval, number, p_value
 from scoring.reports.statistics.intervals import INTERVAL_METHOD
 from scoring.reports.wording import clinician_place, clinicians_beaten
 
-# Points drawn per scatter plot: thousands of circles make a page heavy and add nothing a
-# reader can see; a deterministic stride sample keeps the shape (the export has every row).
-SCATTER_MAX_POINTS = 1200
+# Points drawn per scatter plot: hundreds of circles per metric made the page heavy (983 KB with
+# five metrics) and add nothing a reader can see; a deterministic stride sample keeps the shape
+# (the per-response export has every row).
+SCATTER_MAX_POINTS = 400
 
 
 def _svg(document: str) -> SafeString:
@@ -28,12 +29,11 @@ def _svg(document: str) -> SafeString:
 
 
 def _chart(draw: Callable[..., str], *args: Any, **kwargs: Any) -> SafeString:
-    """A chart drawn twice: for a wide screen, and in its phone layout (``compact=True``),
-    which scoring.css shows below 600px instead. Scaled down to a phone's width, the wide
-    drawing's 12-unit text came out at 5 px (issue 28); the phone layout keeps it near 12."""
-    wide = draw(*args, **kwargs)
-    narrow = draw(*args, compact=True, **kwargs)
-    return _svg(f'<div class="chart-wide">{wide}</div><div class="chart-compact">{narrow}</div>')
+    """A chart drawn once, in its phone layout (``compact=True``: about a phone's width, labels
+    above the intervals), which scoring.css lets grow to a column's width on a wide screen.
+    Drawn twice (a wide drawing beside it for desktops) the report weighed 983 KB with five
+    metrics; scaled down to a phone, the wide drawing's 12-unit text came out at 5 px."""
+    return _svg(f'<div class="chart-one">{draw(*args, compact=True, **kwargs)}</div>')
 
 
 # --- figures -----------------------------------------------------------------------------------

@@ -525,12 +525,15 @@ def scatter(
     sy = _scale(y_lo, y_hi, bottom, top)
     body: list[str] = []
     _axes(body, (left, top, right, bottom), (x_lo, x_hi), (y_lo, y_hi), x_label, y_label)
-    body.append(f'<g class="points" fill="{ACCENT}" fill-opacity="0.55" stroke="{INK}">')
     radius = 3.0 if compact else 3.5
-    for (x, y), xj in zip(finite, jittered, strict=True):
+    # One shared radius and stroke on the group, no tooltip per point: hundreds of points per
+    # metric are most of a report page's bytes, and the values are in the per-response export.
+    body.append(
+        f'<g class="points" fill="{ACCENT}" fill-opacity="0.55" stroke="{INK}" stroke-width="0.4">'
+    )
+    for xj, (_, y) in zip(jittered, finite, strict=True):
         body.append(
-            f"<circle {_attrs(class_='mark', cx=sx(float(xj)), cy=sy(y), r=radius)} "
-            f'stroke-width="0.4"><title>{escape(f"{_fmt(x)}, {_fmt(y, 3)}")}</title></circle>'
+            f'<circle class="mark" cx="{_n(sx(float(xj)))}" cy="{_n(sy(y))}" r="{_n(radius)}"/>'
         )
     body.append("</g>")
     desc = f"Scatter of {len(finite)} points: {y_label} against {x_label}."

@@ -99,3 +99,15 @@ def test_it_covers_at_ten_clusters_where_the_percentile_interval_runs_short():
     assert covered.mean() >= 0.93
     assert percentile.mean() <= 0.92
     assert covered.mean() - percentile.mean() >= 0.03
+
+
+def test_resamples_without_spread_are_left_out_not_taken_as_infinitely_far():
+    """A share at ten patients, seven of whom had every judgement correct: about 3% of the
+    resamples draw only those seven, a mean of 1 with no spread. Counted as t = infinity
+    they pulled the lower bound to 0; they are undefined, and left out (a plain loop)."""
+    values = np.r_[np.ones(7 * 3), [1, 0, 0], [0, 1, 1, 0], [1, 0]].astype(float)
+    clusters = np.r_[np.repeat(np.arange(7), 3), [7] * 3, [8] * 4, [9] * 2]
+    got = intervals.cluster_mean(values, clusters, n_resamples=2000, seed=1, bounds=(0, 1))
+    lo, hi, p = plain_bootstrap_t(values, clusters, 2000, 1)
+    assert (got.ci_low, got.ci_high) == pytest.approx((lo, min(hi, 1.0)))
+    assert got.ci_low > 0.5

@@ -40,8 +40,8 @@ def crossfit_by_hand(y, f_lab, c_lab, f_unl, c_unl, confidence=0.95, folds=5, fi
     clusters dealt into folds in sorted order; fold j's lambda is ppi_py's tuning for a mean,
     cov(Y, Yhat) / ((1 + n/N) var(Yhat)), on the other folds' reviewed instructions; each
     fold's estimate is ppi_py's point estimate at its lambda, weighted by its size. The
-    variance sums each side's clusters (scaled by G/(G-1)); Student's t at the
-    Welch-Satterthwaite degrees of freedom. ``fixed``: that lambda for every fold."""
+    variance sums each side's clusters (scaled by G/(G-1)); Student's t at the reviewed
+    clusters' G - 1 degrees of freedom. ``fixed``: that lambda for every fold."""
     y, f_lab, f_unl = (np.asarray(v, dtype=float) for v in (y, f_lab, f_unl))
     c_lab, c_unl = np.asarray(c_lab), np.asarray(c_unl)
     n, big_n = len(y), len(f_unl)
@@ -69,8 +69,7 @@ def crossfit_by_hand(y, f_lab, c_lab, f_unl, c_unl, confidence=0.95, folds=5, fi
     v_unl = g_unl / (g_unl - 1) * sum(v * v for v in unl.values())
     cov = math.sqrt(g_lab / (g_lab - 1) * g_unl / (g_unl - 1)) * sum(lab[c] * unl[c] for c in lab)
     se = math.sqrt(v_lab + v_unl + 2 * cov)
-    df = (v_lab + v_unl) ** 2 / (v_lab**2 / (g_lab - 1) + v_unl**2 / (g_unl - 1))
-    q = sps.t.ppf(1 - (1 - confidence) / 2, df)
+    q = sps.t.ppf(1 - (1 - confidence) / 2, g_lab - 1)
     return estimate, estimate - q * se, estimate + q * se, lam
 
 

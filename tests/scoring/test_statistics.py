@@ -112,8 +112,10 @@ def plain_bootstrap_t(values, clusters, n_resamples, seed, confidence=0.95):
     t = []
     for row in draws:
         mb, seb = mean_se([groups[c] for c in row])
-        t.append(0.0 if mb == m else (mb - m) / seb)
+        if seb > 0:  # a resample of clusters that all share one mean has no t: left out
+            t.append((mb - m) / seb)
     t = np.array(t)
+    n_resamples = len(t)
     a = 1 - confidence
     q_lo, q_hi = np.quantile(t, [a / 2, 1 - a / 2])
     t_obs = m / se

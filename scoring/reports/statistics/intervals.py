@@ -27,10 +27,12 @@ clusters): in each resample ``b`` of whole clusters (``k_bc`` draws of cluster `
     t_b  = (m_b - m) / se_b
 
 and the interval is ``[m - t_(1 - a/2) se, m - t_(a/2) se]`` with ``t_(q)`` the quantiles of
-``t_b`` and ``se`` the sample's own CR1 standard error (``G / (G - 1)`` times CR0's variance; the
-factor cancels between ``se`` and ``se_b``, so it changes the standard error shown, never the
-interval). The bounds are clipped to the statistic's range when one is given (a share lies in
-[0, 1]). The two-sided p-value for ``mean = null`` inverts the same intervals::
+``t_b`` (over the resamples where it is defined: one whose drawn clusters all share one mean
+has ``se_b = 0``) and ``se`` the sample's own CR1 standard error (``G / (G - 1)`` times CR0's
+variance; the factor cancels between ``se`` and ``se_b``, so it changes the standard error
+shown, never the interval). The bounds are clipped to the statistic's range when one is
+given (a share lies in [0, 1]). The two-sided p-value for ``mean = null`` inverts the same
+intervals::
 
     t = (m - null) / se,   p = min(1, 2 (1 + #{t_b on the far side of t}) / (B + 1))
 
@@ -44,6 +46,7 @@ clusters are bootstrapped on the same resamples (paired).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,9 +61,6 @@ INTERVAL_METHOD_LONG = (
     "studentized cluster bootstrap (bootstrap-t over whole clusters, cluster-robust standard "
     "errors)"
 )
-# Beyond this |t_b| a resample's statistic is taken as infinitely far (its standard error was
-# 0: every drawn cluster had the same mean); the interval is then clipped to ``bounds``.
-_T_CAP = 1e12
 
 Bounds = tuple[float, float] | None
 
@@ -74,12 +74,13 @@ class TotalsInterval:
     high: Array
     se: Array  # CR1 cluster-robust standard error
     scale: Array  # CR0's: the scale the resamples' statistics are studentized on
-    t: Array  # (..., B) the resamples' studentized statistics
+    t: Array  # (..., B) the resamples' studentized statistics (nan: undefined, left out)
     n_clusters: Array  # clusters with at least one value
+    n_defined: Array  # resamples with a defined statistic
 
     def p_value(self, null: float = 0.0) -> Array:
         """Two-sided bootstrap-t p-values of ``mean = null`` (see the module docstring)."""
-        b = self.t.shape[-1]
+        b = self.n_defined
         with np.errstate(divide="ignore", invalid="ignore"):
             t_obs = (self.estimate - null) / self.scale
         above = np.count_nonzero(self.t >= t_obs[..., None], axis=-1)
@@ -121,16 +122,28 @@ def studentized_totals(
         # Relative to the sample's CR0 standard error, the scale se_b is on.
         cr0 = np.sqrt((e**2).sum(-1)) / total
         t = (mb - m[..., None]) / seb
-    t = np.where(np.isnan(t), 0.0, np.clip(t, -_T_CAP, _T_CAP))
+    # A resample whose drawn clusters all have the same mean has no spread (se_b = 0): its
+    # studentized statistic is undefined, and it is left out, as the sample itself would be
+    # (an all-correct cluster is common for a share at ten patients; counted as infinitely
+    # far, those resamples widened the interval of a share to [0, 1] in 1-2% of studies).
+    t = np.where(seb > 0, t, np.nan)
     alpha = 1.0 - confidence
-    t_lo, t_hi = np.quantile(t, [alpha / 2.0, 1.0 - alpha / 2.0], axis=-1)
+    defined = np.count_nonzero(~np.isnan(t), axis=-1)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a row with no defined resample
+        t_lo, t_hi = np.nanquantile(t, [alpha / 2.0, 1.0 - alpha / 2.0], axis=-1)
     with np.errstate(invalid="ignore"):
         low = m - t_hi * cr0
         high = m - t_lo * cr0
+    # Every value the same (one cluster, or all clusters alike): no spread to studentize by;
+    # the interval is the point, as the percentile bootstrap's is (and shown only from
+    # ``min_clusters`` clusters on).
+    flat = (defined == 0) & (cr0 == 0)
+    low, high = np.where(flat, m, low), np.where(flat, m, high)
     if bounds is not None:
         low = np.clip(low, bounds[0], bounds[1])
         high = np.clip(high, bounds[0], bounds[1])
-    return TotalsInterval(m, low, high, se, cr0, t, g)
+    return TotalsInterval(m, low, high, se, cr0, t, g, defined)
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,8 +212,8 @@ def cluster_means(
     draws = _cluster_counts(g, int(n_resamples), int(seed))
     res = studentized_totals(sums, counts, draws, confidence, bounds=bounds)
     p = res.p_value(null)
-    floor = 2.0 / (int(n_resamples) + 1.0)
     for j in range(vals.shape[1]):
+        floor = 2.0 / (float(res.n_defined[j]) + 1.0)
         n_c = int(res.n_clusters[j])
         if n_c == 0:
             out.append(ClusterMean(math.nan, math.nan, math.nan, math.nan, math.nan, False, 0, ""))
