@@ -353,18 +353,32 @@ def _style(section: dict[str, Any] | None) -> dict[str, Any]:
     if not section or not section.get("plain"):
         return {}
     plain, controlled = section["plain"], section["controlled"]
+    rows = [
+        {
+            "model": m,
+            "plain": interval(plain["strength"].get(m), plain["ci_low"].get(m),
+                              plain["ci_high"].get(m), 2),
+            "controlled": interval(controlled["strength"].get(m), controlled["ci_low"].get(m),
+                                   controlled["ci_high"].get(m), 2),
+        }
+        for m in sorted(plain["strength"], key=lambda k: -plain["strength"][k])
+    ]  # fmt: skip
+    # Two columns that say the same thing are one column and the reason.
+    same = bool(rows) and all(r["plain"] == r["controlled"] for r in rows)
+    constant = [f.replace("_", " ") for f, c in section.get("style_coefficients", {}).items()
+                if not isinstance(c.get("coefficient"), int | float)]  # fmt: skip
+    if same and constant and len(constant) == len(section.get("style_coefficients", {})):
+        reason = (f"no style feature ({', '.join(constant)}) differed between two responses of "
+                  "one review, so there was no style to control for")  # fmt: skip
+    elif same:
+        reason = "controlling for style moved no strength in the second decimal"
+    else:
+        reason = ""
     return {
         **section,
-        "rows": [
-            {
-                "model": m,
-                "plain": interval(plain["strength"].get(m), plain["ci_low"].get(m),
-                                  plain["ci_high"].get(m), 2),
-                "controlled": interval(controlled["strength"].get(m), controlled["ci_low"].get(m),
-                                       controlled["ci_high"].get(m), 2),
-            }
-            for m in sorted(plain["strength"], key=lambda k: -plain["strength"][k])
-        ],
+        "same": same,
+        "same_reason": reason,
+        "rows": rows,
         "coefficients": [
             {"feature": f.replace("_", " "), "text": interval(c["coefficient"], c["ci_low"],
                                                                c["ci_high"], 2)}

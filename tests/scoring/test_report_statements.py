@@ -156,6 +156,10 @@ def test_every_section_states_each_fact_the_same_way(client):
             worse = pair["metric_b"] if pair["better"] == pair["metric_a"] else pair["metric_a"]
             assert order.index(pair["better"]) < order.index(worse)
 
+    # Responses left out of each pair: the permutation test and the paired bootstrap agree.
+    perm = {(r[0], r[1]): r[5] for r in page.tables["significance-table"][1:]}
+    paired = {(r[0], r[1]): r[5] for r in page.tables["paired-table"][1:]}
+    assert perm == paired and set(perm.values()) != {"0"}
     # The place among clinicians: the correlation table and the leave-one-out table agree.
     loo = {row[0]: row[2] for row in page.tables["loo-table"][1:]}
     among = {row[0]: row[3] for row in page.tables["correlation-table"][1:]}
@@ -167,6 +171,28 @@ def test_every_section_states_each_fact_the_same_way(client):
     for number, suffix in re.findall(r"\b(\d+)(st|nd|rd|th)\b", text):
         assert f"{number}{suffix}" == wording.ordinal(int(number))
     assert "0th percentile" not in text
+    # Two columns that would say the same (every answer here is four words, no lists): one
+    # column, and the reason.
+    style = page.tables["style-table"]
+    assert len(style[0]) == 2 and "the same here" in style[0][1]
+    assert "no style feature (length words, list items, headers, bold) differed" in text
+
+
+def test_style_columns_stay_two_when_they_differ():
+    from scoring.reports.page import _style
+
+    section = {
+        "plain": {"strength": {"a": 0.3, "b": -0.3}, "ci_low": {"a": 0.1, "b": -0.5},
+                  "ci_high": {"a": 0.5, "b": -0.1}},
+        "controlled": {"strength": {"a": 0.1, "b": -0.1}, "ci_low": {"a": -0.1, "b": -0.3},
+                       "ci_high": {"a": 0.3, "b": 0.1}},
+        "style_coefficients": {"length_words": {"coefficient": 0.8, "ci_low": 0.2,
+                                                "ci_high": 1.4}},
+    }  # fmt: skip
+    out = _style(section)
+    assert not out["same"] and out["same_reason"] == ""
+    section["controlled"] = section["plain"]
+    assert _style(section)["same_reason"].startswith("controlling for style moved no strength")
 
 
 @pytest.mark.parametrize(

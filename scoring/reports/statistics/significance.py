@@ -343,9 +343,12 @@ def perm_both_tests(
         )
         tested = x in per_response and y in per_response and n_common_clusters >= min_clusters
         if not tested:
+            one_only = np.isnan(row_scores[x]) != np.isnan(row_scores[y])
+            left_out = int(np.unique(np.asarray(table.response)[one_only]).shape[0])
             tests.append(
                 {"metric_a": x, "metric_b": y, "p_value": math.nan, "p_two_sided": math.nan,
                  "p_at_floor": False, "n_responses": 0, "n_clusters": pair_clusters,
+                 "n_responses_excluded": left_out,
                  "note": interval_note(min(pair_clusters, n_common_clusters), min_clusters)}
             )  # fmt: skip
             continue
