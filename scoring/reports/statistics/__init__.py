@@ -14,7 +14,8 @@ notebooks and tests alike. One module per question:
 - ``breakdown``: a statistic per category or specialty;
 - ``ppi``: what clinicians plus a predictor say (prediction-powered estimates);
 - ``power``: how many more reviews a question needs, with and without the predictor;
-- ``synthetic``: synthetic judgements for benchmarks.
+- ``synthetic``: synthetic judgements for benchmarks;
+- ``coverage_sim``: the coverage of the report's intervals by simulation (``bench_coverage``).
 """
 
 from .agreement import (
