@@ -344,7 +344,10 @@ def _leave_one_out(section: dict[str, Any], labels: dict[str, str]) -> dict[str,
                                              n_beaten=m.get("n_beaten")),
                 "at_least_median": m.get("at_least_median"),
             }
-            for key, m in section.get("metrics", {}).items()
+            # In the report's order of metrics (a jsonb column does not keep the stored one).
+            for key, m in sorted(section.get("metrics", {}).items(),
+                                 key=lambda km: (list(labels).index(km[0])
+                                                 if km[0] in labels else len(labels), km[0]))
         ],
     }  # fmt: skip
 
@@ -365,8 +368,9 @@ def _style(section: dict[str, Any] | None) -> dict[str, Any]:
     ]  # fmt: skip
     # Two columns that say the same thing are one column and the reason.
     same = bool(rows) and all(r["plain"] == r["controlled"] for r in rows)
-    constant = [f.replace("_", " ") for f, c in section.get("style_coefficients", {}).items()
-                if not isinstance(c.get("coefficient"), int | float)]  # fmt: skip
+    # Sorted: PostgreSQL's jsonb does not keep the order the features were stored in.
+    constant = sorted(f.replace("_", " ") for f, c in section.get("style_coefficients", {}).items()
+                      if not isinstance(c.get("coefficient"), int | float))  # fmt: skip
     if same and constant and len(constant) == len(section.get("style_coefficients", {})):
         reason = (f"no style feature ({', '.join(constant)}) differed between two responses of "
                   "one review, so there was no style to control for")  # fmt: skip
@@ -382,7 +386,7 @@ def _style(section: dict[str, Any] | None) -> dict[str, Any]:
         "coefficients": [
             {"feature": f.replace("_", " "), "text": interval(c["coefficient"], c["ci_low"],
                                                                c["ci_high"], 2)}
-            for f, c in section.get("style_coefficients", {}).items()
+            for f, c in sorted(section.get("style_coefficients", {}).items())
         ],
     }  # fmt: skip
 

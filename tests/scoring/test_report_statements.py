@@ -175,7 +175,7 @@ def test_every_section_states_each_fact_the_same_way(client):
     # column, and the reason.
     style = page.tables["style-table"]
     assert len(style[0]) == 2 and "the same here" in style[0][1]
-    assert "no style feature (length words, list items, headers, bold) differed" in text
+    assert "no style feature (bold, headers, length words, list items) differed" in text
 
 
 def test_style_columns_stay_two_when_they_differ():
