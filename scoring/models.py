@@ -198,6 +198,34 @@ class ModelVariant(models.Model):
         return f"{self.model_name} = {self.base_model} @ {self.context_length or 'imported'}"
 
 
+class PaperModelName(models.Model):
+    """An admin's declaration: this dataset's ``model_name`` is the MedAlign paper's model
+    ``paper_label`` (one of ``scoring.reports.paper.PAPER_MODELS``' labels, checked by the
+    service that writes it).
+
+    The paper's tables are set beside a release's by model name; a release whose names are
+    spelled differently from the ones the paper's code used ("gpt-4-32k" for "gpt4-32k")
+    matched nothing and every published figure became a dash. A declaration here wins over
+    the built-in spellings. Written by ``scoring.reports.services.paper_model_names_set``
+    (the paper-tables page, ``paper_tables --map``), audited.
+    """
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="paper_model_names")
+    model_name = models.CharField(max_length=100)
+    paper_label = models.CharField(max_length=60)
+
+    class Meta:
+        ordering = ["dataset", "model_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dataset", "model_name"], name="unique_paper_model_name_per_dataset"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_name} = {self.paper_label} (paper)"
+
+
 class LearnedMetricModel(models.Model):
     """A pairwise ranking model fitted on a dataset's clinician rankings
     (``scoring.reports.learned``).

@@ -19,6 +19,7 @@ urlpatterns += [
     ),
     path("method/", views.method, name="scoring_method"),
     path("paper/<int:dataset_id>/", views.paper, name="scoring_paper_tables"),
+    path("paper/<int:dataset_id>/map/", views.paper_map, name="scoring_paper_map"),
     path("tokens/", views.api_tokens, name="scoring_api_tokens"),
     path("tokens/<int:token_id>/revoke/", views.api_token_revoke, name="scoring_api_token_revoke"),
     # The typed API (django-ninja): openapi.json, reports/, reports/<id>/, reports/<id>/<t>.json

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from review.models import ResponseJudgement, Review, SamplingDraw, Study, StudyResponse
 from review.services.demo_reviews import simulated_q
+from scoring.reports.statistics.active import ACTIVE_TUNE_MIN
 from scoring.reports.statistics.adaptive_design import (
     MIN_PATIENTS_TO_STOP,
     MIN_REVIEWED_TO_STOP,
@@ -28,6 +29,9 @@ from scoring.reports.statistics.adaptive_design import (
     inclusion_probabilities,
     ranking_status,
 )
+
+# Below this many reviewed patients the weighted estimates use a fixed lambda (the page says so).
+FIXED_LAMBDA_BELOW = ACTIVE_TUNE_MIN
 
 DEFAULTS: dict[str, Any] = {
     "overlap": 2,

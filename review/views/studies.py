@@ -11,7 +11,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from review import access
 from review.models import Dataset, ModelResponse, Study, User
-from review.selectors.adaptive import DEFAULTS, adaptive_state, predictor_choices
+from review.selectors.adaptive import (
+    DEFAULTS,
+    FIXED_LAMBDA_BELOW,
+    adaptive_state,
+    predictor_choices,
+)
 from review.selectors.assignments import clinicians_approved
 from review.selectors.studies import dataset_model_names, round_name_hits, studies_overview
 from review.services import adaptive as adaptive_services
@@ -51,7 +56,13 @@ def studies_page(request: HttpRequest, dataset_id: int) -> HttpResponse:
     return render(
         request,
         "review/admin/studies.html",
-        {"dataset": dataset, "rows": rows, "groups": groups, "defaults": DEFAULTS},
+        {
+            "dataset": dataset,
+            "rows": rows,
+            "groups": groups,
+            "defaults": DEFAULTS,
+            "active_tune_min": FIXED_LAMBDA_BELOW,
+        },
     )
 
 

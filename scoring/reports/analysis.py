@@ -87,7 +87,7 @@ def compute_results(
         table, scores, n_permutations=n_permutations, seed=seed, min_clusters=min_clusters
     )
     cluster_of = {row["metric"]: row["cluster"] for row in significance["clusters"]}
-    loo = st.leave_one_clinician_out(table, scores)
+    loo = st.leave_one_clinician_out(table, scores, **boot)
     correlation = []
     correlations = st.metric_correlations(table, scores, **boot)
     for key, values in scores.items():
@@ -130,6 +130,8 @@ def compute_results(
                 "loo_tau": place.get("mean_tau"),
                 "loo_percentile": place.get("percentile"),
                 "loo_share_beating": place.get("share_beating"),
+                "loo_n_at_most": place.get("n_at_most"),
+                "loo_percentile_ci": place.get("percentile_ci"),
             }
         )
 
@@ -150,7 +152,7 @@ def compute_results(
                 "n_clusters": int(np.unique(sub.clusters).shape[0]),
                 "metrics": per_metric,
                 "leave_one_out": st.leave_one_clinician_out(
-                    sub, {k: np.asarray(v)[mask] for k, v in scores.items()}
+                    sub, {k: np.asarray(v)[mask] for k, v in scores.items()}, **boot
                 ),
             }
         breakdowns[by] = groups
@@ -161,6 +163,7 @@ def compute_results(
         "counts": _counts(table),
         "clustering": {
             "unit": cluster_unit,
+            "interval_method": st.INTERVAL_METHOD,
             "n_clusters": int(np.unique(table.clusters).shape[0]),
             "min_clusters": min_clusters,
         },

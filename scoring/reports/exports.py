@@ -158,7 +158,8 @@ SECTION_COLUMNS: dict[str, list[str]] = {
     "significance": [
         "metric_a", "metric_b", "better", "tau_a_common", "tau_b_common", "difference",
         "p_value", "p_at_floor", "n_responses", "n_responses_excluded", "cluster_a",
-        "cluster_b", "test", "n_permutations", "alpha",
+        "cluster_b", "test", "n_permutations", "alpha", "p_two_sided", "permutation_unit",
+        "n_common_responses",
     ],
     "paired_tests": [
         "metric_a", "metric_b", "mean_tau_a", "mean_tau_b", "difference", "ci_low", "ci_high",
@@ -171,7 +172,8 @@ SECTION_COLUMNS: dict[str, list[str]] = {
     ],
     "leave_one_out": [
         "part", "metric", "clinician", "agreement", "mean_tau", "percentile", "share_beating",
-        "at_least_median", "n_clinicians",
+        "at_least_median", "n_clinicians", "n_at_most", "n_beaten", "percentile_ci",
+        "share_beating_ci", "n_clusters", "interval_note",
     ],
     "position_bias": [
         "tau", "ci_low", "ci_high", "p_value", "p_at_floor", "interval_note", "n", "n_reviews",
@@ -318,7 +320,8 @@ def _section_rows(report: CorrelationReport, table: str) -> list[dict[str, Any]]
     if table == "significance":
         section = results.get("significance") or {}
         cluster = {c["metric"]: c["cluster"] for c in section.get("clusters", [])}
-        common = {k: section.get(k) for k in ("test", "n_permutations", "alpha")}
+        keys = ("test", "n_permutations", "alpha", "permutation_unit", "n_common_responses")
+        common = {k: section.get(k) for k in keys}
         return [
             {**t, **common, "cluster_a": cluster.get(t["metric_a"]),
              "cluster_b": cluster.get(t["metric_b"])}

@@ -13,10 +13,13 @@ from django.utils.safestring import SafeString, mark_safe
 from review.models import response_label
 from scoring.reports import plots
 from scoring.reports.formatting import interval, number, p_value
+from scoring.reports.statistics.intervals import INTERVAL_METHOD
+from scoring.reports.wording import clinician_place, clinicians_beaten
 
-# Points drawn per scatter plot: thousands of circles make a page heavy and add nothing a
-# reader can see; a deterministic stride sample keeps the shape (the export has every row).
-SCATTER_MAX_POINTS = 1200
+# Points drawn per scatter plot: hundreds of circles per metric made the page heavy (983 KB with
+# five metrics) and add nothing a reader can see; a deterministic stride sample keeps the shape
+# (the per-response export has every row).
+SCATTER_MAX_POINTS = 400
 
 
 def _svg(document: str) -> SafeString:
@@ -26,12 +29,11 @@ def _svg(document: str) -> SafeString:
 
 
 def _chart(draw: Callable[..., str], *args: Any, **kwargs: Any) -> SafeString:
-    """A chart drawn twice: for a wide screen, and in its phone layout (``compact=True``),
-    which scoring.css shows below 600px instead. Scaled down to a phone's width, the wide
-    drawing's 12-unit text came out at 5 px (issue 28); the phone layout keeps it near 12."""
-    wide = draw(*args, **kwargs)
-    narrow = draw(*args, compact=True, **kwargs)
-    return _svg(f'<div class="chart-wide">{wide}</div><div class="chart-compact">{narrow}</div>')
+    """A chart drawn once, in its phone layout (``compact=True``: about a phone's width, labels
+    above the intervals), which scoring.css lets grow to a column's width on a wide screen.
+    Drawn twice (a wide drawing beside it for desktops) the report weighed 983 KB with five
+    metrics; scaled down to a phone, the wide drawing's 12-unit text came out at 5 px."""
+    return _svg(f'<div class="chart-one">{draw(*args, compact=True, **kwargs)}</div>')
 
 
 # --- figures -----------------------------------------------------------------------------------
@@ -76,12 +78,13 @@ def report_page(results: dict[str, Any]) -> dict[str, Any]:
     bias = results.get("position_bias", {})
     return {
         "clustering": clustering,
-        "interval_caption": f"cluster-bootstrap intervals over {unit}s",
+        "interval_method": INTERVAL_METHOD,
+        "interval_caption": f"{INTERVAL_METHOD} intervals over {unit}s",
         "correlation_chart": _chart(
             plots.interval_chart,
             tau_rows,
             "Agreement with clinicians: mean per-review Kendall's tau-b",
-            f"Kendall's tau-b (cluster bootstrap over {unit}s)",
+            f"Kendall's tau-b ({INTERVAL_METHOD} over {unit}s)",
         )
         if tau_rows
         else None,
@@ -109,7 +112,7 @@ def report_page(results: dict[str, Any]) -> dict[str, Any]:
                 }
                 for r in leaderboard
             ],
-            f"Share judged correct (cluster bootstrap over {unit}s)",
+            f"Share judged correct ({INTERVAL_METHOD} over {unit}s)",
             "Share correct",
         )
         if leaderboard
@@ -125,7 +128,7 @@ def report_page(results: dict[str, Any]) -> dict[str, Any]:
                 }
                 for r in leaderboard
             ],
-            "Bradley-Terry strength (bootstrap interval)",
+            "Bradley-Terry strength (percentile bootstrap interval)",
             "log-strength",
         )
         if leaderboard
@@ -142,7 +145,10 @@ def report_page(results: dict[str, Any]) -> dict[str, Any]:
         if bias.get("positions")
         else None,
         "scatters": _scatters(results),
-        "correlation": [_correlation_row(r) for r in correlation],
+        "correlation": [
+            _correlation_row(r, (results.get("leave_one_out") or {}).get("n_clinicians"))
+            for r in correlation
+        ],
         "ceiling": ceiling,
         "ceiling_summary": _ci(ceiling, "mean_tau", "ci_low", "ci_high", "interval_note"),
         "leave_one_out": _leave_one_out(results.get("leave_one_out") or {}, labels),
@@ -268,8 +274,7 @@ def power_rows(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
     ]
 
 
-def _correlation_row(r: dict[str, Any]) -> dict[str, Any]:
-    percentile = r.get("loo_percentile")
+def _correlation_row(r: dict[str, Any], n_clinicians: Any) -> dict[str, Any]:
     return {
         **r,
         "tau": _ci(r, "mean_tau", "ci_low", "ci_high", "interval_note"),
@@ -279,11 +284,9 @@ def _correlation_row(r: dict[str, Any]) -> dict[str, Any]:
         "epsilon": number(r.get("acc23_epsilon"), 4),
         "system": f"{number(r.get('system_tau'))} (p {p_value(r.get('system_p_value'))}; "
         f"{r.get('n_models', 0)} models)",
-        "loo": (
-            f"{round(100 * percentile)}th percentile"
-            if isinstance(percentile, int | float)
-            else "n/a"
-        ),
+        # The same phrase as the leave-one-out section's (wording.clinician_place).
+        "loo": clinician_place(r.get("loo_percentile"), n_clinicians, r.get("loo_percentile_ci"),
+                               n_at_most=r.get("loo_n_at_most")),
     }  # fmt: skip
 
 
@@ -297,7 +300,9 @@ def _significance(section: dict[str, Any], labels: dict[str, str]) -> dict[str, 
                 **c,
                 "label": labels.get(c["metric"], c["metric"]),
                 "tau_text": number(c["tau"]),
-                # Too few clusters to test against any other metric: said, never numbered.
+                # Too few clusters to test against any other metric: said, never numbered. Both
+                # the chips and the correlation table read ``placed`` and ``cluster``.
+                "placed": c["cluster"] is not None,
                 "cluster": c["cluster"]
                 if c["cluster"] is not None
                 else "not placed (too few clusters)",
@@ -310,7 +315,9 @@ def _significance(section: dict[str, Any], labels: dict[str, str]) -> dict[str, 
                 "label_a": labels.get(t["metric_a"], t["metric_a"]),
                 "label_b": labels.get(t["metric_b"], t["metric_b"]),
                 "better_label": labels.get(t.get("better", ""), t.get("better", "")),
-                "p": p_value(t.get("p_value"), at_floor=bool(t.get("p_at_floor"))),
+                "p": p_value(
+                    t.get("p_two_sided", t.get("p_value")), at_floor=bool(t.get("p_at_floor"))
+                ),
                 "difference_text": number(t.get("difference")),
             }
             for t in section.get("pairs", [])
@@ -330,19 +337,17 @@ def _leave_one_out(section: dict[str, Any], labels: dict[str, str]) -> dict[str,
             {
                 "label": labels.get(key, key),
                 "tau": number(m.get("mean_tau")),
-                "percentile": (
-                    f"{round(100 * m['percentile'])}%"
-                    if isinstance(m.get("percentile"), int | float)
-                    else "n/a"
-                ),
-                "beating": (
-                    f"{round(100 * m['share_beating'])}%"
-                    if isinstance(m.get("share_beating"), int | float)
-                    else "n/a"
-                ),
+                "percentile": clinician_place(m.get("percentile"), section.get("n_clinicians"),
+                                              m.get("percentile_ci"), n_at_most=m.get("n_at_most")),
+                "beating": clinicians_beaten(m.get("share_beating"), m.get("n_clinicians"),
+                                             m.get("share_beating_ci"),
+                                             n_beaten=m.get("n_beaten")),
                 "at_least_median": m.get("at_least_median"),
             }
-            for key, m in section.get("metrics", {}).items()
+            # In the report's order of metrics (a jsonb column does not keep the stored one).
+            for key, m in sorted(section.get("metrics", {}).items(),
+                                 key=lambda km: (list(labels).index(km[0])
+                                                 if km[0] in labels else len(labels), km[0]))
         ],
     }  # fmt: skip
 
@@ -351,22 +356,37 @@ def _style(section: dict[str, Any] | None) -> dict[str, Any]:
     if not section or not section.get("plain"):
         return {}
     plain, controlled = section["plain"], section["controlled"]
+    rows = [
+        {
+            "model": m,
+            "plain": interval(plain["strength"].get(m), plain["ci_low"].get(m),
+                              plain["ci_high"].get(m), 2),
+            "controlled": interval(controlled["strength"].get(m), controlled["ci_low"].get(m),
+                                   controlled["ci_high"].get(m), 2),
+        }
+        for m in sorted(plain["strength"], key=lambda k: -plain["strength"][k])
+    ]  # fmt: skip
+    # Two columns that say the same thing are one column and the reason.
+    same = bool(rows) and all(r["plain"] == r["controlled"] for r in rows)
+    # Sorted: PostgreSQL's jsonb does not keep the order the features were stored in.
+    constant = sorted(f.replace("_", " ") for f, c in section.get("style_coefficients", {}).items()
+                      if not isinstance(c.get("coefficient"), int | float))  # fmt: skip
+    if same and constant and len(constant) == len(section.get("style_coefficients", {})):
+        reason = (f"no style feature ({', '.join(constant)}) differed between two responses of "
+                  "one review, so there was no style to control for")  # fmt: skip
+    elif same:
+        reason = "controlling for style moved no strength in the second decimal"
+    else:
+        reason = ""
     return {
         **section,
-        "rows": [
-            {
-                "model": m,
-                "plain": interval(plain["strength"].get(m), plain["ci_low"].get(m),
-                                  plain["ci_high"].get(m), 2),
-                "controlled": interval(controlled["strength"].get(m), controlled["ci_low"].get(m),
-                                       controlled["ci_high"].get(m), 2),
-            }
-            for m in sorted(plain["strength"], key=lambda k: -plain["strength"][k])
-        ],
+        "same": same,
+        "same_reason": reason,
+        "rows": rows,
         "coefficients": [
             {"feature": f.replace("_", " "), "text": interval(c["coefficient"], c["ci_low"],
                                                                c["ci_high"], 2)}
-            for f, c in section.get("style_coefficients", {}).items()
+            for f, c in sorted(section.get("style_coefficients", {}).items())
         ],
     }  # fmt: skip
 
@@ -441,14 +461,18 @@ def _breakdown_tables(results: dict[str, Any]) -> list[dict[str, Any]]:
             for m in metrics:
                 c = group["metrics"].get(m["key"], {})
                 place = (loo.get("metrics") or {}).get(m["key"], {})
-                percentile = place.get("percentile")
                 cells.append(
                     {
                         "label": m["label"],  # the column, named on a phone's card
                         "summary": _ci(c, "mean_tau", "ci_low", "ci_high", "interval_note"),
                         "n": c.get("n_reviews", 0),
-                        "loo": f"{round(100 * percentile)}th pct of clinicians"
-                        if isinstance(percentile, int | float)
+                        "loo": clinician_place(
+                            place.get("percentile"),
+                            loo.get("n_clinicians"),
+                            place.get("percentile_ci"),
+                            n_at_most=place.get("n_at_most"),
+                        )
+                        if isinstance(place.get("percentile"), int | float)
                         else "",
                     }
                 )
@@ -669,4 +693,15 @@ def paper_page(tables: dict[str, Any]) -> dict[str, Any]:
         }
         for m in tables.get("metrics", [])
     ]  # fmt: skip
-    return {"paper_models": models, "paper_context": context, "paper_metrics": metrics}
+    matching = tables.get("matching") or {}
+    declared = {m["model"]: m["paper_label"] for m in matching.get("matched", [])}
+    names = [
+        {"model": name, "paper_label": declared.get(name, "")}
+        for name in sorted(declared.keys() | set(matching.get("unmatched_models", [])))
+    ]
+    return {
+        "paper_models": models,
+        "paper_context": context,
+        "paper_metrics": metrics,
+        "paper_model_names": names,
+    }

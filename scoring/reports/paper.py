@@ -16,6 +16,7 @@ the release keeps one judgement per response without naming the clinicians.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,21 +77,57 @@ PAPER_METRICS = {
 PAPER_INTER_RATER = (0.44, 0.34, 0.53)  # Table 4's "Inter-Rater Reliability" row
 
 
-def _paper_row(model_name: str) -> PaperModel | None:
+PAPER_LABELS = tuple(row.label for row in PAPER_MODELS)
+
+
+def _paper_row(model_name: str, names: Mapping[str, str] | None = None) -> PaperModel | None:
+    """The paper's model a dataset's ``model_name`` is: the admin's declaration (``names``:
+    model name -> the paper's label) first, else the release spellings the paper's code used."""
+    declared = (names or {}).get(model_name)
+    for row in PAPER_MODELS:
+        if declared is not None and row.label == declared:
+            return row
+    if declared is not None:
+        return None
     for row in PAPER_MODELS:
         if model_name in row.release_names:
             return row
     return None
 
 
-def paper_variants(model_names: list[str]) -> dict[str, tuple[str, int | None]]:
+def paper_variants(
+    model_names: list[str], names: Mapping[str, str] | None = None
+) -> dict[str, tuple[str, int | None]]:
     """The paper's models present in a release, as base model and context length."""
     out: dict[str, tuple[str, int | None]] = {}
     for name in model_names:
-        row = _paper_row(name)
+        row = _paper_row(name, names)
         if row is not None:
             out[name] = (row.base_model, row.context_length)
     return out
+
+
+def paper_matching(
+    model_names: list[str], names: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Which of a dataset's model names are which of the paper's models, how each was matched,
+    and what did not match: the page and ``paper_tables`` print it, so a spelling the paper's
+    code did not use is seen, never a silent dash."""
+    matched, unmatched = [], []
+    for name in sorted(model_names):
+        row = _paper_row(name, names)
+        if row is None:
+            unmatched.append(name)
+        else:
+            how = "declared" if name in (names or {}) else "release spelling"
+            matched.append({"model": name, "paper_label": row.label, "how": how})
+    found = {m["paper_label"] for m in matched}
+    return {
+        "matched": matched,
+        "unmatched_models": unmatched,
+        "paper_models_absent": [label for label in PAPER_LABELS if label not in found],
+        "paper_labels": list(PAPER_LABELS),
+    }
 
 
 def _strict_win_rates(table: st.JudgementTable) -> dict[str, float]:
@@ -125,9 +162,11 @@ def paper_tables(
     confidence: float = 0.95,
     cluster: str = "auto",
     min_clusters: int = st.MIN_CLUSTERS,
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The paper's tables from the release judgements in ``inputs``; ``backends`` maps each
-    metric key to its backend (for the published figure), ``labels`` to its label."""
+    metric key to its backend (for the published figure), ``labels`` to its label, ``names``
+    the dataset's model names to the paper's labels (the admin's declarations)."""
     keys, unit = st.choose_clusters(
         np.asarray(inputs.instruction_code), np.asarray(inputs.patient), cluster
     )
@@ -142,7 +181,7 @@ def paper_tables(
     win_rate = _strict_win_rates(table)
     models = []
     for row in sorted(leaderboard, key=lambda r: -(r["share_correct"] or 0)):
-        paper = _paper_row(row["model"])
+        paper = _paper_row(row["model"], names)
         models.append(
             {
                 **row,
@@ -153,8 +192,8 @@ def paper_tables(
                 "paper_mean_rank": paper.mean_rank if paper else None,
             }
         )
-    names = sorted({str(m) for m in table.model})
-    variants = {**paper_variants(names), **inputs.variants}
+    model_names = sorted({str(m) for m in table.model})
+    variants = {**paper_variants(model_names, names), **inputs.variants}
     context = st.context_length_analysis(table, variants, **boot)
     for comparison in context["comparisons"]:
         is_paper = (
@@ -190,8 +229,9 @@ def paper_tables(
             "counts": {
                 "instructions": int(np.unique(table.instruction).shape[0]),
                 "responses": len(table),
-                "models": len(names),
+                "models": len(model_names),
             },
+            "matching": paper_matching(model_names, names),
             "models": models,
             "context_length": context,
             "metrics": metrics,
@@ -222,6 +262,7 @@ def paper_tables_for(dataset: Any, *, n_resamples: int = 2000, seed: int = 0) ->
         }
     labels = {m["key"]: m["label"] for m in inputs.metrics}
     backends = {m["key"]: m["backend"] for m in inputs.metrics}
+    names = dict(dataset.paper_model_names.values_list("model_name", "paper_label"))
     return paper_tables(
-        inputs, labels=labels, backends=backends, n_resamples=n_resamples, seed=seed
+        inputs, labels=labels, backends=backends, n_resamples=n_resamples, seed=seed, names=names
     )

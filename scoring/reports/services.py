@@ -29,9 +29,11 @@ from scoring.models import (
     CorrelationReport,
     LearnedMetricModel,
     ModelVariant,
+    PaperModelName,
 )
 from scoring.reports import learned
 from scoring.reports import statistics as st
+from scoring.reports.paper import PAPER_LABELS
 
 logger = logging.getLogger(__name__)
 
@@ -761,6 +763,51 @@ def model_variant_set(
         defaults={"base_model": base_model, "context_length": context_length},
     )
     return variant
+
+
+@transaction.atomic
+def paper_model_names_set(
+    *,
+    dataset: Dataset,
+    mapping: dict[str, str],
+    actor: User | None,
+    request: HttpRequest | None = None,
+    channel: str = "page",
+) -> list[str]:
+    """Declare which of the MedAlign paper's models each of ``dataset``'s model names is
+    (``mapping``: model name -> one of ``paper.PAPER_LABELS``; an empty label removes the
+    declaration). All or nothing: an unknown model name or label raises ``ReportError`` naming
+    it. Audited. Returns one line per change."""
+    known = set(ModelResponse.objects.filter(instruction__dataset=dataset).values_list(
+        "model_name", flat=True
+    ))  # fmt: skip
+    changes: list[str] = []
+    for name, label in sorted(mapping.items()):
+        name, label = name.strip(), label.strip()
+        if name not in known:
+            raise ReportError(f"{dataset.name} has no model named {name!r}")
+        if label and label not in PAPER_LABELS:
+            raise ReportError(
+                f"the paper has no model {label!r}; its models are {', '.join(PAPER_LABELS)}"
+            )
+        if not label:
+            deleted, _ = PaperModelName.objects.filter(dataset=dataset, model_name=name).delete()
+            if deleted:
+                changes.append(f"{name}: no longer mapped")
+            continue
+        PaperModelName.objects.update_or_create(
+            dataset=dataset, model_name=name, defaults={"paper_label": label}
+        )
+        changes.append(f"{name} = {label}")
+    if changes:
+        audit_record(
+            action=AuditEvent.Action.ADMIN_CHANGED,
+            actor=actor,
+            request=request,
+            obj=dataset,
+            details={"change": "paper model names", "channel": channel, "lines": changes},
+        )
+    return changes
 
 
 API_TOKEN_PREFIX = "mar_"  # noqa: S105 - a label, not a secret

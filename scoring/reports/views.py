@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from review import access
 from scoring.models import CorrelationReport
-from scoring.reports import exports, learned, selectors, services
+from scoring.reports import exports, learned, selectors, services, wording
 from scoring.reports.forms import ApiTokenForm, ReportForm
 from scoring.reports.page import paper_page, report_page
 from scoring.reports.paper import paper_tables_for
@@ -75,6 +75,8 @@ def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
         "tables": [{"name": t, "label": exports.TABLE_LABELS[t]} for t in exports.TABLES],
         "formats": exports.FORMATS,
         "simulated": report.provenance.get("counts", {}).get("reviews_simulated", 0),
+        # Said the same way while computing and once done (it read "instructions" before).
+        "resampling_unit": wording.resampling_unit(report.parameters, report.results),
     }
     if report.status == CorrelationReport.Status.DONE:
         context.update(report_page(report.results))
@@ -124,14 +126,38 @@ def report_export(request: HttpRequest, report_id: int, table: str, fmt: str) ->
 @access.researcher_required
 @require_GET
 def paper(request: HttpRequest, dataset_id: int) -> HttpResponse:
-    """The MedAlign paper's tables from a dataset's release judgements, beside the paper's."""
+    """The MedAlign paper's tables from a dataset's release judgements, beside the paper's;
+    admins also map the dataset's model names to the paper's here."""
     dataset = get_object_or_404(selectors.report_datasets(), pk=dataset_id)
     tables = paper_tables_for(dataset)
+    is_admin = bool(getattr(request, "access", None) and request.access.is_admin)  # type: ignore[attr-defined]
     return render(
         request,
         "scoring/reports/paper.html",
-        {"dataset": dataset, "tables": tables, **paper_page(tables)},
+        {"dataset": dataset, "tables": tables, "can_map": is_admin, **paper_page(tables)},
     )
+
+
+@access.admin_required
+@require_POST
+def paper_map(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """An admin maps the dataset's model names to the paper's models (``map:<model name>``
+    fields, each a paper label or empty), all or nothing."""
+    dataset = get_object_or_404(selectors.report_datasets(), pk=dataset_id)
+    mapping = {
+        key[len("map:") :]: str(value)
+        for key, value in request.POST.items()
+        if key.startswith("map:")
+    }
+    try:
+        changes = services.paper_model_names_set(
+            dataset=dataset, mapping=mapping, actor=request.user, request=request
+        )
+    except services.ReportError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "; ".join(changes) if changes else "Nothing changed.")
+    return redirect(reverse("scoring_paper_tables", args=[dataset.pk]))
 
 
 @access.researcher_required

@@ -64,15 +64,18 @@ def test_researcher_reads_the_report_and_downloads_the_csv(live_server, page):
     page.goto(live_server.url + reverse("scoring_report_detail", args=[report.pk]))
     expect(page.get_by_role("heading", name=f"Report #{report.pk}")).to_be_visible()
     expect(page.get_by_test_id("simulated-banner")).to_be_visible()
-    # Each chart is drawn wide and in a phone layout; the desktop shows the wide one.
-    expect(page.get_by_test_id("correlation-chart").locator(".chart-wide svg")).to_be_visible()
-    expect(page.get_by_test_id("correlation-chart").locator(".chart-compact svg")).to_be_hidden()
-    expect(page.get_by_test_id("win-chart").locator(".chart-wide svg")).to_be_visible()
-    expect(page.get_by_test_id("leaderboard-chart").locator(".chart-wide svg")).to_be_visible()
+    # Each chart is drawn once (the phone layout, grown to a column on a wide screen).
+    expect(page.get_by_test_id("correlation-chart").locator(".chart-one svg")).to_be_visible()
+    assert page.get_by_test_id("correlation-chart").locator("svg").count() == 1
+    expect(page.get_by_test_id("win-chart").locator(".chart-one svg")).to_be_visible()
+    expect(page.get_by_test_id("leaderboard-chart").locator(".chart-one svg")).to_be_visible()
     assert page.locator("figure.chart svg").count() >= 6
     assert (
-        page.locator("[data-testid=correlation-chart] .chart-wide circle.mark").count() == 2
+        page.locator("[data-testid=correlation-chart] .chart-one circle.mark").count() == 2
     )  # BLEU + ceiling
+    # Not wider than a column of text, nor its text tiny: 12 units drawn at 12-17 px.
+    box = page.get_by_test_id("correlation-chart").locator("svg").bounding_box()
+    assert box is not None and box["width"] <= 30 * 16 + 1
     expect(page.get_by_role("link", name="Method").first).to_be_visible()
 
     with page.expect_download() as info:

@@ -5,11 +5,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from review.demo import DemoSpec, write_release
-from review.models import Dataset, Instruction, ModelResponse, Patient, ReferenceResponse, Role
+from review.models import (
+    AuditEvent,
+    Dataset,
+    Instruction,
+    ModelResponse,
+    Patient,
+    ReferenceResponse,
+    Role,
+)
 from review.services.imports import dataset_import
 from scoring.models import CorrelationReport, MetricConfig, MetricScore, ModelVariant
 from scoring.reports import paper, services
@@ -73,7 +81,12 @@ def test_a_report_can_analyse_the_releases_own_judgements(release):
     results = report.results
     assert results["source"]["name"] == "release"
     assert results["counts"]["reviews"] == 24 and results["counts"]["clinicians"] == 1
-    assert results["clustering"] == {"unit": "patient", "n_clusters": 12, "min_clusters": 10}
+    assert results["clustering"] == {
+        "unit": "patient",
+        "interval_method": "studentized cluster bootstrap",
+        "n_clusters": 12,
+        "min_clusters": 10,
+    }
     # One judgement per response and no shown order: no ceiling, no position bias.
     assert results["human_ceiling"]["n_pairs"] == 0 and results["position_bias"]["n_reviews"] == 0
     comet = next(r for r in results["correlation"] if r["metric"].startswith("comet"))
@@ -164,3 +177,60 @@ def test_the_papers_tables_build_from_the_demo_release(tmp_path: Path, capsys):
 def test_no_release_judgements_say_so(client):
     dataset = Dataset.objects.create(name="empty")
     assert "no release judgements" in paper.paper_tables_for(dataset)["empty"]
+
+
+def test_names_spelled_otherwise_are_said_and_can_be_mapped(release, client, capsys):
+    """A release whose model names are spelled differently from the paper's code matched
+    nothing: every published figure and the context-length comparison became a dash, silently.
+    Now the names that did not match are printed, and an admin maps them (page or --map)."""
+    renamed = {"gpt4-32k": "GPT-4-32K", "gpt4-32k-vicuna-context": "gpt-4 (2k context)"}
+    for old, new in renamed.items():
+        ModelResponse.objects.filter(model_name=old).update(model_name=new)
+    tables = paper.paper_tables_for(release, n_resamples=200)
+    assert set(tables["matching"]["unmatched_models"]) == set(renamed.values())
+    assert "GPT-4 (32k)" in tables["matching"]["paper_models_absent"]
+    assert tables["context_length"]["comparisons"] == []
+    call_command("paper_tables", "--dataset", release.name, "--resamples", "200")
+    out = capsys.readouterr().out
+    assert "Not matched to any of the paper's models" in out and "GPT-4-32K" in out
+
+    # The command maps one, the page the other; both audited, and an unknown label refused.
+    with pytest.raises(CommandError, match="the paper has no model 'GPT-5'"):
+        call_command("paper_tables", "--dataset", release.name, "--map", "GPT-4-32K=GPT-5")
+    call_command(
+        "paper_tables", "--dataset", release.name, "--resamples", "200",
+        "--map", "GPT-4-32K=GPT-4 (32k)",
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "mapped: GPT-4-32K = GPT-4 (32k)" in out
+    assert "Model GPT-4-32K is the paper's GPT-4 (32k) (declared)" in out
+    admin = factories.make_user("a@example.edu", roles=[Role.ADMIN])
+    factories.sign_in(client, admin)
+    page = client.get(reverse("scoring_paper_tables", args=[release.pk])).content.decode()
+    assert 'data-testid="paper-unmatched"' in page and "gpt-4 (2k context)" in page
+    assert 'name="map:gpt-4 (2k context)"' in page
+    response = client.post(
+        reverse("scoring_paper_map", args=[release.pk]),
+        {"map:gpt-4 (2k context)": "GPT-4 (2k)"},
+    )
+    assert response.status_code == 302
+    assert (
+        AuditEvent.objects.filter(
+            action=AuditEvent.Action.ADMIN_CHANGED, details__change="paper model names"
+        ).count()
+        == 2
+    )
+    tables = paper.paper_tables_for(release, n_resamples=200)
+    models = {m["model"]: m for m in tables["models"]}
+    assert models["GPT-4-32K"]["paper_correct"] == pytest.approx(0.601)
+    assert models["gpt-4 (2k context)"]["paper_label"] == "GPT-4 (2k)"
+    (context,) = tables["context_length"]["comparisons"]
+    assert context["paper_difference"] == pytest.approx(0.083)
+    assert tables["matching"]["unmatched_models"] == []
+    # A researcher reads the page but cannot map.
+    factories.sign_in(client, factories.make_user("r@example.edu", roles=[Role.RESEARCHER]))
+    assert (
+        "Save the mapping"
+        not in client.get(reverse("scoring_paper_tables", args=[release.pk])).content.decode()
+    )
+    assert client.post(reverse("scoring_paper_map", args=[release.pk]), {}).status_code == 404

@@ -35,6 +35,52 @@ def fixed_data(seed=3, n=40, big_n=200, noise=0.3):
     return y, yhat[:n], yhat[n:]
 
 
+def crossfit_by_hand(y, f_lab, c_lab, f_unl, c_unl, confidence=0.95, folds=5, fixed=None):
+    """The cross-fitted prediction-powered mean and its t interval, written out: reviewed
+    clusters dealt into folds in sorted order; fold j's lambda is ppi_py's tuning for a mean,
+    cov(Y, Yhat) / ((1 + n/N) var(Yhat)), on the other folds' reviewed instructions; each
+    fold's estimate is ppi_py's point estimate at its lambda, weighted by its size. The
+    variance sums each side's clusters (scaled by G/(G-1)); Student's t at the reviewed
+    clusters' G - 1 degrees of freedom. ``fixed``: that lambda for every fold."""
+    y, f_lab, f_unl = (np.asarray(v, dtype=float) for v in (y, f_lab, f_unl))
+    c_lab, c_unl = np.asarray(c_lab), np.asarray(c_unl)
+    n, big_n = len(y), len(f_unl)
+    codes = sorted(set(c_lab.tolist()))
+    k = min(folds, len(codes))
+    fold = np.array([codes.index(c) % k for c in c_lab])
+    lam = np.zeros(n)
+    estimate = 0.0
+    for j in range(k):
+        out = fold != j
+        cov = np.cov(y[out], f_lab[out], bias=True)[0, 1]
+        lam_j = cov / ((1 + n / big_n) * np.var(f_lab[out])) if fixed is None else fixed
+        lam[fold == j] = lam_j
+        point = ppi_py.ppi_mean_pointestimate(y[fold == j], f_lab[fold == j], f_unl, lam=lam_j)
+        estimate += (fold == j).sum() / n * float(np.ravel(point)[0])
+    r = y - lam * f_lab
+    lab = {c: 0.0 for c in set(c_lab.tolist()) | set(c_unl.tolist())}
+    unl = dict(lab)
+    for c, v in zip(c_lab.tolist(), r - r.mean(), strict=True):
+        lab[c] += v / n
+    for c, v in zip(c_unl.tolist(), f_unl - f_unl.mean(), strict=True):
+        unl[c] += lam.mean() * v / big_n
+    g_lab, g_unl = len(set(c_lab.tolist())), len(set(c_unl.tolist()))
+    v_lab = g_lab / (g_lab - 1) * sum(v * v for v in lab.values())
+    v_unl = g_unl / (g_unl - 1) * sum(v * v for v in unl.values())
+    cov = math.sqrt(g_lab / (g_lab - 1) * g_unl / (g_unl - 1)) * sum(lab[c] * unl[c] for c in lab)
+    se = math.sqrt(v_lab + v_unl + 2 * cov)
+    q = sps.t.ppf(1 - (1 - confidence) / 2, g_lab - 1)
+    return estimate, estimate - q * se, estimate + q * se, lam
+
+
+def key_codes(labels):
+    """Cluster codes as the estimates number them: in the sorted order of the keys."""
+    return np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1)
+
+
+KEY60 = key_codes([f"p{i}" for i in range(60)])
+
+
 def study(seed=0, n_inst=60, reviewed=25, overlap=2, quality=1.0, shared_patients=False):
     """A small study: 3 models, ``n_inst`` instructions, the first ``reviewed`` reviewed by
     ``overlap`` clinicians; the predictor is the latent quality plus noise (``quality`` = 0:
@@ -164,8 +210,10 @@ def test_share_correct_is_ppi_py_on_per_instruction_means():
          for i in range(25)]
     )  # fmt: skip
     f = np.asarray(predictions.value)[np.asarray(predictions.model) == "beta"]
-    lo, hi = ppi_py.ppi_mean_ci(y, f[:25], f[25:], alpha=0.05, lam=beta["lam"])
-    assert (beta["ci_low"], beta["ci_high"]) == pytest.approx((lo[0], hi[0]), rel=1e-10)
+    est, lo, hi, lam = crossfit_by_hand(y, f[:25], KEY60[:25], f[25:], KEY60[25:])
+    assert beta["estimate"] == pytest.approx(est, rel=1e-10)
+    assert (beta["ci_low"], beta["ci_high"]) == pytest.approx((lo, hi), rel=1e-10)
+    assert beta["lam"] == pytest.approx(lam.mean())
     assert beta["classical"] == pytest.approx(y.mean())
     assert beta["n"] == 25 and beta["n_unlabelled"] == 35
     assert beta["effective_reviews"] == pytest.approx(beta["effective_n"] * 2)
@@ -182,10 +230,12 @@ def test_mean_rank_uses_the_predictors_ranks_within_each_instruction():
         [np.asarray(table.rank)[mine & (np.asarray(table.instruction) == i)].mean()
          for i in range(25)]
     )  # fmt: skip
-    lo, hi = ppi_py.ppi_mean_ci(
-        y, predicted_rank[:25], predicted_rank[25:], alpha=0.05, lam=row["lam"]
+    est, lo, hi, _ = crossfit_by_hand(
+        y, predicted_rank[:25], KEY60[:25], predicted_rank[25:], KEY60[25:]
     )
-    assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo[0], hi[0]), rel=1e-10)
+    assert (row["estimate"], row["ci_low"], row["ci_high"]) == pytest.approx(
+        (est, lo, hi), rel=1e-10
+    )
     assert row["lam"] > 0
 
 
@@ -202,8 +252,10 @@ def test_win_rate_uses_the_predictors_order_of_the_pair():
     rank = np.asarray(table.rank).reshape(50, 3)
     credit = (rank[:, 0] < rank[:, 2]) + 0.5 * (rank[:, 0] == rank[:, 2])
     y = credit.reshape(25, 2).mean(axis=1)
-    lo, hi = ppi_py.ppi_mean_ci(y, f[:25], f[25:], alpha=0.05, lam=row["lam"])
-    assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo[0], hi[0]), rel=1e-10)
+    est, lo, hi, _ = crossfit_by_hand(y, f[:25], KEY60[:25], f[25:], KEY60[25:])
+    assert (row["estimate"], row["ci_low"], row["ci_high"]) == pytest.approx(
+        (est, lo, hi), rel=1e-10
+    )
     # One row per unordered pair: 3 models, 3 pairs.
     assert sum(r["target"] == "win" for r in out["rows"]) == 3
 
@@ -222,27 +274,45 @@ def test_units_are_patients_when_instructions_share_records():
     assert beta["n"] == 25 and beta["n_unlabelled"] == 35
     y = np.asarray(table.correct).reshape(25, 2, 3)[:, :, 1].mean(axis=1)
     f = np.asarray(predictions.value).reshape(60, 3)[:, 1]
-    by_hand = ppi_mean_clustered(y, f[:25], np.arange(25) // 2, f[25:], np.arange(25, 60) // 2)
-    assert beta["estimate"] == pytest.approx(by_hand.estimate)
-    assert beta["ci_high"] - beta["ci_low"] == pytest.approx(by_hand.ci_high - by_hand.ci_low)
+    codes = key_codes([f"p{i // 2}" for i in range(60)])
+    est, lo, hi, _ = crossfit_by_hand(y, f[:25], codes[:25], f[25:], codes[25:])
+    assert (beta["estimate"], beta["ci_low"], beta["ci_high"]) == pytest.approx(
+        (est, lo, hi), rel=1e-10
+    )
 
 
 def test_clustered_mean_with_one_instruction_per_cluster_is_ppi_pys():
     y, yhat, yu = fixed_data()
     n, big_n = len(y), len(yu)
-    est = ppi_mean_clustered(y, yhat, np.arange(n), yu, n + np.arange(big_n), 0.9)
+    z = {"tuning": "same labels", "interval": "z"}
+    est = ppi_mean_clustered(y, yhat, np.arange(n), yu, n + np.arange(big_n), 0.9, **z)
     lo, hi = ppi_py.ppi_mean_ci(y, yhat, yu, alpha=0.1, lam=est.lam)
     assert (est.ci_low, est.ci_high) == pytest.approx((lo[0], hi[0]), rel=1e-10)
     # Its lam minimises the variance: no narrower interval at the library's, at 0 or at 1.
     for lam in (optimal_lambda(y, yhat, yu), 0.0, 1.0):
-        other = ppi_mean_clustered(y, yhat, np.arange(n), yu, n + np.arange(big_n), lam=lam)
+        other = ppi_mean_clustered(
+            y, yhat, np.arange(n), yu, n + np.arange(big_n), lam=lam, interval="z"
+        )
         assert est.se <= other.se + 1e-15
     c_lo, c_hi = ppi_py.classical_mean_ci(y, alpha=0.1)
     assert (est.classical_ci_low, est.classical_ci_high) == pytest.approx((c_lo, c_hi))
+    # The default: lambda cross-fitted, Student's t (checked by hand, with ppi_py's estimates).
+    default = ppi_mean_clustered(y, yhat, np.arange(n), yu, n + np.arange(big_n), 0.9)
+    by_hand = crossfit_by_hand(y, yhat, np.arange(n), yu, n + np.arange(big_n), 0.9)
+    assert (default.estimate, default.ci_low, default.ci_high) == pytest.approx(
+        by_hand[:3], rel=1e-10
+    )
     # Cross-fitted: crossppi_mean_ci's estimator.
     folds = np.column_stack([yu + k * 0.01 for k in range(3)])
     cross = ppi_mean_clustered(
-        y, yhat, np.arange(n), folds.mean(axis=1), n + np.arange(big_n), 0.9, cross_fitted=True
+        y,
+        yhat,
+        np.arange(n),
+        folds.mean(axis=1),
+        n + np.arange(big_n),
+        0.9,
+        cross_fitted=True,
+        interval="z",
     )
     lo, hi = ppi_py.crossppi_mean_ci(y, yhat, folds, alpha=0.1)
     assert (cross.ci_low, cross.ci_high) == pytest.approx(
@@ -259,7 +329,7 @@ def test_clustered_variance_worked_by_hand():
     y, f_lab, f_unl = np.array([1.0, 0.0, 1.0]), np.array([0.8, 0.2, 0.5]), np.array([0.6, 0.4])
     too_few = ppi_mean_clustered(y[:2], f_lab[:2], [0, 1], f_unl, [0, 1], lam=1.0)
     assert too_few.n == 2 and math.isnan(too_few.se)  # below MIN_LABELLED: no interval
-    est = ppi_mean_clustered(y, f_lab, [0, 1, 2], f_unl, [0, 1], lam=1.0)
+    est = ppi_mean_clustered(y, f_lab, [0, 1, 2], f_unl, [0, 1], lam=1.0, interval="z")
     ybar, fbar = 2 / 3, 0.5
     a = np.array([(1 - ybar) / 3, (0 - ybar) / 3, (1 - ybar) / 3])
     b = np.array([(0.6 - 0.5) / 2 - (0.8 - fbar) / 3, (0.4 - 0.5) / 2 - (0.2 - fbar) / 3, 0.0])
@@ -294,9 +364,14 @@ def test_cross_fitted_predictor_goes_through_crossppi():
         [np.asarray(table.rank)[mine & (np.asarray(table.instruction) == i)].mean()
          for i in range(25)]
     )  # fmt: skip
-    lo, hi = ppi_py.crossppi_mean_ci(y, oof[:25], ranks[25:, 0, :], alpha=0.05)
-    assert (row["ci_low"], row["ci_high"]) == pytest.approx(
-        (np.ravel(lo)[0], np.ravel(hi)[0]), rel=1e-10
+    # ppi_py's cross-prediction estimate, with the report's Student's t interval.
+    point = ppi_py.crossppi_mean_pointestimate(y, oof[:25], ranks[25:, 0, :])
+    est, lo, hi, _ = crossfit_by_hand(
+        y, oof[:25], KEY60[:25], ranks[25:, 0, :].mean(axis=1), KEY60[25:], fixed=1.0
+    )
+    assert row["estimate"] == pytest.approx(float(np.ravel(point)[0]), rel=1e-10)
+    assert (row["estimate"], row["ci_low"], row["ci_high"]) == pytest.approx(
+        (est, lo, hi), rel=1e-10
     )
 
 
@@ -474,3 +549,24 @@ def test_no_prediction_powered_interval_from_fewer_reviewed_clusters_than_the_re
     )
     assert "fewer than" in strict["interval_note"]
     assert [r["estimate"] for r in strict["rows"]] == [r["estimate"] for r in full["rows"]]
+
+
+def test_the_default_tuning_is_unbiased_where_tuning_on_the_same_labels_is_not():
+    """Every unit an independent draw of (Y, Yhat) from four equally likely pairs; four
+    reviewed, two not. Enumerating all 4^6 studies gives each estimator's exact expectation:
+    the cross-fitted lambda's equals E[Y] (no lambda multiplies the labels it was tuned on);
+    PPI++'s tuning on the very labels misses it."""
+    support = np.array([[1.0, 0.9], [0.0, 0.6], [1.0, 0.2], [0.0, 0.1]])
+    truth = support[:, 0].mean()
+    n, big_n = 4, 2
+    expected = {"cross-fit": 0.0, "same labels": 0.0}
+    for combo in np.ndindex(*(4,) * (n + big_n)):
+        draw = support[list(combo)]
+        y, f_lab, f_unl = draw[:n, 0], draw[:n, 1], draw[n:, 1]
+        for tuning in expected:
+            est = ppi_mean_clustered(
+                y, f_lab, np.arange(n), f_unl, n + np.arange(big_n), tuning=tuning
+            )
+            expected[tuning] += est.estimate / 4 ** (n + big_n)
+    assert expected["cross-fit"] == pytest.approx(truth, abs=1e-12)
+    assert abs(expected["same labels"] - truth) > 1e-3

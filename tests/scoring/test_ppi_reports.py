@@ -63,9 +63,12 @@ def test_the_report_sets_prediction_powered_estimates_beside_the_clinicians():
     for j in judged.values("response__instruction_id", "is_correct"):
         per_instruction.setdefault(j["response__instruction_id"], []).append(j["is_correct"])
     assert a["classical"] == pytest.approx(np.mean([np.mean(v) for v in per_instruction.values()]))
-    # COMET tracks the clinicians' ranks: the mean rank interval is narrower with it.
-    rank_a = next(r for r in rows if r["target"] == "rank" and r["model"] == "model-a")
-    assert rank_a["width_ratio"] < 1 and rank_a["effective_reviews"] > est["reviews"]
+    # COMET tracks the clinicians' ranks: the mean rank intervals are narrower with it. With 8
+    # reviewed instructions the cross-fitted lambda is tuned on the other folds' 6 or 7, so
+    # one model of three may gain nothing; the typical one does.
+    ranks = [r for r in rows if r["target"] == "rank"]
+    assert np.median([r["width_ratio"] for r in ranks]) < 0.8
+    assert np.median([r["effective_reviews"] for r in ranks]) > 1.5 * est["reviews"]
     plan = {t["target"]: t for t in section["power"]["targets"]}
     assert set(plan) == {"top_two", "margin", "metric_tau"}
     assert plan["margin"]["labelled_units"] == N_REVIEWED

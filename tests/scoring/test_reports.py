@@ -219,7 +219,7 @@ def test_report_has_a_context_length_section_for_declared_variants(data, client)
     assert cmp["rank_difference"] == pytest.approx((0 + 1 + 0 - 2) / 4)
     # Two clinicians judged each instruction: McNemar would count their pairs as independent.
     assert cmp["mcnemar_p_value"] is None and "not independent" in cmp["mcnemar_note"]
-    assert report.results["context_length"]["test"].startswith("cluster bootstrap")
+    assert report.results["context_length"]["test"].startswith("studentized cluster bootstrap")
     assert report.provenance["model_variants"]["model-a"] == {
         "base_model": "M",
         "context_length": 32768,
@@ -258,7 +258,12 @@ def test_report_compute_stores_results_and_provenance(data):
     assert math.isclose(bleu["mean_tau"], float(np.mean(expected)))
     # Two instructions: far too few clusters for an interval, and the table says why.
     assert bleu["ci_low"] is None and bleu["interval_note"].startswith("no interval: 2")
-    assert results["clustering"] == {"unit": "instruction", "n_clusters": 2, "min_clusters": 10}
+    assert results["clustering"] == {
+        "unit": "instruction",
+        "interval_method": "studentized cluster bootstrap",
+        "n_clusters": 2,
+        "min_clusters": 10,
+    }
     for key in ("paired_tests", "human_ceiling", "leaderboard", "win_rate", "position_bias"):
         assert results[key], key
     assert set(results["breakdowns"]) == {"category", "specialty"}

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 
 from scoring.reports import statistics as S
-from scoring.reports.statistics import JudgementTable, resampling
+from scoring.reports.statistics import JudgementTable
 
 FAST = 1000  # resamples used by most tests
 
@@ -89,6 +89,38 @@ def concat(first, second):
     }
     cols["review"] = np.concatenate([first.review, second.review + first.review.max() + 1])
     return JudgementTable(**cols)
+
+
+def plain_bootstrap_t(values, clusters, n_resamples, seed, confidence=0.95):
+    """The studentized cluster bootstrap with loops, as Davison & Hinkley (1997, 5.2.1) state
+    it: every resample concatenates the drawn clusters (a cluster drawn twice counts twice),
+    its mean and its cluster-robust standard error give t_b = (m_b - m) / se_b, and the interval
+    is [m - t_(1-a/2) se, m - t_(a/2) se]; the p-value counts the t_b beyond t = m / se.
+    Returns (lo, hi, p)."""
+    values = np.asarray(values, dtype=float)
+    clusters = np.asarray(clusters)
+    ids = np.unique(clusters)
+    groups = [values[clusters == c] for c in ids]
+
+    def mean_se(parts):
+        flat = np.concatenate(parts)
+        m = flat.mean()
+        return m, math.sqrt(sum((part - m).sum() ** 2 for part in parts)) / flat.size
+
+    m, se = mean_se(groups)
+    draws = np.random.default_rng(seed).integers(0, len(ids), size=(n_resamples, len(ids)))
+    t = []
+    for row in draws:
+        mb, seb = mean_se([groups[c] for c in row])
+        if seb > 0:  # a resample of clusters that all share one mean has no t: left out
+            t.append((mb - m) / seb)
+    t = np.array(t)
+    n_resamples = len(t)
+    a = 1 - confidence
+    q_lo, q_hi = np.quantile(t, [a / 2, 1 - a / 2])
+    t_obs = m / se
+    k = np.sum(t >= t_obs) if t_obs > 0 else np.sum(t <= t_obs)
+    return m - q_hi * se, m - q_lo * se, min(1.0, 2 * (k + 1) / (n_resamples + 1))
 
 
 def scipy_reference_taus(table, scores):
@@ -506,9 +538,13 @@ def test_paired_p_value_matches_naive_bootstrap():
     other_side = np.mean(boot <= 0) if d > 0 else np.mean(boot >= 0)
     assert res["difference"] == pytest.approx(d)
     assert 0 < other_side < 0.5  # a non-trivial case
-    # The observed sample counts among the resamples: never below 2 / (B + 1).
-    k = round(other_side * n_resamples)
-    assert res["p_value"] == pytest.approx(min(1.0, 2 * (k + 1) / (n_resamples + 1)))
+    # The studentized bootstrap's p-value, by a plain loop; the observed sample counts among
+    # the resamples, so it is never below 2 / (B + 1).
+    values = np.array([diff[r] for r in common])
+    lo, hi, p = plain_bootstrap_t(values, [inst[r] for r in common], n_resamples, seed)
+    assert res["p_value"] == pytest.approx(p)
+    assert (res["ci_low"], res["ci_high"]) == pytest.approx((lo, hi))
+    assert 2 / (n_resamples + 1) < p < 1
 
 
 def test_paired_test_uses_only_reviews_valid_for_both():
@@ -918,10 +954,14 @@ def test_position_bias_p_value_is_the_cluster_bootstrap_of_review_taus():
     boot = np.array(
         [np.mean([taus[r] for c in row for r in taus if inst[r] == ids[c]]) for row in draws]
     )
-    other = np.sum(boot <= 0) if out["tau"] > 0 else np.sum(boot >= 0)
-    assert out["p_value"] == pytest.approx(min(1.0, 2 * (other + 1) / (n_resamples + 1)))
-    lo, hi = np.quantile(boot, [0.025, 0.975])
+    lo, hi, p = plain_bootstrap_t(list(taus.values()), list(inst.values()), n_resamples, seed)
+    assert out["p_value"] == pytest.approx(p)
     assert (out["ci_low"], out["ci_high"]) == pytest.approx((lo, hi))
+    # The percentile distribution of the same resamples, for the reader: the studentized
+    # interval is not it (it is wider at this size, and leans with the skew).
+    assert (out["ci_low"], out["ci_high"]) != pytest.approx(
+        tuple(np.quantile(boot, [0.025, 0.975]))
+    )
 
 
 def test_breakdown_equals_manual_subsets():
@@ -1049,15 +1089,13 @@ def test_context_length_analysis_hand_checked_against_plain_loops():
     assert cmp["correct_difference"] == pytest.approx(d.mean())
     assert cmp["correct_difference"] > 0.15  # the long context is right more often
     assert cmp["rank_difference"] == pytest.approx(np.mean([p[3] for p in pairs]))
-    # The interval is the cluster bootstrap over instructions, as a plain loop computes it.
+    # The interval is the studentized cluster bootstrap over instructions, by a plain loop.
     inst = np.array([str(p[0]) for p in pairs])
-    ids = np.unique(inst)
-    draws = np.random.default_rng(4).integers(0, len(ids), size=(300, len(ids)))
-    boot = [np.concatenate([d[inst == ids[k]] for k in row]).mean() for row in draws]
-    lo, hi = np.quantile(boot, [0.025, 0.975])
+    lo, hi, p = plain_bootstrap_t(d, inst, 300, 4)
     assert (cmp["correct_difference_ci_low"], cmp["correct_difference_ci_high"]) == pytest.approx(
         (lo, hi)
     )
+    assert cmp["correct_difference_p_value"] == pytest.approx(p)
 
 
 def test_context_length_analysis_without_declared_variants_is_empty():
@@ -1093,7 +1131,7 @@ def test_batched_bootstraps_equal_one_metric_at_a_time(seed):
         ta, tb = S.per_review_tau(table, a), S.per_review_tau(table, b)
         _, ia, ib = np.intersect1d(ta.review, tb.review, return_indices=True)
         diff = ta.tau[ia] - tb.tau[ib]
-        dist = resampling._bootstrap_means(diff, ta.cluster[ia], 300, 3)
-        lo, hi = np.quantile(dist, [0.025, 0.975])
+        lo, hi, p = plain_bootstrap_t(diff, ta.cluster[ia], 300, 3)
         assert row["difference"] == pytest.approx(diff.mean(), abs=1e-12)
         assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
+        assert row["p_value"] == pytest.approx(p)

@@ -410,3 +410,134 @@ def test_perm_both_gives_no_p_value_and_no_cluster_below_the_fewest_clusters():
     assert pairs[("good", "noise")]["p_value"] == 1 / 200  # enough clusters: tested as before
     placed = {row["metric"]: row["cluster"] for row in out["clusters"]}
     assert placed["sparse"] is None and placed["good"] == 1 and placed["noise"] == 2
+
+
+# --- 3d. significance clusters agree with their own test ---------------------------------------
+
+
+def test_clusters_follow_the_common_responses_not_each_metrics_own():
+    """An outside review's case: metric A could not score the responses clinicians found hard
+    to order, so over its own responses it agrees best; on the responses both scored B beats
+    it clearly. The clusters must not put A first."""
+    table, scores, _ = _synthetic(seed=0, n_instructions=120, n_clinicians=2)
+    good = scores["metric_0"]
+    # A (a weaker metric) scored only the instructions that are easy to order: those where
+    # the good metric agrees well with the clinicians (mean per-review tau >= 0.6).
+    taus = S.per_review_tau(table, good)
+    per_instruction = {}
+    for i, tau in zip(taus.instruction, taus.tau, strict=True):
+        per_instruction.setdefault(int(i), []).append(tau)
+    easy = [i for i, v in per_instruction.items() if np.mean(v) >= 0.6]
+    a = np.where(np.isin(table.instruction, easy), scores["metric_1"], np.nan)
+    out = S.perm_both_tests(table, {"A": a, "B": good}, n_permutations=499)
+    own = out["correlations"]
+    assert own["A"] > own["B"]  # on its own responses A looks better
+    (pair,) = out["pairs"]
+    assert pair["better"] == "B" and pair["p_two_sided"] <= 0.05
+    placed = {c["metric"]: c["cluster"] for c in out["clusters"]}
+    assert [c["metric"] for c in out["clusters"]] == ["B", "A"]
+    assert placed == {"B": 1, "A": 2}
+    assert out["clusters"][0]["tau"] == pytest.approx(pair["tau_b_common"])
+
+
+def test_two_equal_metrics_are_split_about_one_time_in_twenty():
+    """Two metrics equally good by construction. A split at the one-sided level of the
+    direction the data chose happens about twice as often as the level says; the clusters
+    split at the two-sided level."""
+    splits, one_sided, reps = 0, 0, 300
+    for seed in range(reps):
+        table, _, _ = _synthetic(seed=100 + seed, n_instructions=30, n_clinicians=1)
+        rng = np.random.default_rng(seed)
+        quality = -table.rank + rng.normal(0, 1.0, len(table))
+        # A score belongs to a response: the same noise on every row of it.
+        noise = rng.normal(0, 2.0, (2, int(table.response.max()) + 1))
+        x, y = quality + noise[0, table.response], quality + noise[1, table.response]
+        out = S.perm_both_tests(table, {"x": x, "y": y}, n_permutations=199, seed=seed)
+        (pair,) = out["pairs"]
+        one_sided += pair["p_value"] <= 0.05
+        splits += len({c["cluster"] for c in out["clusters"]}) > 1
+    assert one_sided / reps >= 0.065
+    assert splits / reps <= 0.07
+    assert splits <= one_sided
+
+
+def test_patients_are_permuted_as_units_when_they_hold_several_instructions():
+    table, scores, patient = _synthetic(seed=6, n_instructions=24, n_responses=3, per_patient=2)
+    table = table.with_clusters(patient)
+    a, b = scores["metric_0"], scores["metric_1"]
+    k, seed = 99, 5
+    out = S.perm_both_tests(table, {"A": a, "B": b}, n_permutations=k, seed=seed)
+    assert out["permutation_unit"] == "cluster"
+    (pair,) = out["pairs"]
+    # Re-derived: one coin per patient (in the sorted order of their keys), every response
+    # of a swapped patient takes the other metric's z-score.
+    responses = np.unique(table.response)
+    first = {r: np.flatnonzero(table.response == r)[0] for r in responses}
+    sa, sb = (np.array([m[first[r]] for r in responses]) for m in (a, b))
+    both = ~np.isnan(sa) & ~np.isnan(sb)
+    za, zb = np.full_like(sa, np.nan), np.full_like(sb, np.nan)
+    za[both], zb[both] = sps.zscore(sa[both]), sps.zscore(sb[both])
+    patients = np.unique(patient)
+    patient_of = np.searchsorted(patients, [patient[first[r]] for r in responses])
+    idx = np.searchsorted(responses, table.response)
+    bits = np.random.default_rng(seed).integers(0, 2, size=(k, patients.shape[0]), dtype=np.int8)
+    observed = _plain_mean_tau(table, za[idx]) - _plain_mean_tau(table, zb[idx])
+    count = 0
+    for w in bits[:, patient_of]:
+        d = _plain_mean_tau(table, np.where(w == 1, za, zb)[idx]) - _plain_mean_tau(
+            table, np.where(w == 1, zb, za)[idx]
+        )
+        count += d >= observed - 1e-12 if observed >= 0 else d <= observed + 1e-12
+    assert pair["p_value"] == pytest.approx((1 + count) / (k + 1))
+    instruction_level = S.perm_both_tests(
+        table, {"A": a, "B": b}, n_permutations=k, seed=seed, unit="response"
+    )
+    assert instruction_level["permutation_unit"] == "response"
+
+
+def test_leave_one_out_with_three_clinicians_gives_its_uncertainty():
+    """With three clinicians the place among them can only be 0, 1/3, 2/3 or 1: "beats 100%
+    of clinicians" without an interval overstated it. The interval is a bootstrap over the
+    clusters, re-derived here with loops over the resampled pairs."""
+    rng = np.random.default_rng(8)
+    reviews, truth = [], []
+    for i in range(24):
+        quality = rng.normal(size=4)
+        truth.extend(quality)
+        for c in range(3):
+            ranks = sps.rankdata(-(quality + rng.normal(0, 0.8, 4)), method="min")
+            reviews.append((i, c, list(range(4 * i, 4 * i + 4)), list(ranks)))
+    table = make_table(reviews)
+    metric = np.array(truth)[table.response] + rng.normal(0, 0.6, len(table))
+    b, seed = 300, 2
+    out = S.leave_one_clinician_out(table, {"m": metric}, n_resamples=b, seed=seed)
+    row = out["metrics"]["m"]
+    assert out["n_clinicians"] == 3 and row["n_at_most"] == round(3 * row["percentile"])
+    # Plain re-derivation: every pair of reviews (a, b) of an instruction, both directions.
+    pairs = []  # (cluster, clinician c, tau(c, other), tau(metric in c's place, other))
+    for i in range(24):
+        for c, o in itertools.permutations(range(3), 2):
+            mine = table.subset((table.instruction == i) & (table.clinician == c))
+            other = table.subset((table.instruction == i) & (table.clinician == o))
+            score = metric[(table.instruction == i) & (table.clinician == c)]
+            human = sps.kendalltau(mine.rank, other.rank, variant="b").statistic
+            machine = sps.kendalltau(score, -other.rank, variant="b").statistic
+            pairs.append((str(i), c, human, machine))
+    keys = sorted({p[0] for p in pairs})
+    draws = np.random.default_rng(seed).integers(0, len(keys), size=(b, len(keys)))
+    pct, beat = [], []
+    for row_draw in draws:
+        chosen = [p for k in row_draw for p in pairs if p[0] == keys[k]]
+        a = {c: np.mean([p[2] for p in chosen if p[1] == c]) for c in range(3)}
+        m = {c: np.mean([p[3] for p in chosen if p[1] == c]) for c in range(3)}
+        mean_m = np.mean(list(m.values()))
+        pct.append(np.mean([a[c] <= mean_m for c in range(3)]))
+        beat.append(np.mean([m[c] >= a[c] for c in range(3)]))
+    assert row["percentile_ci"] == pytest.approx(list(np.quantile(pct, [0.025, 0.975])))
+    assert row["share_beating_ci"] == pytest.approx(list(np.quantile(beat, [0.025, 0.975])))
+    assert row["percentile_ci"][0] < row["percentile_ci"][1]  # not one certain value
+    few = S.leave_one_clinician_out(
+        table.subset(table.instruction < 6), {"m": metric[table.instruction < 6]}
+    )
+    assert math.isnan(few["metrics"]["m"]["percentile_ci"][0])
+    assert few["interval_note"] == "no interval: 6 clusters (fewer than 10)"

@@ -6,8 +6,9 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from review.models import Dataset
+from scoring.reports import services
 from scoring.reports.formatting import interval, number, p_value
-from scoring.reports.paper import paper_tables_for
+from scoring.reports.paper import PAPER_LABELS, paper_tables_for
 
 
 def _pct(value: object) -> str:
@@ -26,11 +27,35 @@ class Command(BaseCommand):
         parser.add_argument("--resamples", type=int, default=2000)
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--json", action="store_true", help="print the tables as JSON")
+        parser.add_argument(
+            "--map",
+            action="append",
+            default=[],
+            metavar="NAME=PAPER MODEL",
+            help="declare (and keep) that the dataset's model NAME is the paper's model (one of: "
+            + "; ".join(PAPER_LABELS)
+            + "); 'NAME=' removes the declaration; repeatable, audited",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         dataset = Dataset.objects.filter(name=str(options["dataset"])).first()
         if dataset is None:
             raise CommandError(f"no dataset {options['dataset']!r}")
+        mapping = {}
+        for value in options["map"]:  # type: ignore[attr-defined]
+            name, sep, label = str(value).partition("=")
+            if not sep or not name.strip():
+                raise CommandError(f"--map wants NAME=PAPER MODEL, not {value!r}")
+            mapping[name.strip()] = label.strip()
+        if mapping:
+            try:
+                changes = services.paper_model_names_set(
+                    dataset=dataset, mapping=mapping, actor=None, channel="command"
+                )
+            except services.ReportError as exc:
+                raise CommandError(str(exc)) from None
+            for line in changes or ["the mapping was already so: nothing changed"]:
+                self.stdout.write(f"mapped: {line}")
         tables = paper_tables_for(
             dataset,
             n_resamples=int(options["resamples"]),  # type: ignore[call-overload]
@@ -47,9 +72,21 @@ class Command(BaseCommand):
         out(f"Source: {tables['source']}.")
         out(f"Paper: {tables['citation']}")
         out(
-            f"Intervals: 95% cluster bootstrap over {unit}s "
-            f"({tables['clustering']['n_clusters']} clusters).\n"
+            f"Intervals: 95% studentized cluster bootstrap over {unit}s "
+            f"({tables['clustering']['n_clusters']} clusters)."
         )
+        matching = tables["matching"]
+        for m in matching["matched"]:
+            how = "declared" if m["how"] == "declared" else "the release's spelling"
+            out(f"Model {m['model']} is the paper's {m['paper_label']} ({how}).")
+        if matching["unmatched_models"]:
+            out(
+                "Not matched to any of the paper's models (no published figure beside them; "
+                'map one with --map "NAME=PAPER MODEL"): ' + ", ".join(matching["unmatched_models"])
+            )
+        if matching["paper_models_absent"]:
+            out("The paper's models with no match: " + ", ".join(matching["paper_models_absent"]))
+        out("")
         out("Table 3: correctness, win rate and mean rank per model")
         out(f"  {'model':<34} {'correct [CI]':<28} {'paper':>7}  {'WR':>6} {'paper':>6}  "
             f"{'rank':>5} {'paper':>6}")  # fmt: skip

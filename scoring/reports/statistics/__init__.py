@@ -5,6 +5,7 @@ notebooks and tests alike. One module per question:
 
 - ``table``: the judgement table every statistic reads, and shared array helpers;
 - ``resampling``: the cluster bootstrap (intervals, p-values);
+- ``intervals``: the studentized cluster bootstrap every mean's interval is drawn with;
 - ``correlation``: does a metric order responses as clinicians do (per-review tau-b, pairwise
   accuracy, system-level tau);
 - ``agreement``: do clinicians agree with each other (human ceiling, Krippendorff's alpha);
@@ -13,7 +14,8 @@ notebooks and tests alike. One module per question:
 - ``breakdown``: a statistic per category or specialty;
 - ``ppi``: what clinicians plus a predictor say (prediction-powered estimates);
 - ``power``: how many more reviews a question needs, with and without the predictor;
-- ``synthetic``: synthetic judgements for benchmarks.
+- ``synthetic``: synthetic judgements for benchmarks;
+- ``coverage_sim``: the coverage of the report's intervals by simulation (``bench_coverage``).
 """
 
 from .agreement import (
@@ -30,6 +32,14 @@ from .correlation import (
     per_review_tau,
     system_level_tau,
     tie_calibrated_accuracy,
+)
+from .intervals import (
+    INTERVAL_METHOD,
+    ClusterMean,
+    cluster_ci,
+    cluster_mean,
+    cluster_means,
+    studentized_totals,
 )
 from .leaderboard import (
     BT_BOOTSTRAP_TOL,
@@ -68,8 +78,10 @@ __all__ = [
     "BT_TOL",
     "DEFAULT_PERMUTATIONS",
     "DEFAULT_RESAMPLES",
+    "INTERVAL_METHOD",
     "MIN_CLUSTERS",
     "BradleyTerryFit",
+    "ClusterMean",
     "Engine",
     "JudgementTable",
     "ReviewTaus",
@@ -80,6 +92,9 @@ __all__ = [
     "breakdown",
     "choose_clusters",
     "cluster_bootstrap_ci",
+    "cluster_ci",
+    "cluster_mean",
+    "cluster_means",
     "context_length_analysis",
     "human_ceiling",
     "krippendorff_alpha_ordinal",
@@ -96,6 +111,7 @@ __all__ = [
     "perm_both_tests",
     "per_review_tau",
     "position_bias",
+    "studentized_totals",
     "style_controlled_bradley_terry",
     "source_agreement",
     "system_level_tau",

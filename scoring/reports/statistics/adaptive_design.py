@@ -33,7 +33,14 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
 
-from .active import Array, MeanCI, active_contrasts, active_moments
+from .active import (
+    ACTIVE_TUNE_MIN,
+    Array,
+    MeanCI,
+    active_contrasts,
+    active_fixed_contrasts,
+    active_moments,
+)
 
 Bools = NDArray[np.bool_]
 Ints = NDArray[np.intp]
@@ -115,18 +122,41 @@ def ranking_status(
     as independent draws."""
     yhat = np.asarray(yhat, dtype=float)
     k = yhat.shape[-1]
+    walked = np.ones(np.shape(xi), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    labelled = np.asarray(xi, dtype=bool) & walked
+    reviewed = labelled.sum(-1)
+    # Below ACTIVE_TUNE_MIN reviewed patients (instructions without clusters): lambda fixed at 1,
+    # unbiased, with CR2 / Bell-McCaffrey intervals; above, lambda and gamma tuned.
+    draws = _labelled_clusters(labelled, clusters)
+    fixed = draws < ACTIVE_TUNE_MIN
     moments = active_moments(yhat, y, xi, pi, mask=mask, clusters=clusters)
-    shares = active_contrasts(moments, np.broadcast_to(np.eye(k), (*yhat.shape[:-2], k, k)))
-    shares = MeanCI(*_relevel(shares, alpha))
+    eye = np.broadcast_to(np.eye(k), (*yhat.shape[:-2], k, k))
+
+    def contrast(c: Array, level: float) -> MeanCI:
+        tuned = active_contrasts(moments, c, alpha=level)
+        if not fixed.any():
+            return tuned
+        plain = active_fixed_contrasts(
+            yhat, y, xi, pi, c, alpha=level, mask=mask, clusters=clusters
+        )
+        if fixed.all():
+            return plain
+        pick = fixed[..., None]
+        assert plain.df is not None
+        mixed = [
+            np.where(pick, p, t) for p, t in zip(_fields5(plain), _fields5(tuned), strict=True)
+        ]
+        return MeanCI(
+            mixed[0], mixed[1], mixed[2], mixed[3], mixed[4], np.where(pick, plain.df, np.inf)
+        )
+
+    shares = MeanCI(*_relevel(contrast(eye, alpha), alpha))
     order = np.argsort(-shares.estimate, axis=-1, kind="stable")
-    gaps_raw = active_contrasts(moments, gap_contrasts(order), alpha=alpha)
+    gaps_raw = contrast(gap_contrasts(order), alpha)
     level = alpha / (n_model_pairs(k) * max(looks, 1))
     gaps = MeanCI(*_relevel(gaps_raw, level))
     # A gap with no spread (se 0: too few or identical labels) separates nothing.
     separated = (gaps.lower > 0) & (gaps.se > 0)
-    walked = np.ones(np.shape(xi), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
-    labelled = np.asarray(xi, dtype=bool) & walked
-    reviewed = labelled.sum(-1)
     enough = reviewed >= MIN_REVIEWED_TO_STOP
     patients = None
     if clusters is not None:
@@ -151,9 +181,32 @@ def ranking_status(
     )
 
 
-def _relevel(ci: MeanCI, alpha: float) -> tuple[Array, Array, Array, Array, Array]:
-    half = float(sps.norm.ppf(1.0 - alpha / 2.0)) * ci.se
-    return ci.estimate, ci.estimate - half, ci.estimate + half, ci.se, ci.lam
+def _fields5(ci: MeanCI) -> tuple[Array, ...]:
+    return ci.estimate, ci.lower, ci.upper, ci.se, ci.lam
+
+
+def _labelled_clusters(labelled: Array, clusters: Any) -> Array:
+    """Per leading index, the reviewed patients (instructions, without clusters)."""
+    if clusters is None:
+        return np.asarray(labelled.sum(-1))
+    _, codes = np.unique(np.asarray(clusters), return_inverse=True)
+    members = np.eye(int(codes.max()) + 1 if codes.size else 0)[codes.reshape(-1)]
+    return np.asarray(((labelled.astype(float) @ members) > 0).sum(-1))
+
+
+def _relevel(ci: MeanCI, alpha: float) -> tuple[Array, Array, Array, Array, Array, Array | None]:
+    """The interval at another level: Student's quantile where ``ci`` carries degrees of
+    freedom (an infinite df is the normal)."""
+    if ci.df is None:
+        q: Any = float(sps.norm.ppf(1.0 - alpha / 2.0))
+    else:
+        q = np.where(
+            np.isfinite(ci.df),
+            sps.t.ppf(1.0 - alpha / 2.0, np.where(np.isfinite(ci.df), ci.df, 1.0)),
+            sps.norm.ppf(1.0 - alpha / 2.0),
+        )
+    half = q * ci.se
+    return ci.estimate, ci.estimate - half, ci.estimate + half, ci.se, ci.lam, ci.df
 
 
 def doubt_scores(

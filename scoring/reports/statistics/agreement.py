@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from .intervals import INTERVAL_METHOD, cluster_ci
 from .resampling import (
     DEFAULT_RESAMPLES,
     MIN_CLUSTERS,
-    cluster_bootstrap_ci,
+    _cluster_counts,
     interval_note,
     n_clusters_of,
 )
@@ -148,7 +149,7 @@ def human_ceiling(
         tau_ab = tau_b(rank_a[S], rank_b[S])
 
     skipping pairs with fewer than two distinct ranks on either side. ``mean_tau`` is the mean
-    over pairs; the CI is the cluster bootstrap.
+    over pairs; the CI is the studentized cluster bootstrap (``intervals``).
 
     ``alpha`` is Krippendorff's ordinal alpha (:func:`krippendorff_alpha_ordinal`) with units =
     (instruction, response), coders = clinicians and values = ranks. If a clinician ranked the
@@ -165,7 +166,9 @@ def human_ceiling(
     n_clusters = n_clusters_of(clusters)
     if tau.size:
         mean = float(tau.mean())
-        lo, hi = cluster_bootstrap_ci(tau, clusters, n_resamples, seed, confidence, min_clusters)
+        lo, hi = cluster_ci(
+            tau, clusters, n_resamples, seed, confidence, min_clusters, bounds=(-1.0, 1.0)
+        )
     else:
         mean, lo, hi = math.nan, math.nan, math.nan
 
@@ -202,6 +205,7 @@ def human_ceiling(
         "n_instructions": int(np.unique(pairs.instruction[keep]).shape[0]),
         "n_clusters": n_clusters,
         "interval_note": interval_note(n_clusters, min_clusters) if tau.size else "",
+        "interval_method": INTERVAL_METHOD,
         "alpha": alpha,
         "n_units": n_units,
         "confidence": confidence,
@@ -220,10 +224,28 @@ def _mean_by(keys: Array, values: Array, ids: Array) -> Array:
     return out
 
 
+def _per_side_totals(
+    side_clinician: Array, side_cluster: Array, values: Array, clinicians: Array, n_clusters: int
+) -> tuple[Array, Array]:
+    """Per clinician and cluster, the sum and count of the defined ``values`` of the pairs
+    where that clinician is the side: ``(clinicians, clusters)`` each."""
+    ok = ~np.isnan(values)
+    row = np.searchsorted(clinicians, side_clinician[ok])
+    flat = row * n_clusters + side_cluster[ok]
+    size = clinicians.shape[0] * n_clusters
+    sums = np.bincount(flat, weights=values[ok], minlength=size).reshape(-1, n_clusters)
+    counts = np.bincount(flat, minlength=size).reshape(-1, n_clusters).astype(float)
+    return sums, counts
+
+
 def leave_one_clinician_out(
     table: JudgementTable,
     scores: Mapping[str, Array],
     min_clinicians: int = 3,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    min_clusters: int = MIN_CLUSTERS,
 ) -> dict[str, Any]:
     """Where each metric falls among the clinicians themselves (HealthBench's meta-evaluation:
     each physician against the others).
@@ -237,10 +259,17 @@ def leave_one_clinician_out(
       pairs (the responses ``c`` ranked, scored instead by the metric).
 
     Per metric: ``M = mean_c M_c``, its place in the distribution of ``A_c`` (the share of
-    clinicians whose agreement with the others is at most ``M``), and, clinician by clinician,
-    how often the metric agrees with the others at least as well as that clinician does
-    (``M_c >= A_c``, a paired comparison on the same reviews). Fewer than ``min_clinicians``
-    clinicians with a partner: no distribution (a percentile among two people says nothing).
+    clinicians whose agreement with the others is at most ``M``: ``n_at_most`` of
+    ``n_clinicians``), and, clinician by clinician, how often the metric agrees with the others
+    at least as well as that clinician does (``M_c >= A_c``, a paired comparison on the same
+    reviews: ``n_beaten``). Fewer than ``min_clinicians`` clinicians with a partner: no
+    distribution (a percentile among two people says nothing).
+
+    With a handful of clinicians those shares take few values (0, 1/3, 2/3, 1 with three) and
+    "beats every clinician" may be one patient's luck, so each comes with a percentile
+    interval from a bootstrap over the clusters (every ``A_c`` and ``M_c`` recomputed from the
+    resampled patients' pairs; ``percentile_ci``, ``share_beating_ci``); none below
+    ``min_clusters`` clusters, with the reason (``interval_note``).
     """
     rank = _as_float(table.rank)
     pairs = clinician_pairs(table)
@@ -252,9 +281,17 @@ def leave_one_clinician_out(
     clinicians = np.unique(side_clinician) if side_clinician.size else side_clinician
     agreement = _mean_by(side_clinician, np.r_[human, human], clinicians)
     defined = ~np.isnan(agreement)
+    cluster_ids, cluster_code = np.unique(np.r_[pairs.cluster, pairs.cluster], return_inverse=True)
+    side_cluster = cluster_code.reshape(-1)
+    used = side_cluster[np.r_[~np.isnan(human), ~np.isnan(human)]]
+    n_clusters = int(np.unique(used).shape[0])
+    enough = int(defined.sum()) >= min_clinicians
+    boot = enough and n_clusters >= min_clusters
+    note = "" if not enough else interval_note(n_clusters, min_clusters)
     out: dict[str, Any] = {
         "n_clinicians": int(defined.sum()),
         "n_pairs": int(np.count_nonzero(~np.isnan(human))),
+        "n_clusters": n_clusters,
         "min_clinicians": int(min_clinicians),
         "clinicians": [
             {"clinician": clinicians[k].item(), "agreement": float(agreement[k])}
@@ -264,8 +301,22 @@ def leave_one_clinician_out(
         "metrics": {},
         "variant": "tau-b",
         "level": "per pair of reviews, averaged per clinician",
+        "interval_method": "percentile bootstrap over clusters",
+        "interval_note": note,
+        "confidence": confidence,
+        "seed": int(seed),
+        "n_resamples": int(n_resamples),
     }
-    enough = int(defined.sum()) >= min_clinicians
+    g = int(cluster_ids.shape[0])
+    draws = _cluster_counts(g, int(n_resamples), int(seed)) if boot and g else None
+    boot_agreement = None
+    if draws is not None:
+        s_h, c_h = _per_side_totals(
+            side_clinician, side_cluster, np.r_[human, human], clinicians, g
+        )
+        with np.errstate(invalid="ignore", divide="ignore"):
+            boot_agreement = (s_h @ draws.T) / (c_h @ draws.T)  # (clinicians, B)
+    alpha = 1.0 - confidence
     for name, values in scores.items():
         v = np.asarray(values, dtype=float)
         s_a, s_b = _take(v, pairs.rows_a), _take(v, pairs.rows_b)
@@ -276,14 +327,49 @@ def leave_one_clinician_out(
         ok = defined & ~np.isnan(per_clinician)
         mean = float(per_clinician[ok].mean()) if ok.any() else math.nan
         row: dict[str, Any] = {"mean_tau": mean, "n_clinicians": int(ok.sum())}
+        nan_ci = [math.nan, math.nan]
         if enough and ok.any():
+            at_most = int(np.count_nonzero(agreement[defined] <= mean))
+            beaten = int(np.count_nonzero(per_clinician[ok] >= agreement[ok]))
             row.update(
-                percentile=float(np.mean(agreement[defined] <= mean)),
+                percentile=at_most / int(defined.sum()),
+                n_at_most=at_most,
                 at_least_median=bool(mean >= float(np.median(agreement[defined]))),
-                share_beating=float(np.mean(per_clinician[ok] >= agreement[ok])),
+                share_beating=beaten / int(ok.sum()),
+                n_beaten=beaten,
+                percentile_ci=nan_ci,
+                share_beating_ci=nan_ci,
             )
+            m_defined = np.r_[~np.isnan(m_vs_b), ~np.isnan(m_vs_a)]
+            m_clusters = int(np.unique(side_cluster[m_defined]).shape[0])
+            row["n_clusters"] = m_clusters
+            row["interval_note"] = interval_note(m_clusters, min_clusters)
+            if draws is not None and boot_agreement is not None and m_clusters >= min_clusters:
+                s_m, c_m = _per_side_totals(
+                    side_clinician, side_cluster, np.r_[m_vs_b, m_vs_a], clinicians, g
+                )
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    boot_metric = (s_m @ draws.T) / (c_m @ draws.T)  # (clinicians, B)
+                both = ~np.isnan(boot_metric) & ~np.isnan(boot_agreement)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    m_b = np.where(both, boot_metric, 0.0).sum(0) / both.sum(0)
+                    known = ~np.isnan(boot_agreement)
+                    pct = (known & (boot_agreement <= m_b)).sum(0) / known.sum(0)
+                    beat = (both & (boot_metric >= boot_agreement)).sum(0) / both.sum(0)
+                pct, beat = pct[np.isfinite(pct)], beat[np.isfinite(beat)]
+                if pct.size and beat.size:
+                    row["percentile_ci"] = [
+                        float(q) for q in np.quantile(pct, [alpha / 2, 1 - alpha / 2])
+                    ]
+                    row["share_beating_ci"] = [
+                        float(q) for q in np.quantile(beat, [alpha / 2, 1 - alpha / 2])
+                    ]
         else:
-            row.update(percentile=math.nan, at_least_median=None, share_beating=math.nan)
+            row.update(
+                percentile=math.nan, n_at_most=None, at_least_median=None,
+                share_beating=math.nan, n_beaten=None, percentile_ci=nan_ci,
+                share_beating_ci=nan_ci,
+            )  # fmt: skip
         out["metrics"][name] = row
     return out
 
@@ -314,7 +400,9 @@ def source_agreement(
     keep = ~np.isnan(tau)
     clusters = np.asarray(app.clusters)[rows[:, 0]][keep] if rows.size else np.zeros(0)
     n_clusters = n_clusters_of(clusters)
-    lo, hi = cluster_bootstrap_ci(tau[keep], clusters, n_resamples, seed, confidence, min_clusters)
+    lo, hi = cluster_ci(
+        tau[keep], clusters, n_resamples, seed, confidence, min_clusters, bounds=(-1.0, 1.0)
+    )
     correct_a = _as_float(app.correct)
     both = ~np.isnan(correct_a) & ~np.isnan(correct_b)
     agree = float(np.mean(correct_a[both] == correct_b[both])) if both.any() else math.nan

@@ -23,12 +23,10 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from .intervals import INTERVAL_METHOD, cluster_ci, cluster_means
 from .resampling import (
     DEFAULT_RESAMPLES,
     MIN_CLUSTERS,
-    _bootstrap_means_columns,
-    _percentile_interval,
-    cluster_bootstrap_ci,
     interval_note,
     n_clusters_of,
 )
@@ -46,6 +44,8 @@ from .table import (
     _take,
     _tau_b_padded,
 )
+
+TAU_RANGE = (-1.0, 1.0)
 
 
 def per_review_tau(
@@ -116,6 +116,7 @@ def _summary(
         "n_instructions": int(np.unique(taus.instruction).shape[0]),
         "n_clusters": n_clusters,
         "interval_note": interval_note(n_clusters, min_clusters) if len(taus) else "",
+        "interval_method": INTERVAL_METHOD,
         "confidence": confidence,
         "seed": seed,
         "n_resamples": int(n_resamples),
@@ -133,15 +134,15 @@ def metric_correlation(
     """Mean per-review Kendall tau-b between a metric and the clinicians' ranks, with CI.
 
     ``mean_tau = (1 / R) sum_r tau_r`` over the ``R`` non-skipped reviews (see
-    :func:`per_review_tau`); ``[ci_low, ci_high]`` is the cluster-bootstrap percentile interval
-    (:func:`cluster_bootstrap_ci`; none below ``min_clusters`` clusters).
+    :func:`per_review_tau`); ``[ci_low, ci_high]`` is the studentized cluster-bootstrap
+    interval (:func:`intervals.cluster_ci`; none below ``min_clusters`` clusters).
     """
     _check_bootstrap_args(n_resamples, confidence)
     taus = per_review_tau(table, scores)
     lo, hi = math.nan, math.nan
     if len(taus):
-        lo, hi = cluster_bootstrap_ci(
-            taus.tau, taus.cluster, n_resamples, seed, confidence, min_clusters
+        lo, hi = cluster_ci(
+            taus.tau, taus.cluster, n_resamples, seed, confidence, min_clusters, bounds=TAU_RANGE
         )
     return _summary(taus, lo, hi, n_resamples, seed, confidence, min_clusters)
 
@@ -176,9 +177,11 @@ def metric_correlations(
             at = np.searchsorted(reviews, taus[name].review)
             values[at, k] = taus[name].tau
             cluster[at] = taus[name].cluster
-        dist = _bootstrap_means_columns(values, cluster, n_resamples, seed)
+        res = cluster_means(
+            values, cluster, n_resamples, seed, confidence, min_clusters, bounds=TAU_RANGE
+        )
         for k, name in enumerate(group):
-            lo, hi = _percentile_interval(dist[:, k], confidence)
+            lo, hi = res[k].ci_low, res[k].ci_high
             out[name] = _summary(taus[name], lo, hi, n_resamples, seed, confidence, min_clusters)
     return {name: out[name] for name in names}
 
@@ -223,7 +226,7 @@ def pairwise_accuracy(
     count as half a correct pair (the expected accuracy of breaking the tie at random). Pairs
     tied by the clinician are not counted. Undefined when the metric ties every pair (a
     constant metric orders nothing: 0.5 would be a number with no information). The CI is the
-    cluster bootstrap of the pair credits.
+    studentized cluster bootstrap of the pair credits.
     """
     _check_bootstrap_args(n_resamples, confidence)
     s = _check_scores(table, scores)
@@ -240,7 +243,9 @@ def pairwise_accuracy(
         acc, lo, hi = math.nan, math.nan, math.nan
     else:
         acc = float(credit.mean())
-        lo, hi = cluster_bootstrap_ci(credit, clusters, n_resamples, seed, confidence, min_clusters)
+        lo, hi = cluster_ci(
+            credit, clusters, n_resamples, seed, confidence, min_clusters, bounds=(0.0, 1.0)
+        )
     return {
         "accuracy": acc,
         "ci_low": lo,
@@ -291,8 +296,8 @@ def tie_calibrated_accuracy(
     clinicians' ties. ``epsilon`` is chosen to maximise acc23 on these judgements (tie
     calibration: every distinct |difference| is a candidate, the smallest best one wins),
     unless given; it is therefore optimistic on the data it was tuned on, as in WMT. The CI is
-    the cluster bootstrap of the per-review accuracies at the chosen epsilon (the threshold is
-    not re-tuned in each resample).
+    the studentized cluster bootstrap of the per-review accuracies at the chosen epsilon (the
+    threshold is not re-tuned in each resample).
     """
     _check_bootstrap_args(n_resamples, confidence)
     s = _check_scores(table, scores)
@@ -344,7 +349,9 @@ def tie_calibrated_accuracy(
     first_row = _group_rows(table.review)[1][:, 0]
     clusters = np.asarray(table.clusters)[first_row][used]
     n_clusters = n_clusters_of(clusters)
-    lo, hi = cluster_bootstrap_ci(per_review, clusters, n_resamples, seed, confidence, min_clusters)
+    lo, hi = cluster_ci(
+        per_review, clusters, n_resamples, seed, confidence, min_clusters, bounds=(0.0, 1.0)
+    )
     out.update(
         accuracy=float(per_review.mean()),
         epsilon=float(epsilon),

@@ -11,11 +11,11 @@ import numpy as np
 from scipy import stats as sps
 
 from .correlation import _review_pairs
+from .intervals import INTERVAL_METHOD, cluster_ci
 from .resampling import (
     DEFAULT_RESAMPLES,
     MIN_CLUSTERS,
     _cluster_counts,
-    cluster_bootstrap_ci,
     interval_note,
 )
 from .table import Array, JudgementTable, _as_float, _check_bootstrap_args
@@ -261,13 +261,14 @@ def leaderboard_fit(
     """Per-model summary, sorted by Bradley-Terry strength (best first).
 
     For each model: ``n`` rows; ``share_correct = sum(correct) / n_correct_known`` (rows where
-    ``correct`` is nan are ignored) and ``mean_rank``, each with a cluster-bootstrap interval
-    (several clinicians' judgements of one instruction, or one patient's instructions, are
-    not independent: a binomial interval over judgements would be too narrow); and the
-    Bradley-Terry log-strength (:func:`bradley_terry` on the pairwise wins of
+    ``correct`` is nan are ignored) and ``mean_rank``, each with a studentized cluster-bootstrap
+    interval (``intervals``: several clinicians' judgements of one instruction, or one
+    patient's instructions, are not independent: a binomial interval over judgements would be
+    too narrow); and the Bradley-Terry log-strength (:func:`bradley_terry` on the pairwise wins of
     :func:`win_rate_matrix`), normalized to mean zero over models, with a percentile CI from a
-    cluster bootstrap (the per-cluster win matrices are resampled and the model refitted for
-    every resample, vectorized over resamples). No interval below ``min_clusters`` clusters.
+    cluster bootstrap (not studentized: a refit has no standard error of its own; the
+    per-cluster win matrices are resampled and the model refitted for every resample,
+    vectorized over resamples). No interval below ``min_clusters`` clusters.
 
     The second value reports the fits: the tolerance, whether the point fit converged, its
     iterations, and how many bootstrap refits did not converge (their strengths still enter
@@ -286,6 +287,8 @@ def leaderboard_fit(
         "iterations": 0,
         "bootstrap_not_converged": 0,
         "bootstrap_fits": 0,
+        "interval_method": "percentile cluster bootstrap",
+        "shares_interval_method": INTERVAL_METHOD,
     }
     if n_models == 0:
         return [], info
@@ -314,6 +317,9 @@ def leaderboard_fit(
     model_str = np.asarray(table.model).astype(str)
     correct = _as_float(table.correct)
     rank = _as_float(table.rank)
+    # A mean rank lies between 1 and the most responses a review ranked.
+    per_review = np.unique(np.asarray(table.review), return_counts=True)[1]
+    max_rank = float(max(1, int(per_review.max()))) if per_review.size else 1.0
     clusters = np.asarray(table.clusters)
     resampling: dict[str, Any] = {
         "n_resamples": n_resamples,
@@ -329,10 +335,12 @@ def leaderboard_fit(
         known = mine & ~np.isnan(correct)
         n_known = int(known.sum())
         succ = float(correct[known].sum())
-        lo, hi = cluster_bootstrap_ci(correct[known], clusters[known], **resampling)
+        lo, hi = cluster_ci(correct[known], clusters[known], **resampling, bounds=(0.0, 1.0))
         has_rank = mine & ~np.isnan(rank)
         ranks = rank[has_rank]
-        rank_lo, rank_hi = cluster_bootstrap_ci(ranks, clusters[has_rank], **resampling)
+        rank_lo, rank_hi = cluster_ci(
+            ranks, clusters[has_rank], **resampling, bounds=(1.0, max_rank)
+        )
         rows.append(
             {
                 "model": str(name),

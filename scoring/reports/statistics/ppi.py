@@ -207,6 +207,44 @@ def _cluster_sums(values: Array, cluster: Array, n_clusters: int) -> Array:
     return out
 
 
+# Folds of the cross-fitted tuning: each fold's lambda is tuned on the other folds' reviews.
+TUNING_FOLDS = 5
+TUNING = ("cross-fit", "same labels")
+
+
+def _t_quantile(confidence: float, df: float) -> float:
+    return float(sps.t.ppf(1.0 - (1.0 - confidence) / 2.0, df)) if df > 0 else math.nan
+
+
+def _fold_lambdas(
+    y: Array, f_lab: Array, c_lab: Array, n_unlabelled: int, folds: int
+) -> tuple[Array, Array]:
+    """Per reviewed instruction, the lambda tuned without its fold, and its fold.
+
+    Folds are dealt over the reviewed clusters in the sorted order of their codes (cluster
+    ``k`` of that order in fold ``k mod folds``): fixed by the design, never by the outcomes.
+    Fold ``j``'s lambda is ``ppi_py``'s power tuning (``_calc_lam_glm`` for a mean, unclipped)
+    computed on the other folds' reviewed instructions alone::
+
+        lam_j = cov(Y, Yhat) / ((1 + n/N) var(Yhat))     over reviewed instructions not in j
+
+    so it is independent of fold ``j``'s labels and of every unreviewed prediction."""
+    codes = np.unique(c_lab)
+    fold_of_code = np.arange(codes.shape[0]) % folds
+    fold = fold_of_code[np.searchsorted(codes, c_lab)]
+    lam = np.zeros(y.shape[0])
+    ratio = y.shape[0] / n_unlabelled
+    for j in range(folds):
+        train = fold != j
+        yt, ft = y[train], f_lab[train]
+        if yt.shape[0] < 2:
+            continue
+        cov = float(np.mean((yt - yt.mean()) * (ft - ft.mean())))
+        var = float(np.var(ft))
+        lam[~train] = cov / ((1.0 + ratio) * var) if var > 0 else 0.0
+    return lam, fold
+
+
 def ppi_mean_clustered(
     y: Array,
     f_lab: Array,
@@ -217,55 +255,118 @@ def ppi_mean_clustered(
     *,
     lam: float | None = None,
     cross_fitted: bool = False,
+    tuning: str = "cross-fit",
+    interval: str = "t",
 ) -> MeanEstimate:
     """The prediction-powered mean over instructions with a cluster-robust variance.
 
     ``y``/``f_lab``: the reviewed instructions' outcome and prediction; ``f_unl``: the others'
     predictions; ``cluster_*``: each instruction's cluster (integer codes shared by both sides:
-    a patient's reviewed and unreviewed instructions are one cluster). The estimate is
-    ``lam mean(f_unl) + mean(y - lam f_lab)``; its influence per cluster ``c``::
+    a patient's reviewed and unreviewed instructions are one cluster). With one ``lam`` the
+    estimate is ``lam mean(f_unl) + mean(y - lam f_lab)``; its influence per cluster ``c``::
 
         psi_c = sum_{reviewed i in c} ((y_i - ybar) - lam (f_i - fbar_lab)) / n
               + lam sum_{unreviewed i in c} (f_i - fbar_unl) / N
 
-    and ``se^2 = sum_c psi_c^2``. When every cluster is one instruction this is exactly
-    ``ppi_py.ppi_mean_ci`` (its ``std`` divides by n, as here); when a patient's instructions
-    fall on both sides, the covariance between the two means is counted, not assumed away.
-    ``lam`` None: the value minimising ``se^2`` (PPI++'s tuning, done on the clustered
-    variance). ``cross_fitted``: ``f_lab`` out-of-fold, ``f_unl`` the fold models' mean,
-    ``lam = 1`` (``ppi_py.crossppi_mean_ci``'s estimator).
+    ``lam`` given: that lambda, and the estimate is **unbiased** (for a fixed lambda, whatever
+    the predictor). ``lam`` None, ``tuning``:
+
+    - ``"cross-fit"`` (the default): reviewed instructions are dealt into ``TUNING_FOLDS``
+      folds by cluster (:func:`_fold_lambdas`), each fold's lambda tuned on the other folds'
+      reviews only, and ``estimate = mean_i(y_i - lam_(i) f_i) + mean_i(lam_(i)) mean(f_unl)``
+      (the folds' estimates weighted by their reviewed instructions): still **unbiased**, since
+      no lambda saw the labels it multiplies. Tuning on the same labels biased the estimate
+      (0.007 at 18 reviewed instructions, about 4 Monte Carlo standard errors) and its
+      interval covered 0.89-0.92;
+    - ``"same labels"``: PPI++'s tuning on the very labels, the lambda minimising this
+      variance, ``-sum_c a_c b_c / sum_c b_c^2`` with ``a_c`` the reviewed side's centred
+      outcomes and ``b_c`` the predictions' terms above (not ``ppi_py``'s ``_calc_lam_glm``,
+      which pools the predictions' variance over both sides, ``cov / ((1 + n/N) var)``; the two
+      agree when that variance is the same on both sides): unbiased only asymptotically.
+
+    ``interval``: ``"z"`` is ``ppi_py.ppi_mean_ci``'s normal interval (exactly it when every
+    cluster is one instruction: its ``std`` divides by n, as here); ``"t"`` (the default) scales
+    each side's variance by ``G/(G-1)`` over its clusters and takes Student's quantile at the
+    reviewed clusters' ``G_lab - 1`` degrees of freedom (:func:`_two_sided_t`): with ten to
+    fifteen reviewed clusters the normal interval covered 0.85-0.93, this one 0.94-0.96
+    (``bench_coverage``).
+    When a patient's instructions fall on both sides, the covariance between the two means is
+    counted, not assumed away. ``cross_fitted``: ``f_lab`` out-of-fold, ``f_unl`` the fold
+    models' mean, ``lam = 1`` (``ppi_py.crossppi_mean_ci``'s estimator).
     """
     y, f_lab, f_unl = (np.asarray(a, dtype=float).reshape(-1) for a in (y, f_lab, f_unl))
     c_lab = np.asarray(cluster_lab, dtype=np.int64).reshape(-1)
     c_unl = np.asarray(cluster_unl, dtype=np.int64).reshape(-1)
     n, big_n = y.shape[0], f_unl.shape[0]
-    method = (
-        "cross-prediction-powered mean (fold models), cluster-robust"
-        if cross_fitted
-        else "PPI++ mean (power-tuned lambda, unclipped), cluster-robust"
-    )
+    if tuning not in TUNING or interval not in ("t", "z"):
+        raise ValueError(f"tuning is one of {TUNING}, interval 't' or 'z'")
+    if cross_fitted:
+        method = "cross-prediction-powered mean (fold models), cluster-robust"
+    elif lam is not None:
+        method = f"prediction-powered mean (fixed lambda {lam:g}), cluster-robust"
+    elif tuning == "cross-fit":
+        method = (
+            "PPI++ mean (lambda cross-fitted over folds of patients, unclipped), cluster-robust"
+        )
+    else:
+        method = "PPI++ mean (power-tuned lambda, unclipped), cluster-robust"
+    method += ", Student's t" if interval == "t" else ""
     if n < MIN_LABELLED or big_n < 1:
         return _nan_estimate(n, big_n, method)
-    z = _z(confidence)
     g = int(max(c_lab.max(initial=-1), c_unl.max(initial=-1))) + 1
     a = _cluster_sums((y - y.mean()) / n, c_lab, g)
-    b = _cluster_sums((f_unl - f_unl.mean()) / big_n, c_unl, g) - _cluster_sums(
-        (f_lab - f_lab.mean()) / n, c_lab, g
-    )
+    b_unl = _cluster_sums((f_unl - f_unl.mean()) / big_n, c_unl, g)
+    b = b_unl - _cluster_sums((f_lab - f_lab.mean()) / n, c_lab, g)
+    lam_i: Array
     if cross_fitted:
-        lam = 1.0
-    elif lam is None:
+        lam_i = np.ones(n)
+    elif lam is not None:
+        lam_i = np.full(n, float(lam))
+    elif tuning == "cross-fit":
+        lam_i, _ = _fold_lambdas(y, f_lab, c_lab, big_n, min(TUNING_FOLDS, np.unique(c_lab).size))
+    else:
         bb = float(b @ b)
-        lam = -float(a @ b) / bb if bb > 0 else 0.0
-    estimate = lam * float(f_unl.mean()) + float((y - lam * f_lab).mean())
-    se = math.sqrt(float(((a + lam * b) ** 2).sum()))
+        lam_i = np.full(n, -float(a @ b) / bb if bb > 0 else 0.0)
+    lam_bar = float(lam_i.mean())
+    r = y - lam_i * f_lab
+    estimate = float(r.mean()) + lam_bar * float(f_unl.mean())
+    # The two sides' influences per cluster: reviewed (centred rectifier) and unreviewed.
+    lab_side = _cluster_sums((r - r.mean()) / n, c_lab, g)
+    unl_side = lam_bar * b_unl
+    g_lab, g_unl = np.unique(c_lab).shape[0], np.unique(c_unl).shape[0]
+    c_lab_side, c_unl_side = a, np.zeros(g)
+    if interval == "z":
+        z = _z(confidence)
+        se = math.sqrt(float(((lab_side + unl_side) ** 2).sum()))
+        c_se = math.sqrt(float((a**2).sum()))
+        q, c_q = z, z
+    else:
+        se, df = _two_sided_t(lab_side, unl_side, g_lab, g_unl)
+        c_se, c_df = _two_sided_t(c_lab_side, c_unl_side, g_lab, 1)
+        q, c_q = _t_quantile(confidence, df), _t_quantile(confidence, c_df)
     c_est = float(y.mean())
-    c_se = math.sqrt(float((a**2).sum()))
     return MeanEstimate(
-        estimate, estimate - z * se, estimate + z * se, se,
-        c_est, c_est - z * c_se, c_est + z * c_se, c_se,
-        float(lam), n, big_n, _effective_n(n, c_se, se), method,
+        estimate, estimate - q * se, estimate + q * se, se,
+        c_est, c_est - c_q * c_se, c_est + c_q * c_se, c_se,
+        lam_bar, n, big_n, _effective_n(n, c_se, se), method,
     )  # fmt: skip
+
+
+def _two_sided_t(lab: Array, unl: Array, g_lab: int, g_unl: int) -> tuple[float, float]:
+    """Standard error and degrees of freedom of a sum of a reviewed and an unreviewed side's
+    means, from their influences per cluster. Each side's variance is scaled by ``G/(G-1)``
+    over its own clusters (their covariance, from clusters on both sides, by the root of both
+    factors); the degrees of freedom are the reviewed clusters' ``G_lab - 1``: the
+    Welch-Satterthwaite value, which credits the unreviewed side's many clusters, still
+    covered 93.3-94.5% at 10-15 reviewed patients, ``G_lab - 1`` 94.5-95.6% at 2-5% more
+    width (``bench_coverage``)."""
+    k_lab = g_lab / (g_lab - 1) if g_lab > 1 else math.nan
+    k_unl = g_unl / (g_unl - 1) if g_unl > 1 else 1.0
+    v_lab = k_lab * float((lab**2).sum())
+    v_unl = k_unl * float((unl**2).sum())
+    cov = math.sqrt(k_lab * k_unl) * float((lab * unl).sum())
+    se = math.sqrt(max(v_lab + v_unl + 2.0 * cov, 0.0))
+    return se, float(max(g_lab - 1, 1))
 
 
 # --- from judgements and predictions to units ----------------------------------------------------

@@ -18,17 +18,12 @@ import numpy as np
 from scipy import stats as sps
 
 from .correlation import per_review_tau
+from .intervals import INTERVAL_METHOD, cluster_ci, cluster_mean, cluster_means
 from .resampling import (
     DEFAULT_RESAMPLES,
     MIN_CLUSTERS,
-    _bootstrap_means,
-    _bootstrap_means_columns,
-    _bootstrap_p_value,
-    _percentile_interval,
-    cluster_bootstrap_ci,
     interval_note,
     n_clusters_of,
-    p_at_floor,
 )
 from .table import Array, JudgementTable, Scores, _as_float, _check_bootstrap_args, _check_scores
 
@@ -60,8 +55,8 @@ def paired_bootstrap_test(
 
         d_r = tau_r(A) - tau_r(B),    difference = mean_r d_r
 
-    cluster-bootstrapped (both metrics share every resample, so the test is paired), with the
-    two-sided bootstrap p-value of ``resampling._bootstrap_p_value``. ``n_responses_excluded``
+    with the studentized cluster-bootstrap interval and its two-sided p-value (``intervals``;
+    both metrics share every resample, so the test is paired). ``n_responses_excluded``
     counts the responses dropped because one metric had no score.
     """
     return paired_bootstrap_tests(
@@ -111,7 +106,7 @@ def paired_bootstrap_tests(
                 "ci_high": math.nan,
                 "p_value": math.nan,
                 "p_at_floor": False,
-                "test": "paired cluster bootstrap of per-review tau-b differences",
+                "test": f"paired {INTERVAL_METHOD} of per-review tau-b differences",
                 "n_reviews": int(common.size),
                 "n_instructions": int(np.unique(ta.instruction[ia]).shape[0]),
                 "n_clusters": n_clusters,
@@ -135,11 +130,14 @@ def paired_bootstrap_tests(
             at = np.searchsorted(reviews, diffs[k][0])
             values[at, j] = diffs[k][1]
             cluster[at] = diffs[k][2]
-        dist = _bootstrap_means_columns(values, cluster, n_resamples, seed)
+        res = cluster_means(
+            values, cluster, n_resamples, seed, confidence, min_clusters, bounds=(-2.0, 2.0)
+        )
         for j, k in enumerate(group):
-            lo, hi = _percentile_interval(dist[:, j], confidence)
-            p = _bootstrap_p_value(rows[k]["difference"], dist[:, j])
-            rows[k].update(ci_low=lo, ci_high=hi, p_value=p, p_at_floor=p_at_floor(p, n_resamples))
+            r = res[j]
+            rows[k].update(
+                ci_low=r.ci_low, ci_high=r.ci_high, p_value=r.p_value, p_at_floor=r.p_at_floor
+            )
     return rows
 
 
@@ -250,6 +248,9 @@ def _mean_tau_for(
     return mean
 
 
+PERMUTATION_UNITS = ("auto", "response", "cluster")
+
+
 def perm_both_tests(
     table: JudgementTable,
     scores: Mapping[str, Scores],
@@ -257,111 +258,174 @@ def perm_both_tests(
     seed: int = 0,
     alpha: float = SIGNIFICANCE_LEVEL,
     min_clusters: int = MIN_CLUSTERS,
+    unit: str = "auto",
 ) -> dict[str, Any]:
     """PERM-BOTH permutation tests between every two metrics, and significance clusters.
 
     The test of Deutsch, Dror & Roth (2021), as WMT's metrics task runs it
     (mt-metrics-eval's ``PermutationSigDiff``): the two metrics' scores are z-scored over the
-    responses both scored, then in each of ``n_permutations`` permutations every response's
-    two scores are swapped with probability 1/2 (the unit is the response: a score belongs to
-    a (system, instruction) cell, not to a clinician's row). The statistic is the difference
-    of mean per-review tau-b over the responses both scored. For the metric with the higher
-    observed correlation, ``hi``::
+    common responses, then in each of ``n_permutations`` permutations the two metrics' scores
+    are swapped with probability 1/2, and the statistic is the difference of mean per-review
+    tau-b. The unit swapped (``unit``): each **response** (mt-metrics-eval's: a score belongs
+    to a (system, instruction) cell), or each **cluster**, every response of one patient
+    swapped together, so that a patient's instructions, which are not independent, count as
+    one draw; ``"auto"`` (the default) swaps clusters when a cluster holds more than one
+    instruction (the report's patients), responses otherwise. For metric ``i`` against ``j``::
 
-        p = (1 + #{permutations: tau(hi*) - tau(lo*) >= observed difference}) / (P + 1)
+        p(i > j) = (1 + #{permutations: tau(i*) - tau(j*) >= tau(i) - tau(j)}) / (P + 1)
 
-    one-sided (the null: ``hi`` is not better than ``lo``), never below ``1 / (P + 1)``.
+    (one-sided, the null: ``i`` is not better than ``j``, never below ``1 / (P + 1)``);
+    ``p_value`` is that of the better one (``better``), ``p_two_sided = min(1, 2 p_value)``.
     Permutation draws are shared across pairs (each pair is still an exact permutation test).
 
-    Significance clusters (mt-metrics-eval's ``AssignRanks``): metrics sorted by their
-    correlation; a metric starts a new cluster when some metric of the current cluster beats
-    it at level ``alpha``. Metrics of one cluster are not distinguishable from each other on
-    these data. No correction for multiple comparisons is applied (as in WMT).
+    **The common responses.** Every statistic here is computed on the responses every placed
+    metric scored (a metric is placed when its own responses span ``min_clusters``
+    clusters), so that the order of the clusters and the tests agree: a metric that could not
+    score the hard responses would otherwise rank first on its own responses and lose to
+    another on the common ones. ``n_common_responses`` says how many those are.
 
-    As everywhere in the report, no certainty from too little: a pair whose common responses
-    span fewer than ``min_clusters`` clusters gets no p-value, and a metric whose own responses
-    do is not placed in a cluster (``cluster`` None) and compared with no other.
+    Significance clusters (mt-metrics-eval's ``AssignRanks``): metrics sorted by their mean
+    tau on the common responses; a metric starts a new cluster when some metric of the current
+    cluster beats it at the **two-sided** level ``alpha`` (``p_two_sided <= alpha``, i.e. the
+    one-sided ``p`` of the direction the data show at ``alpha / 2``: at the one-sided level
+    two equal metrics were declared different about 9% of the time). Metrics of one cluster are
+    not distinguishable from each other on these data. No correction for multiple
+    comparisons is applied (as in WMT).
+
+    No certainty from too little: a pair whose common responses span fewer than
+    ``min_clusters`` clusters gets no p-value, and an unplaced metric has ``cluster`` None.
     """
+    if unit not in PERMUTATION_UNITS:
+        raise ValueError(f"permute by {' or '.join(PERMUTATION_UNITS)}")
     names = list(scores)
     row_clusters = np.asarray(table.clusters)
     row_scores = {n: _check_scores(table, scores[n]) for n in names}
     enough = {
         n: n_clusters_of(row_clusters[~np.isnan(row_scores[n])]) >= min_clusters for n in names
     }
+    placed_names = [n for n in names if enough[n]]
+    common_rows = np.ones(len(table), dtype=bool)
+    for n in placed_names:
+        common_rows &= ~np.isnan(row_scores[n])
+    n_common_clusters = n_clusters_of(row_clusters[common_rows]) if placed_names else 0
     blocks = _Blocks(table)
+    if unit == "auto":
+        instruction = np.asarray(table.instruction)
+        pairs = np.unique(np.stack([row_clusters, instruction], axis=1), axis=0)
+        shares = bool((np.unique(pairs[:, 0], return_counts=True)[1] > 1).any())
+        unit = "cluster" if shares else "response"
     rng = np.random.default_rng(seed)
-    bits = rng.integers(0, 2, size=(int(n_permutations), blocks.n_responses), dtype=np.int8)
+    if unit == "cluster":
+        cluster_of_response = np.zeros(blocks.n_responses, dtype=np.int64)
+        cluster_of_response[blocks.response_of_row] = row_clusters
+        n_units = int(cluster_of_response.max(initial=-1)) + 1
+        draws = rng.integers(0, 2, size=(int(n_permutations), n_units), dtype=np.int8)
+        bits = draws[:, cluster_of_response]
+    else:
+        bits = rng.integers(0, 2, size=(int(n_permutations), blocks.n_responses), dtype=np.int8)
     index = _pattern_index(blocks, bits)
     kept = _pattern_index(blocks, np.ones((1, blocks.n_responses), dtype=np.int8))
-    per_response = {n: blocks.per_response(_check_scores(table, scores[n])) for n in names}
-    observed = {}
+    common_scores = {n: np.where(common_rows, row_scores[n], np.nan) for n in names}
+    per_response = {n: blocks.per_response(common_scores[n]) for n in placed_names}
+    observed: dict[str, float] = {}
+    common: dict[str, float] = {}
     for n in names:
-        taus = per_review_tau(table, scores[n])
+        taus = per_review_tau(table, row_scores[n])
         observed[n] = float(taus.tau.mean()) if len(taus) else math.nan
+        if n in per_response:
+            taus = per_review_tau(table, common_scores[n])
+            common[n] = float(taus.tau.mean()) if len(taus) else math.nan
     tests: list[dict[str, Any]] = []
+    directional: dict[tuple[str, str], float] = {}
     for x, y in itertools.combinations(names, 2):
-        a, b = per_response[x], per_response[y]
-        both = ~np.isnan(a) & ~np.isnan(b)
         pair_clusters = n_clusters_of(
             row_clusters[~np.isnan(row_scores[x]) & ~np.isnan(row_scores[y])]
         )
-        if both.sum() < 2 or pair_clusters < min_clusters:
+        tested = x in per_response and y in per_response and n_common_clusters >= min_clusters
+        if not tested:
+            one_only = np.isnan(row_scores[x]) != np.isnan(row_scores[y])
+            left_out = int(np.unique(np.asarray(table.response)[one_only]).shape[0])
             tests.append(
-                {"metric_a": x, "metric_b": y, "p_value": math.nan, "p_at_floor": False,
-                 "n_responses": int(both.sum()), "n_clusters": pair_clusters,
-                 "note": interval_note(pair_clusters, min_clusters)}
+                {"metric_a": x, "metric_b": y, "p_value": math.nan, "p_two_sided": math.nan,
+                 "p_at_floor": False, "n_responses": 0, "n_clusters": pair_clusters,
+                 "n_responses_excluded": left_out,
+                 "note": interval_note(min(pair_clusters, n_common_clusters), min_clusters)}
             )  # fmt: skip
             continue
+        a, b = per_response[x], per_response[y]
+        both = ~np.isnan(a) & ~np.isnan(b)
         za, zb = np.full_like(a, np.nan), np.full_like(b, np.nan)
         za[both], zb[both] = sps.zscore(a[both]), sps.zscore(b[both])
         parts = blocks.contributions(za, zb)
         observed_x = float(_mean_tau_for(parts, kept, complement=False)[0])
         observed_y = float(_mean_tau_for(parts, kept, complement=True)[0])
-        perm_x = _mean_tau_for(parts, index, complement=False)
-        perm_y = _mean_tau_for(parts, index, complement=True)
-        hi_is_x = observed_x >= observed_y
-        delta = abs(observed_x - observed_y)
-        resampled = (perm_x - perm_y) if hi_is_x else (perm_y - perm_x)
-        exceed = int(np.count_nonzero(resampled >= delta - 1e-12))
+        resampled = _mean_tau_for(parts, index, complement=False) - _mean_tau_for(
+            parts, index, complement=True
+        )
+        delta = observed_x - observed_y
+        p_x = (1 + int(np.count_nonzero(resampled >= delta - 1e-12))) / (int(n_permutations) + 1)
+        p_y = (1 + int(np.count_nonzero(-resampled >= -delta - 1e-12))) / (int(n_permutations) + 1)
+        directional[(x, y)], directional[(y, x)] = p_x, p_y
+        better = None if abs(delta) < 1e-12 else (x if delta > 0 else y)
+        p = min(p_x, p_y) if better is None else (p_x if better == x else p_y)
+        either = ~np.isnan(row_scores[x]) | ~np.isnan(row_scores[y])
+        responses = np.asarray(table.response)
         tests.append(
             {
                 "metric_a": x,
                 "metric_b": y,
-                "better": None if delta < 1e-12 else (x if hi_is_x else y),
+                "better": better,
                 "tau_a_common": observed_x,
                 "tau_b_common": observed_y,
-                "difference": observed_x - observed_y,
-                "p_value": (1 + exceed) / (int(n_permutations) + 1),
-                "p_at_floor": exceed == 0,
+                "difference": delta,
+                "p_value": p,
+                "p_two_sided": min(1.0, 2.0 * p),
+                "p_at_floor": p <= 1.0 / (int(n_permutations) + 1) + 1e-15,
                 "n_responses": int(both.sum()),
-                "n_clusters": pair_clusters,
-                "n_responses_excluded": int(
-                    np.count_nonzero(~np.isnan(a) | ~np.isnan(b)) - both.sum()
-                ),
+                "n_clusters": n_common_clusters,
+                "n_responses_excluded": int(np.unique(responses[either & ~common_rows]).shape[0]),
             }
         )
     ranked = sorted(
-        (n for n in names if enough[n]),
-        key=lambda n: (-(observed[n] if math.isfinite(observed[n]) else -9.0), n),
+        (n for n in placed_names if n_common_clusters >= min_clusters),
+        key=lambda n: (-(common[n] if math.isfinite(common[n]) else -9.0), n),
     )
-    p_of = {(t["metric_a"], t["metric_b"]): t["p_value"] for t in tests}
 
-    def p_value(i: str, j: str) -> float:
-        p = p_of.get((i, j), p_of.get((j, i), 1.0))
-        return 1.0 if math.isnan(p) else float(p)  # untested: never a reason to split
+    def beats(i: str, j: str) -> float:
+        """Two-sided p-value that ``i`` (ranked above) beats ``j``; 1 when untested."""
+        p = directional.get((i, j))
+        return 1.0 if p is None or math.isnan(p) else min(1.0, 2.0 * p)
 
-    clusters: dict[str, int | None] = dict(_assign_ranks(ranked, p_value, alpha))
-    unplaced = [n for n in names if not enough[n]]
+    clusters: dict[str, int | None] = dict(_assign_ranks(ranked, beats, alpha))
+    unplaced = [n for n in names if n not in clusters]
     clusters.update({n: None for n in unplaced})
     ranked += sorted(unplaced)
     return {
-        "test": "PERM-BOTH (Deutsch, Dror & Roth 2021), one-sided, per-review tau-b",
+        "test": (
+            "PERM-BOTH (Deutsch, Dror & Roth 2021), per-review tau-b on the common responses, "
+            f"two-sided at level {alpha:g}, permuting {unit}s"
+        ),
         "n_permutations": int(n_permutations),
         "seed": int(seed),
         "alpha": alpha,
+        "permutation_unit": unit,
+        "n_common_responses": int(np.unique(np.asarray(table.response)[common_rows]).shape[0])
+        if placed_names
+        else 0,
+        "n_common_clusters": n_common_clusters,
         "correlations": observed,
+        "correlations_common": common,
         "pairs": tests,
-        "clusters": [{"metric": n, "cluster": clusters[n], "tau": observed[n]} for n in ranked],
+        "clusters": [
+            {
+                "metric": n,
+                "cluster": clusters[n],
+                "placed": clusters[n] is not None,
+                "tau": common.get(n, math.nan) if clusters[n] is not None else observed[n],
+                "tau_own": observed[n],
+            }
+            for n in ranked
+        ],
     }
 
 
@@ -394,8 +458,8 @@ def position_bias(
 
         tau_r = tau_b(position_i, rank_i)      over the responses of review r
 
-    (reviews with fewer than two distinct ranks are skipped), ``tau = mean_r tau_r``, with a
-    cluster-bootstrap interval and the two-sided bootstrap p-value. Judgements of one review are
+    (reviews with fewer than two distinct ranks are skipped), ``tau = mean_r tau_r``, with the
+    studentized cluster-bootstrap interval and its two-sided p-value. Judgements of one review are
     not independent, so pooling them (as a single scipy test over all rows would) overstates
     the evidence. Positive tau: later positions get worse (larger) ranks.
     """
@@ -426,19 +490,19 @@ def position_bias(
         "n_instructions": int(np.unique(taus.instruction).shape[0]),
         "n_clusters": n_clusters,
         "interval_note": interval_note(n_clusters, min_clusters) if len(taus) else "",
-        "method": "per-review tau-b, cluster bootstrap",
+        "method": f"per-review tau-b, {INTERVAL_METHOD}",
         "confidence": confidence,
         "seed": seed,
         "n_resamples": int(n_resamples),
     }
     if len(taus):
-        mean = float(taus.tau.mean())
-        dist = _bootstrap_means(taus.tau, taus.cluster, n_resamples, seed)
-        lo, hi = _percentile_interval(dist, confidence, n_clusters, min_clusters)
-        p = _bootstrap_p_value(mean, dist) if n_clusters >= min_clusters else math.nan
-        out.update(
-            tau=mean, ci_low=lo, ci_high=hi, p_value=p, p_at_floor=p_at_floor(p, n_resamples)
+        r = cluster_mean(
+            taus.tau, taus.cluster, n_resamples, seed, confidence, min_clusters, bounds=(-1.0, 1.0)
         )
+        out.update(
+            tau=r.estimate, ci_low=r.ci_low, ci_high=r.ci_high, p_value=r.p_value,
+            p_at_floor=r.p_at_floor,
+        )  # fmt: skip
     return out
 
 
@@ -483,9 +547,10 @@ def context_length_analysis(
         d_correct_r = correct_r(long) - correct_r(short)          (in {-1, 0, 1})
         d_rank_r    = rank_r(short) - rank_r(long)                 (> 0: long ranked better)
 
-    each averaged over reviews. **The test is the cluster bootstrap** (interval and two-sided
-    p-value): it resamples whole clusters, so several clinicians' judgements of one instruction
-    (or one patient's instructions) count as one unit of evidence. The exact McNemar test is
+    each averaged over reviews. **The test is the studentized cluster bootstrap** (interval and
+    two-sided p-value, ``intervals``): it resamples whole clusters, so several clinicians'
+    judgements of one instruction (or one patient's instructions) count as one unit of
+    evidence. The exact McNemar test is
     given only when every cluster holds a single pair; with several it would treat copies of
     one judgement as independent evidence, and is left out with the reason.
     """
@@ -514,7 +579,7 @@ def context_length_analysis(
             mine = np.isin(model, lengths[length])
             known = mine & ~np.isnan(correct)
             n_known = int(known.sum())
-            lo, hi = cluster_bootstrap_ci(correct[known], clusters[known], **boot)
+            lo, hi = cluster_ci(correct[known], clusters[known], **boot, bounds=(0.0, 1.0))
             ranks = rank[mine & ~np.isnan(rank)]
             cells.append(
                 {
@@ -550,7 +615,7 @@ def context_length_analysis(
         "cells": cells,
         "comparisons": comparisons,
         "n_bases": len(bases),
-        "test": "cluster bootstrap (McNemar only with one pair per cluster)",
+        "test": f"{INTERVAL_METHOD} (McNemar only with one pair per cluster)",
         **boot,
     }
 
@@ -606,25 +671,24 @@ def _context_pair(
             f"not shown: up to {int(pairs_per_cluster.max())} pairs per cluster are not "
             "independent; the cluster bootstrap is the test"
         ),
-        **_paired_mean(d_correct, cluster[ok_c], "correct_difference", boot),
+        **_paired_mean(d_correct, cluster[ok_c], "correct_difference", boot, 1.0),
     )
     ok_r = ~np.isnan(rank[rl]) & ~np.isnan(rank[rs])
     d_rank = rank[rs][ok_r] - rank[rl][ok_r]
     out.update(
         n_pairs_rank=int(ok_r.sum()),
-        **_paired_mean(d_rank, cluster[ok_r], "rank_difference", boot),
+        **_paired_mean(d_rank, cluster[ok_r], "rank_difference", boot, math.inf),
     )
     return out
 
 
-def _paired_mean(d: Array, clusters: Array, name: str, boot: dict[str, Any]) -> dict[str, Any]:
+def _paired_mean(
+    d: Array, clusters: Array, name: str, boot: dict[str, Any], largest: float
+) -> dict[str, Any]:
     if d.size == 0:
         return {name: math.nan, f"{name}_ci_low": math.nan, f"{name}_ci_high": math.nan,
                 f"{name}_p_value": math.nan, f"{name}_p_at_floor": False}  # fmt: skip
-    mean = float(d.mean())
-    n_clusters = n_clusters_of(clusters)
-    dist = _bootstrap_means(d, clusters, boot["n_resamples"], boot["seed"])
-    lo, hi = _percentile_interval(dist, boot["confidence"], n_clusters, boot["min_clusters"])
-    p = _bootstrap_p_value(mean, dist) if n_clusters >= boot["min_clusters"] else math.nan
-    return {name: mean, f"{name}_ci_low": lo, f"{name}_ci_high": hi, f"{name}_p_value": p,
-            f"{name}_p_at_floor": p_at_floor(p, boot["n_resamples"])}  # fmt: skip
+    bounds = (-largest, largest) if math.isfinite(largest) else None
+    r = cluster_mean(d, clusters, **boot, bounds=bounds)
+    return {name: r.estimate, f"{name}_ci_low": r.ci_low, f"{name}_ci_high": r.ci_high,
+            f"{name}_p_value": r.p_value, f"{name}_p_at_floor": r.p_at_floor}  # fmt: skip
