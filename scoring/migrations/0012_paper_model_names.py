@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('review', '0019_grading_save_audited_at'),
-        ('scoring', '0010_grading_runs'),
+        ('scoring', '0011_generation_templates'),
     ]
 
     operations = [
