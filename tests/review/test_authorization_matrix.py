@@ -477,6 +477,8 @@ RULES: dict[str, Rule] = {
         admin="200",
         kwargs=lambda w: {"dataset_id": w.dataset.pk},
     ),
+    # Mapping the dataset's model names to the paper's is an admin's change, POST only.
+    "scoring_paper_map": admin_only("405", kwargs=lambda w: {"dataset_id": w.dataset.pk}),
     "scoring_api_tokens": R(
         anon=LOGIN, unapproved=APP, approved="403", researcher="200", admin="200"
     ),

@@ -233,4 +233,5 @@ def test_names_spelled_otherwise_are_said_and_can_be_mapped(release, client, cap
         "Save the mapping"
         not in client.get(reverse("scoring_paper_tables", args=[release.pk])).content.decode()
     )
-    assert client.post(reverse("scoring_paper_map", args=[release.pk]), {}).status_code == 404
+    refused = client.post(reverse("scoring_paper_map", args=[release.pk]), {})
+    assert refused.status_code == 403 and "not available to your role" in refused.content.decode()
