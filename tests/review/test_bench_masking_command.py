@@ -1,5 +1,5 @@
 """``manage.py bench_masking`` times every hostile response and prints the worst beside the
-target and the raw library's scan (its figures go to BENCHMARKS.md, never into a test)."""
+target and the raw library's scan (its figures go to docs/benchmarks.md, never into a test)."""
 
 from django.core.management import call_command
 

@@ -13,10 +13,8 @@ from .test_code_descriptions import write_mimic
 
 pytestmark = pytest.mark.django_db
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-SECTION = README.split("## Your own instructions and responses: the input files", 1)[1].split(
-    "\n## ", 1
-)[0]
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "data" / "input-files.md"
+SECTION = PAGE.read_text(encoding="utf-8")
 FILES = dict(re.findall(r"\*\*`([\w.-]+)`\*\*\n\n```csv\n(.*?)```", SECTION, re.S))
 
 
