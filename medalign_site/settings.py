@@ -10,6 +10,7 @@ silently falling back to a default that might, for instance, leave DEBUG on in p
 """
 
 import base64
+import importlib.util
 import json
 import os
 import secrets
@@ -136,6 +137,10 @@ INSTALLED_APPS = [
     "review",
     "scoring",
 ]
+# The bench commands (``manage.py bench_*``) live beside the tests, outside the apps: present in
+# a checkout, absent from an installed package.
+if importlib.util.find_spec("tests") is not None and (BASE_DIR / "tests" / "bench").is_dir():
+    INSTALLED_APPS.append("tests.bench.apps.BenchConfig")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
