@@ -358,7 +358,7 @@ def test_a_large_import_leaves_the_planner_statistics_of_the_columns_the_record_
     ANALYZE's statistics are rows of a catalogue, so they roll back with the test: what is
     seen here is what this import's ANALYZE gathered (it sees its own transaction's rows)."""
     postgres_only()
-    from review.management.commands.bench_import import write_meds_bench
+    from tests.bench.management.commands.bench_import import write_meds_bench
 
     import_release(write_meds_bench(tmp_path / "meds", 10_000), dataset_name="stats")
 

@@ -21,9 +21,9 @@ from scoring.reports.statistics.adaptive_design import (
     doubt_scores,
     inclusion_probabilities,
     ranking_status,
-    simulate_adaptive,
 )
-from scoring.reports.statistics.study_sim import SimStudy, simulate_study
+from tests.bench.adaptive_sim import simulate_adaptive
+from tests.bench.study_sim import SimStudy, simulate_study
 
 
 @pytest.fixture
@@ -197,7 +197,7 @@ def test_strength_for_correlation_reaches_the_asked_correlation():
     # bench_study's --predictor-correlation (issue 26: the demo's predictors measured against
     # the truth, then replayed at that level): the strength found gives, on a fresh draw, the
     # correlation asked for, pooled or within model; the standard levels map back to themselves.
-    from scoring.reports.statistics.study_sim import (
+    from tests.bench.study_sim import (
         PREDICTORS,
         strength_for_correlation,
         truth_correlations,
@@ -253,7 +253,8 @@ def test_a_small_study_never_settles_a_tie_on_a_handful_of_labels():
     # An outside review: with the app's defaults a tie was declared settled in 23% of
     # 50-instruction and 12% of 100-instruction studies, mostly after wave 1 (~8 labels), the
     # weights fitted to those same labels making the intervals too narrow.
-    from scoring.reports.statistics.adaptive_design import MIN_REVIEWED_TO_STOP, simulate_adaptive
+    from scoring.reports.statistics.adaptive_design import MIN_REVIEWED_TO_STOP
+    from tests.bench.adaptive_sim import simulate_adaptive
 
     rng = np.random.default_rng(4)
     for n in (50, 100):

@@ -10,11 +10,12 @@ from scipy import stats as sps
 
 from scoring.reports import learned
 from scoring.reports import statistics as S
+from tests.bench.synthetic import bench_inputs
 
 
 def _synthetic(seed=0, n_instructions=80, n_features=20):
     """bench_inputs' judgements, with features of which two carry the latent quality."""
-    table, scores = S.bench_inputs(n_instructions=n_instructions, n_metrics=1, seed=seed)
+    table, scores = bench_inputs(n_instructions=n_instructions, n_metrics=1, seed=seed)
     rng = np.random.default_rng(seed + 1)
     # Recover each row's latent quality from the metric_0 construction: use the clinicians'
     # perceived order instead, which is what the signal must predict: -rank + noise.
@@ -89,7 +90,7 @@ def test_instruction_folds_leak_a_patients_preference_and_patient_folds_do_not()
     favour), shared by all their instructions. Instruction folds put one instruction of a
     patient in training and another in test: the model learns the patient and scores higher
     than it should. Patient folds cannot."""
-    table, scores = S.bench_inputs(n_instructions=120, n_metrics=1, seed=4)
+    table, scores = bench_inputs(n_instructions=120, n_metrics=1, seed=4)
     patient = _patients(table, per_patient=4)
     rng = np.random.default_rng(11)
     prefs = {p: rng.normal(size=8) for p in np.unique(patient)}

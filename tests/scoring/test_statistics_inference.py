@@ -15,11 +15,12 @@ from scipy import stats as sps
 
 from scoring.reports import statistics as S
 from scoring.reports.statistics import JudgementTable
+from tests.bench.synthetic import bench_inputs
 from tests.scoring.test_statistics import make_table
 
 
 def _synthetic(seed=0, n_instructions=40, n_clinicians=2, n_responses=4, per_patient=1):
-    table, scores = S.bench_inputs(
+    table, scores = bench_inputs(
         n_instructions=n_instructions,
         n_responses=n_responses,
         n_clinicians=n_clinicians,

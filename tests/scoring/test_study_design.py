@@ -22,10 +22,10 @@ from scoring.reports.statistics.design import (
     standard_designs,
     variance,
 )
-from scoring.reports.statistics.design_sim import posterior, simulate_reviews
 from scoring.reports.statistics.joint_predictor import cross_fitted, joint_features
 from scoring.reports.statistics.resampling import MIN_CLUSTERS
-from scoring.reports.statistics.study_sim import SimStudy
+from tests.bench.design_sim import posterior, simulate_reviews
+from tests.bench.study_sim import SimStudy
 
 
 def _study(rng, reps, big_n, between, within, r2, doubled=0, overlap=1):

@@ -14,8 +14,6 @@ notebooks and tests alike. One module per question:
 - ``breakdown``: a statistic per category or specialty;
 - ``ppi``: what clinicians plus a predictor say (prediction-powered estimates);
 - ``power``: how many more reviews a question needs, with and without the predictor;
-- ``synthetic``: synthetic judgements for benchmarks;
-- ``coverage_sim``: the coverage of the report's intervals by simulation (``bench_coverage``).
 """
 
 from .agreement import (
@@ -69,7 +67,6 @@ from .significance import (
     perm_both_tests,
     position_bias,
 )
-from .synthetic import bench_inputs
 from .table import Engine, JudgementTable, ReviewTaus, Scores, choose_clusters
 
 __all__ = [
@@ -86,7 +83,6 @@ __all__ = [
     "JudgementTable",
     "ReviewTaus",
     "Scores",
-    "bench_inputs",
     "bradley_terry",
     "bradley_terry_fit",
     "breakdown",

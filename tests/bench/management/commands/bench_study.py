@@ -16,8 +16,8 @@ from scoring.reports.statistics.design import (
     standard_designs,
     variance,
 )
-from scoring.reports.statistics.design_sim import SIM_DESIGNS, DesignBench, bench_designs
-from scoring.reports.statistics.study_sim import (
+from tests.bench.design_sim import SIM_DESIGNS, DesignBench, bench_designs
+from tests.bench.study_sim import (
     METHODS,
     PREDICTORS,
     SimStudy,

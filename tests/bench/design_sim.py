@@ -19,11 +19,18 @@ import numpy as np
 from scipy import stats as sps
 from scipy.special import expit, logit
 
-from .active import Array, MeanCI, active_contrasts, active_moments, classical_mean_ci, ppi_mean_ci
-from .adaptive_design import simulate_adaptive
-from .design import Column, floor_variance
-from .joint_predictor import cross_fitted, joint_features
-from .study_sim import SimStudy
+from scoring.reports.statistics.active import (
+    Array,
+    MeanCI,
+    active_contrasts,
+    active_moments,
+    classical_mean_ci,
+    ppi_mean_ci,
+)
+from scoring.reports.statistics.design import Column, floor_variance
+from scoring.reports.statistics.joint_predictor import cross_fitted, joint_features
+from tests.bench.adaptive_sim import simulate_adaptive
+from tests.bench.study_sim import SimStudy
 
 FOLDS = 5
 QUADRATURE_NODES = 32

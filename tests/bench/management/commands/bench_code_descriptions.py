@@ -25,15 +25,15 @@ from review.importers.descriptions import (
     undescribed_pairs,
 )
 from review.importers.scratch import ScratchTable, drop_scratch_tables, scratch_tables
-from review.management.commands.bench_import import (
+from review.models import Dataset, Event, Patient
+from review.services.code_descriptions import code_descriptions_apply
+from review.services.excerpts import record_excerpts_prepare
+from tests.bench.management.commands.bench_import import (
     MIMIC_DIAGNOSIS_CODES,
     MIMIC_DRUG_CODES,
     MIMIC_LAB_CODES,
     write_mimic_bench,
 )
-from review.models import Dataset, Event, Patient
-from review.services.code_descriptions import code_descriptions_apply
-from review.services.excerpts import record_excerpts_prepare
 
 DATASET = "bench-code-descriptions"
 

@@ -4,8 +4,8 @@ import math
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from scoring.reports.statistics.coverage_sim import BEFORE, ICC_LEVELS, SHIPPED, bench
 from scoring.reports.statistics.intervals import INTERVAL_METHOD
+from tests.bench.coverage_sim import BEFORE, ICC_LEVELS, SHIPPED, bench
 
 FAMILIES = ("review", "ppi", "adaptive")
 FAMILY_NAMES = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as sps
 
-from .table import Array, JudgementTable
+from scoring.reports.statistics.table import Array, JudgementTable
 
 
 def bench_inputs(

@@ -4,7 +4,7 @@ from io import StringIO
 
 import pytest
 
-from review.management.commands.bench_import import Command
+from tests.bench.management.commands.bench_import import Command
 
 
 def result(events: int, seconds: float, peak: float) -> dict[str, float]:
@@ -52,7 +52,7 @@ def test_the_report_takes_medians_and_compares_each_format_with_xml_at_the_same_
 def test_the_mimic_shaped_cohort_has_many_codes_and_stays_nested_in_admissions(tmp_path) -> None:
     import pyarrow.parquet as pq
 
-    from review.management.commands.bench_import import write_mimic_bench
+    from tests.bench.management.commands.bench_import import write_mimic_bench
 
     root = write_mimic_bench(tmp_path / "mimic", 20_000)
     rows = pq.read_table(root / "data" / "0.parquet").to_pylist()
@@ -116,8 +116,8 @@ def test_each_bench_import_starts_from_a_table_of_a_new_installation() -> None:
     grew slower run after run: the bench compared code on tables in different states."""
     from django.db import connection
 
-    from review.management.commands.bench_import import DATASET, _drop_bench_dataset
     from review.models import Event
+    from tests.bench.management.commands.bench_import import DATASET, _drop_bench_dataset
 
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's storage")
@@ -133,8 +133,8 @@ def test_each_bench_import_starts_from_a_table_of_a_new_installation() -> None:
 def test_the_bench_leaves_other_datasets_events_in_place() -> None:
     from django.db import connection
 
-    from review.management.commands.bench_import import DATASET, _drop_bench_dataset
     from review.models import Event
+    from tests.bench.management.commands.bench_import import DATASET, _drop_bench_dataset
 
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's storage")

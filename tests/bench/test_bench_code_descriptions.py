@@ -5,8 +5,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from review.management.commands.bench_code_descriptions import DATASET
 from review.models import Dataset, Event
+from tests.bench.management.commands.bench_code_descriptions import DATASET
 
 pytestmark = pytest.mark.django_db
 

@@ -59,7 +59,7 @@ class Command(BaseCommand):
         user = self._clinician()
         # As an admin assigns: in the instruction's study round, whose response set it ranks.
         assignments_create(instructions=[instruction], clinicians=[user], overlap=1, actor=None)
-        from review.benchmarks import signed_in_client
+        from tests.bench.browser import signed_in_client
 
         client = signed_in_client(user)
         rng = random.Random(int(options["seed"]))  # type: ignore[arg-type]
@@ -110,7 +110,7 @@ class Command(BaseCommand):
             self._browser(user, instruction)
 
     def _browser(self, user: User, instruction: Instruction) -> None:
-        from review.benchmarks import page_in_browser
+        from tests.bench.browser import page_in_browser
 
         result = page_in_browser(user=user, path=reverse("clinician_review", args=[instruction.pk]))
         kb = result.bytes / 1024

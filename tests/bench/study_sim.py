@@ -21,7 +21,7 @@ import numpy as np
 from scipy import stats as sps
 from scipy.special import expit, logit
 
-from .active import (
+from scoring.reports.statistics.active import (
     Array,
     MeanCI,
     active_contrasts,
@@ -29,7 +29,7 @@ from .active import (
     classical_mean_ci,
     ppi_mean_ci,
 )
-from .adaptive_design import simulate_adaptive
+from tests.bench.adaptive_sim import simulate_adaptive
 
 MEDALIGN_CORRECT = (0.65, 0.59, 0.53, 0.47, 0.40, 0.32)  # GPT-4 erred 35%, MPT-7B 68%
 # Signal strength per level; several values: each instruction draws one (a predictor sure of some

@@ -7,12 +7,12 @@ from scipy import stats as sps
 from scoring.reports import learned
 from scoring.reports.analysis import compute_results, response_rows
 from scoring.reports.statistics import (
-    bench_inputs,
     choose_clusters,
     leave_one_clinician_out,
     per_review_tau,
     perm_both_tests,
 )
+from tests.bench.synthetic import bench_inputs
 
 
 class Command(BaseCommand):

@@ -36,12 +36,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from medalign_site.procinfo import peak_rss_mb
 from review.models import Dataset, Instruction, ModelResponse, ReferenceResponse
 from scoring.metrics import Pair
 from scoring.models import MetricScore, ScoringRun
 from scoring.runs import scoring as scoring_runs
 from scoring.runs.selectors import run_progress
+from tests.bench.procinfo import peak_rss_mb
 
 DATASET = "bench-scoring"
 WORDS = [

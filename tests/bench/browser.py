@@ -14,12 +14,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 from django.test import Client
 
 from review.models import User
+from tests.factories import record_second_factor
 
 CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
 
@@ -34,29 +34,11 @@ class BrowserLoad:
         return statistics.median(self.loads_ms)
 
 
-def record_second_factor(session: Any, user: User) -> None:
-    """Mark ``session`` as having passed TOTP, as allauth's TOTP step records it.
-
-    For measuring and testing only (benchmarks and the test suite sign in without typing codes);
-    the app itself never calls it."""
-    from allauth.account.authentication import AUTHENTICATION_METHODS_SESSION_KEY
-
-    now = time.time()
-    records = list(session.get(AUTHENTICATION_METHODS_SESSION_KEY) or [])
-    records += [
-        {"method": "password", "at": now, "email": user.email},
-        {"method": "mfa", "at": now, "type": "totp"},
-    ]
-    session[AUTHENTICATION_METHODS_SESSION_KEY] = records
-    session["account_authentication_methods_user"] = str(user.pk)
-    session.save()
-
-
 def signed_in_client(user: User) -> Client:
     """A test client signed in as ``user`` with the second factor passed in its session."""
     client = Client()
     client.force_login(user)
-    record_second_factor(client.session, user)
+    record_second_factor(client, user)
     return client
 
 

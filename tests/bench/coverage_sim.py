@@ -31,12 +31,12 @@ import numpy as np
 from scipy import stats as sps
 from scipy.special import expit, logit
 
-from .active import active_contrasts, active_moments
-from .adaptive_design import inclusion_probabilities, ranking_status
-from .intervals import studentized_totals
-from .ppi import ppi_mean_clustered
-from .resampling import _cluster_counts
-from .table import Array, _tau_b_padded
+from scoring.reports.statistics.active import active_contrasts, active_moments
+from scoring.reports.statistics.adaptive_design import inclusion_probabilities, ranking_status
+from scoring.reports.statistics.intervals import studentized_totals
+from scoring.reports.statistics.ppi import ppi_mean_clustered
+from scoring.reports.statistics.resampling import _cluster_counts
+from scoring.reports.statistics.table import Array, _tau_b_padded
 
 SHARES = (0.65, 0.59, 0.53, 0.47, 0.40, 0.32)  # MedAlign's range, GPT-4 to MPT-7B
 CLUSTER_COUNTS = (10, 15, 30, 60)
