@@ -55,6 +55,9 @@ class User(AbstractBaseUser, PermissionsMixin):
     # of the account at its next request (review.services.accounts.user_sessions_end). Empty
     # for accounts that never had their sessions ended, so existing sessions stay valid.
     session_epoch = models.CharField(max_length=32, blank=True, default="", editable=False)
+    # The demo's simulated clinicians: accounts nobody signs in as, whose reviews come from a
+    # generator. Reports count their reviews apart and assignment gives them no new work.
+    is_simulated = models.BooleanField(default=False, editable=False)
 
     objects = UserManager()
 

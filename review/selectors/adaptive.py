@@ -19,7 +19,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from review.models import ResponseJudgement, Review, SamplingDraw, Study, StudyResponse
-from review.services.demo_reviews import simulated_q
 from scoring.reports.statistics.active import ACTIVE_TUNE_MIN
 from scoring.reports.statistics.adaptive_design import (
     MIN_PATIENTS_TO_STOP,
@@ -140,7 +139,7 @@ def study_arrays(study: Study, design: AdaptiveDesign) -> StudyArrays:
             review__cannot_assess="",
             is_correct__isnull=False,
         )
-        .exclude(simulated_q("review__assignment__clinician__email"))
+        .exclude(review__assignment__clinician__is_simulated=True)
         .values_list("review__assignment__instruction_id", "response__model_name", "is_correct")
     ):
         if instruction_id in index and model in col:
@@ -275,7 +274,7 @@ def adaptive_state(study: Study) -> AdaptiveState:
         waves_drawn=max(drawn_waves, default=0),
         waves_complete=complete,
         next_wave=None,
-        reviews_assigned=study.assignments.exclude(simulated_q("clinician__email")).count(),
+        reviews_assigned=study.assignments.exclude(clinician__is_simulated=True).count(),
         reviews_uniform=n * design.overlap,
     )
     wave = state.waves_drawn + 1

@@ -4,7 +4,6 @@ from django.db.models import QuerySet
 
 from review.access import user_access
 from review.models import AccessApplication, Dataset, Instruction, User
-from review.services.demo_reviews import simulated_q
 
 
 def instructions_for_assignment(
@@ -33,7 +32,7 @@ def clinicians_approved() -> list[User]:
             applications__is_clinician=True,
         )
         # The demo's simulated clinicians are not people to give work to.
-        .exclude(simulated_q())
+        .exclude(is_simulated=True)
         .distinct()
     )
     return [user for user in candidates.order_by("email") if user_access(user).is_clinician]

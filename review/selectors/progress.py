@@ -9,7 +9,6 @@ from django.db.models import Count, Max, Q
 
 from review.models import Assignment, Dataset, Instruction, Review, Study, StudyResponse
 from review.selectors.studies import study_label
-from review.services.demo_reviews import is_simulated_email
 
 INSTRUCTIONS_PER_PAGE = 50
 
@@ -60,6 +59,7 @@ class ClinicianProgress:
     in_progress: int  # draft or reopened
     reopened: int
     last_activity: datetime | None
+    is_simulated: bool = False
 
     @property
     def not_started(self) -> int:
@@ -68,10 +68,6 @@ class ClinicianProgress:
     @property
     def percent(self) -> int:
         return round(100 * self.submitted / self.assigned) if self.assigned else 0
-
-    @property
-    def is_simulated(self) -> bool:
-        return is_simulated_email(self.email)
 
 
 @dataclass
@@ -86,14 +82,11 @@ class ReviewRow:
     # has a row in each, and the row says which.
     round: int = 0
     round_label: str = ""
+    is_simulated: bool = False
 
     @property
     def can_reopen(self) -> bool:
         return self.status == Review.Status.SUBMITTED
-
-    @property
-    def is_simulated(self) -> bool:
-        return is_simulated_email(self.clinician_email)
 
 
 @dataclass
@@ -131,7 +124,9 @@ def clinicians_progress(dataset: Dataset, *, study: Study | None = None) -> list
     if study is not None:
         assignments = assignments.filter(study=study)
     rows = (
-        assignments.values("clinician_id", "clinician__email", "clinician__full_name")
+        assignments.values(
+            "clinician_id", "clinician__email", "clinician__full_name", "clinician__is_simulated"
+        )
         .annotate(
             assigned=Count("id"),
             submitted=Count("id", filter=Q(review__status=Review.Status.SUBMITTED)),
@@ -151,6 +146,7 @@ def clinicians_progress(dataset: Dataset, *, study: Study | None = None) -> list
             in_progress=r["in_progress"],
             reopened=r["reopened"],
             last_activity=r["last_activity"],
+            is_simulated=r["clinician__is_simulated"],
         )
         for r in rows
     ]
@@ -228,6 +224,7 @@ def dataset_progress_detail(
             "id",
             "instruction_id",
             "clinician__email",
+            "clinician__is_simulated",
             "study__round",
             "study__name",
             "review__id",
@@ -251,6 +248,7 @@ def dataset_progress_detail(
                 reopen_reason=review.reopen_reason if review else "",
                 round=a.study.round,
                 round_label=study_label(a.study.round, a.study.name),
+                is_simulated=a.clinician.is_simulated,
             )
         )
     return DatasetDetail(clinicians=clinicians, instructions=list(rows.values()), page=page)

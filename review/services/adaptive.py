@@ -23,7 +23,6 @@ from review.selectors.adaptive import DEFAULTS, AdaptiveState, adaptive_state
 
 from .assignments import MAX_OVERLAP, AssignmentPlan, assignments_create
 from .audit import audit_record
-from .demo_reviews import simulated_q
 from .studies import StudyError
 
 
@@ -44,7 +43,7 @@ def study_set_adaptive(
     """Make ``study`` adaptive with these parameters; refused once anyone is assigned in it."""
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
-        if study.assignments.exclude(simulated_q("clinician__email")).exists():
+        if study.assignments.exclude(clinician__is_simulated=True).exists():
             raise StudyError(
                 f"{study.name} already has assignments: its design is fixed. Create a new "
                 "round to assign adaptively."

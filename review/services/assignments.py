@@ -20,7 +20,6 @@ from review.models import (
 )
 
 from .audit import audit_record
-from .demo_reviews import is_simulated_email, simulated_q
 
 MAX_OVERLAP = 20
 
@@ -104,7 +103,7 @@ def assignments_plan(
     dataset, ties broken by user id, and
     instructions are taken in id order: the same inputs always give the same plan.
 
-    The demo's simulated clinicians (``demo_reviews``) are not clinicians: their assignments do
+    The demo's simulated clinicians (``User.is_simulated``) are not clinicians: their assignments do
     not count towards the overlap (they review every instruction, so counting them would leave
     nothing for real people) and they are never given new work.
     """
@@ -114,7 +113,7 @@ def assignments_plan(
     instruction_ids = sorted(chosen)
     studies = _studies_for(list(chosen.values()), study, actor, create=create_study)
     people = sorted(
-        {c.pk: c for c in clinicians if not is_simulated_email(c.email)}.values(),
+        {c.pk: c for c in clinicians if not c.is_simulated}.values(),
         key=lambda c: c.pk,
     )
     plan = AssignmentPlan(overlap=overlap, instructions=len(instruction_ids), studies=studies)
@@ -123,7 +122,7 @@ def assignments_plan(
     held_elsewhere: list[tuple[int, int, int]] = []
     for instruction_id, clinician_id, study_id in (
         Assignment.objects.filter(instruction_id__in=instruction_ids)
-        .exclude(simulated_q("clinician__email"))
+        .exclude(clinician__is_simulated=True)
         .values_list("instruction_id", "clinician_id", "study_id")
     ):
         if studies[instruction_id] == study_id:

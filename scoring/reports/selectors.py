@@ -185,8 +185,6 @@ def report_inputs(
     ``include_unblindable`` keeps reviews whose reviewer could read model names
     (researcher, admin or staff access: ``review.access.can_unblind``).
     """
-    from review.services.demo_reviews import is_simulated_email
-
     if study is None:
         study = study_latest_reviewed(dataset)
     reviews = Review.objects.filter(
@@ -235,7 +233,7 @@ def report_inputs(
             "review__assignment__instruction__instruction_id",
             "review__assignment__clinician_id",
             "review__assignment__clinician__pseudonym",
-            "review__assignment__clinician__email",
+            "review__assignment__clinician__is_simulated",
             "response__model_name",
             "response_id",
             "rank",
@@ -282,7 +280,7 @@ def report_inputs(
     )
     review_ids = sorted(set(columns[1]))
     simulated = sorted(
-        {r for r, email in zip(columns[1], columns[6], strict=True) if is_simulated_email(email)}
+        {r for r, simulated in zip(columns[1], columns[6], strict=True) if simulated}
     )
     return ReportInputs(
         table=table,

@@ -12,8 +12,8 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
+from review.demo.reviews import demo_simulated_reviews
 from review.models import Dataset, Instruction, ModelResponse, ReferenceResponse, Role
-from review.services.demo_reviews import demo_simulated_reviews
 from scoring.models import MetricConfig, MetricScore
 from scoring.reports import services
 from tests import factories

@@ -7,8 +7,8 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
+from review.demo.reviews import demo_simulated_reviews
 from review.models import ModelResponse, Role, Study, StudyResponse
-from review.services.demo_reviews import demo_simulated_reviews
 from scoring.generation import runs as generation
 from scoring.generation.backends import GenerationParams
 from scoring.generation.tiny_lm import build_tiny_lm

@@ -209,7 +209,7 @@ def _load_dataset(
             *(["--small"] if name != "demo" else []),
         )
         return
-    from review.demo import DemoSpec, write_release
+    from review.demo.release import DemoSpec, write_release
 
     # MedAlign's 303 instructions with clinician answers, 6 model responses each (the demo's six
     # models), three instructions per record. Records of the release's size by default: it

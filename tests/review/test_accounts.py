@@ -569,7 +569,7 @@ def test_researchers_need_totp_too(client):
 
 # --- demo accounts -------------------------------------------------------------------------------
 def test_demo_accounts_are_approved_with_totp_and_idempotent(capsys):
-    from review.services.demo_accounts import DEMO_ACCOUNTS, demo_accounts, demo_totp_secret
+    from review.demo.accounts import DEMO_ACCOUNTS, demo_accounts, demo_totp_secret
 
     lines = demo_accounts()
     again = demo_accounts()
@@ -655,7 +655,7 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
 
 
 def test_the_readme_lists_the_demo_accounts():
-    from review.services.demo_accounts import DEMO_ACCOUNTS, DEMO_PASSWORD, demo_totp_secret
+    from review.demo.accounts import DEMO_ACCOUNTS, DEMO_PASSWORD, demo_totp_secret
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("## Demo accounts", 1)[1].split("\n## ", 1)[0]

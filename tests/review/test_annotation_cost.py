@@ -17,7 +17,7 @@ from django.db import connection
 from django.test.signals import template_rendered
 from django.urls import reverse
 
-from review.demo import DemoSpec, write_release
+from review.demo.release import DemoSpec, write_release
 from review.models import Instruction, RecordExcerpt, Review, Role
 from review.selectors import records
 from review.selectors.reviews import error_tags

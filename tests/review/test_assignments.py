@@ -8,9 +8,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
+from review.demo.assignments import DEMO_CLINICIANS, demo_assignments
 from review.models import Assignment, AuditEvent, ErrorTag, Role
 from review.services.assignments import assignments_create, assignments_plan
-from review.services.demo_assignments import DEMO_CLINICIANS, demo_assignments
 from tests import factories
 from tests.review import review_data
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from review.demo import DemoSpec, write_release
-from review.demo_meds import FIRST_SUBJECT_ID, write_meds_cohort
+from review.demo.meds import FIRST_SUBJECT_ID, write_meds_cohort
+from review.demo.release import DemoSpec, write_release
 from review.importers import import_release
 from review.models import Event, Instruction, ModelResponse, Patient, Role
 from tests import factories

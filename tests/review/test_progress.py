@@ -11,11 +11,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from review.demo.reviews import simulated_email
 from review.models import Assignment, AuditEvent, Review, Role, User
 from review.selectors.assignments import clinicians_approved
 from review.selectors.progress import dataset_progress_detail
 from review.services.assignments import assignments_plan
-from review.services.demo_reviews import simulated_email
 from review.services.reviews import InvalidReview, review_get_or_start, review_reopen
 from tests import factories
 from tests.review import review_data
@@ -232,11 +232,16 @@ def test_the_progress_page_runs_a_fixed_number_of_queries(setup, client, django_
 
 
 # --- assignment overlap and simulated clinicians -------------------------------------------------
+def _simulated(n: int) -> User:
+    user = factories.make_user(simulated_email(n), roles=[Role.CLINICIAN], totp=False)
+    user.is_simulated = True
+    user.save(update_fields=["is_simulated"])
+    return user
+
+
 def test_overlap_counts_ignore_simulated_clinicians(setup):
     dataset, instructions, clinician, other, admin, _ = setup
-    simulated = [
-        factories.make_user(simulated_email(n), roles=[Role.CLINICIAN], totp=False) for n in (1, 2)
-    ]
+    simulated = [_simulated(n) for n in (1, 2)]
     fresh = review_data.make_instruction(dataset, instructions[0].patient, "I-PROG-NEW")
     for s in simulated:
         review_data.assign(fresh, s)
@@ -248,6 +253,6 @@ def test_overlap_counts_ignore_simulated_clinicians(setup):
 
 
 def test_simulated_clinicians_are_not_offered_for_assignment(setup):
-    factories.make_user(simulated_email(1), roles=[Role.CLINICIAN], totp=False)
+    _simulated(1)
     emails = [u.email for u in clinicians_approved()]
     assert simulated_email(1) not in emails and "clin@example.edu" in emails

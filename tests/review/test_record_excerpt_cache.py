@@ -8,7 +8,7 @@ from django.db import connection
 from django.template.loader import render_to_string
 from django.test.utils import CaptureQueriesContext
 
-from review.demo import DemoSpec, write_release
+from review.demo.release import DemoSpec, write_release
 from review.importers import import_release
 from review.models import Instruction, RecordExcerpt
 from review.selectors import records

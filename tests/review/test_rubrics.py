@@ -138,10 +138,10 @@ def test_it_checks_each_criterion(row, field):
 
 
 def test_the_demo_gives_each_demo_clinician_rubric_work_once(db):
+    from review.demo.assignments import DEMO_CLINICIANS
+    from review.demo.rubrics import demo_rubrics
     from review.models import CriterionGrading
     from review.selectors.rubrics import clinician_rubric_work
-    from review.services.demo_assignments import DEMO_CLINICIANS
-    from review.services.demo_rubrics import demo_rubrics
 
     dataset = make_dataset("demo")
     patient = make_record(dataset, "P-DEMO", n_events=20)

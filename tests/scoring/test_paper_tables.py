@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from review.demo import DemoSpec, write_release
+from review.demo.release import DemoSpec, write_release
 from review.models import (
     AuditEvent,
     Dataset,

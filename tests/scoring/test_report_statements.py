@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import reverse
 
+from review.demo.reviews import demo_simulated_reviews
 from review.models import (
     Dataset,
     Instruction,
@@ -18,7 +19,6 @@ from review.models import (
     ReferenceResponse,
     Role,
 )
-from review.services.demo_reviews import demo_simulated_reviews
 from scoring.models import CorrelationReport, MetricConfig, MetricScore
 from scoring.reports import services, wording
 from tests import factories

@@ -377,8 +377,8 @@ def test_per_response_csv_has_the_documented_columns_and_parses(data, client):
 
 
 def test_every_csv_carries_the_seed_and_marks_simulated_reviews(data, client):
-    data.c2.email = "simulated-02@demo.medalign.local"  # c2's reviews become simulated
-    data.c2.save(update_fields=["email"])
+    data.c2.is_simulated = True  # c2's reviews become simulated
+    data.c2.save(update_fields=["is_simulated"])
     report = _done_report(data)
     for table in exports.TABLES:
         rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, table))))
@@ -392,6 +392,16 @@ def test_every_csv_carries_the_seed_and_marks_simulated_reviews(data, client):
     rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, "responses"))))
     by_clinician = {(r["clinician"], r["simulated"]) for r in rows}
     assert by_clinician == {(data.c1.pseudonym, "false"), (data.c2.pseudonym, "true")}
+
+
+def test_an_address_alone_does_not_make_reviews_simulated(data, client):
+    """Who is simulated is a field of the account: a real clinician whose address happens to
+    look like the demo's keeps real reviews."""
+    data.c2.email = "simulated-02@demo.medalign.local"
+    data.c2.save(update_fields=["email"])
+    report = _done_report(data)
+    rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, "responses"))))
+    assert {r["simulated"] for r in rows} == {"false"}
 
 
 def test_csv_cells_that_look_like_formulas_are_quoted(data, client):
@@ -582,12 +592,12 @@ def test_token_page_shows_the_key_once_and_revokes_only_own_tokens(data, client)
 
 # --- demo --------------------------------------------------------------------------------------
 def test_simulated_reviews_are_idempotent_and_labelled(data, client):
-    from review.services.demo_reviews import demo_simulated_reviews
+    from review.demo.reviews import demo_simulated_reviews
 
     lines = demo_simulated_reviews(dataset_name="reports", n_clinicians=2)
     assert "4 new" in lines[0]
     assert "0 new" in demo_simulated_reviews(dataset_name="reports", n_clinicians=2)[0]
-    simulated = Review.objects.filter(assignment__clinician__email__startswith="simulated-")
+    simulated = Review.objects.filter(assignment__clinician__is_simulated=True)
     assert simulated.count() == 4 and all(r.status == "submitted" for r in simulated)
     assert {r.assignment.clinician.full_name for r in simulated} == {
         "Simulated clinician 1",

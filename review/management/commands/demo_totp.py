@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from review.services.demo_accounts import DEMO_DOMAIN
+from review.demo.accounts import DEMO_DOMAIN
 
 
 class Command(BaseCommand):

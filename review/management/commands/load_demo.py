@@ -5,10 +5,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from review.demo import SYNTHETIC_NOTICE, DemoSpec, write_release
+from review.demo.load import demo_accounts_and_assignments
+from review.demo.release import DemoSpec, write_release
+from review.demo.synthetic import SYNTHETIC_NOTICE
 from review.importers import total_bytes
 from review.selectors.datasets import datasets_not_synthetic, debug_refusal
-from review.services.demo import demo_accounts_and_assignments
 from review.services.imports import dataset_import
 
 
@@ -83,7 +84,7 @@ class Command(BaseCommand):
         for line in demo_accounts_and_assignments(dataset_name=str(options["dataset"])):
             self.stdout.write(line)
         # Scoring and the first report belong to the scoring app (lexical metrics, a few seconds).
-        from scoring.reports.demo_report import demo_first_report
+        from review.demo.report import demo_first_report
 
         for line in demo_first_report(dataset_name=str(options["dataset"])):
             self.stdout.write(line)

@@ -25,7 +25,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
 from lxml import etree
 
-from review.demo import make_patient, write_eventstream
+from review.demo.synthetic import make_patient, write_eventstream
 from review.importers import import_release
 from review.models import Dataset, Encounter, Event, Patient
 from tests.bench.procinfo import peak_rss_mb

@@ -22,7 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, reset_queries
 from django.urls import reverse
 
-from review.demo import DemoSpec, write_release
+from review.demo.release import DemoSpec, write_release
 from review.models import Dataset, Event, Instruction, Patient, Review, Role, User
 from review.selectors.records import Cursor
 from review.services.assignments import assignments_create
@@ -202,9 +202,9 @@ class Command(BaseCommand):
 
     def _clinician(self) -> User:
         # The demo-accounts service builds a real approved account (DUA, application, TOTP).
-        from review.services.demo_accounts import DemoAccount, _ensure
+        from review.demo.accounts import DemoAccount, demo_account_ensure
 
-        return _ensure(DemoAccount(BENCH_EMAIL, "Bench Clinician", (Role.CLINICIAN,)))
+        return demo_account_ensure(DemoAccount(BENCH_EMAIL, "Bench Clinician", (Role.CLINICIAN,)))
 
     def _endpoints(
         self, patient: Patient, instruction: Instruction, rng: random.Random

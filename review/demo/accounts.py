@@ -76,7 +76,7 @@ def demo_accounts() -> list[str]:
     """Create (or complete) the demo accounts; return the lines `load_demo` prints."""
     lines = ["", "Demo accounts (synthetic data only; password for all: " + DEMO_PASSWORD + "):"]
     for spec in DEMO_ACCOUNTS:
-        _ensure(spec)
+        demo_account_ensure(spec)
         roles = ", ".join(spec.roles)
         secret = demo_totp_secret(spec.email)
         lines.append(f"  {spec.email:<36} {roles:<32} TOTP secret {secret}")
@@ -89,7 +89,7 @@ def demo_accounts() -> list[str]:
 
 
 @transaction.atomic
-def _ensure(spec: DemoAccount) -> User:
+def demo_account_ensure(spec: DemoAccount) -> User:
     user = User.objects.filter(email=spec.email).first()
     if user is None:
         user = User.objects.create_user(spec.email, DEMO_PASSWORD, full_name=spec.full_name)

@@ -1,8 +1,7 @@
 """Demo assignments with overlap, so a demo clinician lands on a populated queue."""
 
 from review.models import Dataset, Instruction, User
-
-from .assignments import assignments_create
+from review.services.assignments import assignments_create
 
 DEMO_CLINICIANS = ("clinician1@demo.medalign.local", "clinician2@demo.medalign.local")
 DEMO_OVERLAP = 2

@@ -1,9 +1,9 @@
 """Demo accounts and assignments for `load_demo`."""
 
-from review.services.demo_accounts import demo_accounts
-from review.services.demo_assignments import demo_assignments
-from review.services.demo_reviews import demo_simulated_reviews
-from review.services.demo_rubrics import demo_rubrics
+from review.demo.accounts import demo_accounts
+from review.demo.assignments import demo_assignments
+from review.demo.reviews import demo_simulated_reviews
+from review.demo.rubrics import demo_rubrics
 
 
 def demo_accounts_and_assignments(*, dataset_name: str) -> list[str]:

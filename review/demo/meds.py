@@ -14,12 +14,22 @@ import json
 import random
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import meds
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from review.demo import MODEL_CONTEXT, MODELS, SYNTHETIC_NOTICE, SynthInstruction, make_response
+from review.demo.synthetic import (
+    MODEL_CONTEXT,
+    MODELS,
+    SYNTHETIC_NOTICE,
+    SynthInstruction,
+    make_response,
+)
+
+# A MEDS data row: subject_id, time, code, numeric_value, text_value.
+Row = tuple[int, datetime | None, str, float | None, str | None]
 
 FIRST_SUBJECT_ID = 5_000_001  # far from the XML demo's person ids (9,000,001…)
 FIRST_INSTRUCTION_ID = 79_000_001
@@ -51,12 +61,12 @@ CODES = {
 }
 
 
-def _subject(rng: random.Random, index: int, has_pe: bool) -> tuple[list[tuple], dict]:
+def _subject(rng: random.Random, index: int, has_pe: bool) -> tuple[list[Row], dict[str, Any]]:
     """Rows of one subject (time-ordered, static rows first) and facts for the questions."""
     sid = FIRST_SUBJECT_ID + index
     sex = rng.choice(["F", "M"])
     birth = datetime(rng.randint(1945, 1985), rng.randint(1, 12), rng.randint(1, 28))
-    rows: list[tuple] = [
+    rows: list[Row] = [
         (sid, None, f"GENDER/{sex}", None, None),
         (sid, None, f"RACE/{rng.choice(['White', 'Asian'])}", None, None),
         (sid, None, "ETHNICITY/Not Hispanic or Latino", None, None),
@@ -128,7 +138,7 @@ def _subject(rng: random.Random, index: int, has_pe: bool) -> tuple[list[tuple],
     return rows, facts
 
 
-def _instructions(subjects: list[dict]) -> list[SynthInstruction]:
+def _instructions(subjects: list[dict[str, Any]]) -> list[SynthInstruction]:
     out = []
     for i, f in enumerate(subjects):
         when = f["ct_date"].strftime("%d %b %Y")
@@ -150,7 +160,7 @@ def _instructions(subjects: list[dict]) -> list[SynthInstruction]:
         out.append(
             SynthInstruction(
                 instruction_id=str(FIRST_INSTRUCTION_ID + 2 * i),
-                patient=None,  # type: ignore[arg-type] - make_response reads only the texts
+                person_id=str(f["sid"]),
                 question="Did the CT angiogram show a pulmonary embolism, and how was it managed?",
                 subcategory="retrieve imaging studies",
                 specialty="Pulmonology",
@@ -160,7 +170,6 @@ def _instructions(subjects: list[dict]) -> list[SynthInstruction]:
                 wrong_facts=wrong,
             )
         )
-        out[-1].person_id = str(f["sid"])  # type: ignore[attr-defined]
     return out
 
 
@@ -169,7 +178,7 @@ def write_meds_cohort(out: Path, *, seed: int, n_subjects: int = 3) -> dict[str,
     rng = random.Random(seed + 15)
     (out / meds.data_subdirectory).mkdir(parents=True, exist_ok=True)
     (out / "metadata").mkdir(exist_ok=True)
-    rows: list[tuple] = []
+    rows: list[Row] = []
     subjects = []
     for index in range(n_subjects):
         subject_rows, facts = _subject(rng, index, has_pe=index % 3 != 1)
@@ -200,7 +209,7 @@ def write_meds_cohort(out: Path, *, seed: int, n_subjects: int = 3) -> dict[str,
             {
                 "dataset_name": "medalign-review synthetic MEDS demo",
                 "dataset_version": f"seed-{seed}",
-                "etl_name": "review.demo_meds",
+                "etl_name": "review.demo.meds",
                 "etl_version": "1",
                 "meds_version": "0.4",
                 "created_at": date(2024, 2, 14).isoformat(),
@@ -246,7 +255,7 @@ def _write_tables(out: Path, instructions: list[SynthInstruction], rng: random.R
                     "Annotator_1",
                     ins.question,
                     ins.reference,
-                    ins.person_id,  # type: ignore[attr-defined]
+                    ins.person_id,
                     ins.subcategory,
                     ins.specialty,
                     "synthetic MEDS demo",
@@ -265,7 +274,7 @@ def _write_tables(out: Path, instructions: list[SynthInstruction], rng: random.R
                 writer.writerow(
                     [
                         ins.instruction_id,
-                        ins.person_id,  # type: ignore[attr-defined]
+                        ins.person_id,
                         ins.question,
                         model,
                         make_response(rng, ins, model),

@@ -1,11 +1,10 @@
 """Demo rubrics for `load_demo`: the demo clinicians find rubric work of every kind."""
 
+from review.demo.assignments import DEMO_CLINICIANS
 from review.models import Dataset, Rubric, User
 from review.selectors.studies import study_current
-
-from .demo_assignments import DEMO_CLINICIANS
-from .grading import gradings_assign
-from .rubrics import (
+from review.services.grading import gradings_assign
+from review.services.rubrics import (
     CriterionInput,
     rubric_accept,
     rubric_assign,

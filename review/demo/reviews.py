@@ -1,8 +1,8 @@
 """Simulated clinician reviews for the demo, so a correlation report has something to show.
 
 These are NOT clinicians' judgements. They come from accounts named "Simulated clinician N"
-(``simulated-N@demo.medalign.local``, no usable password) and are recognisable everywhere by that
-address: reports count them apart from real reviews and show a banner when any are included.
+(``simulated-N@demo.medalign.local``, no usable password) marked ``User.is_simulated``: reports
+count them apart from real reviews and show a banner when any are included.
 
 Each simulated clinician reviews every instruction of the dataset. A response's latent quality is
 its model's skill in the synthetic generator plus a bonus when the release marks it correct, plus
@@ -13,16 +13,18 @@ services (start, submit), so shown order, validation and audit are exactly a cli
 """
 
 import hashlib
+from typing import Any
 
 import numpy as np
 from django.db import transaction
-from django.db.models import Q
+from numpy.typing import NDArray
 from scipy.stats import rankdata
 
+from review.demo.accounts import DemoAccount, demo_account_ensure
+from review.demo.synthetic import MODEL_SKILL
 from review.models import Assignment, Dataset, ErrorTag, ModelResponse, Review, Role, User
-
-from .reviews import review_get_or_start, review_submit
-from .studies import study_first_round
+from review.services.reviews import review_get_or_start, review_submit
+from review.services.studies import study_first_round
 
 SIMULATED_DOMAIN = "demo.medalign.local"
 SIMULATED_PREFIX = "simulated-"
@@ -33,30 +35,16 @@ def simulated_email(n: int) -> str:
     return f"{SIMULATED_PREFIX}{n}@{SIMULATED_DOMAIN}"
 
 
-def is_simulated_email(email: str | None) -> bool:
-    """True for the demo's simulated clinician accounts (reports count them apart)."""
-    return (
-        bool(email)
-        and email.startswith(SIMULATED_PREFIX)
-        and email.endswith("@" + SIMULATED_DOMAIN)
-    )
-
-
-def simulated_q(email_field: str = "email") -> Q:
-    """A filter matching simulated accounts, ``is_simulated_email`` in SQL (for ``exclude``)."""
-    return Q(**{f"{email_field}__startswith": SIMULATED_PREFIX}) & Q(
-        **{f"{email_field}__endswith": "@" + SIMULATED_DOMAIN}
-    )
-
-
 def _simulated_clinician(n: int) -> User:
-    from .demo_accounts import DemoAccount, _ensure
-
     email = simulated_email(n)
     if not User.objects.filter(email=email).exists():
         # No usable password: nobody signs in as a simulated clinician.
-        User.objects.create_user(email, None, full_name=f"Simulated clinician {n}")
-    return _ensure(DemoAccount(email, f"Simulated clinician {n}", (Role.CLINICIAN,), "Simulated"))
+        User.objects.create_user(
+            email, None, full_name=f"Simulated clinician {n}", is_simulated=True
+        )
+    return demo_account_ensure(
+        DemoAccount(email, f"Simulated clinician {n}", (Role.CLINICIAN,), "Simulated")
+    )
 
 
 def _rng(*parts: object) -> np.random.Generator:
@@ -65,14 +53,12 @@ def _rng(*parts: object) -> np.random.Generator:
 
 
 def _skill(model_name: str) -> float:
-    from review.demo import MODEL_SKILL
-
     return MODEL_SKILL.get(model_name, 0.5)
 
 
 # Every draw is keyed by names (dataset, instruction id, model, clinician number), never by
 # database ids, so the same data gives the same simulated reviews in any database.
-def _latent_quality(responses: list[ModelResponse], key: str) -> np.ndarray:
+def _latent_quality(responses: list[ModelResponse], key: str) -> NDArray[np.float64]:
     rng = _rng("instruction", key)
     quality = []
     for r in responses:
@@ -83,7 +69,8 @@ def _latent_quality(responses: list[ModelResponse], key: str) -> np.ndarray:
         if r.release_binary_correct is not None:
             base += 0.8 if r.release_binary_correct else 0.0
         quality.append(base)
-    return np.asarray(quality) + rng.normal(0.0, 0.4, size=len(responses))
+    noise = rng.normal(0.0, 0.4, size=len(responses))
+    return np.asarray(quality, dtype=np.float64) + noise
 
 
 def _payload(
@@ -92,7 +79,7 @@ def _payload(
     quality: dict[int, float],
     clinician_n: int,
     tags: list[str],
-) -> dict:
+) -> dict[str, Any]:
     instruction = review.assignment.instruction
     rng = _rng("review", clinician_n, instruction.instruction_id)
     order = [int(rid) for rid in review.shown_order]
