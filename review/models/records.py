@@ -203,7 +203,7 @@ class RecordExcerpt(models.Model):
     content = models.JSONField()
     # The excerpt rendered as the review page shows it (``_excerpt.html``), so a page view reads
     # it instead of rendering ~100 template variables; ``html_version`` names the template and
-    # time zone it was rendered with (``review.selectors.records._excerpt_html_version``).
+    # time zone it was rendered with (``review.selectors.records.excerpt_html_version``).
     html = models.TextField(blank=True, default="")
     html_version = models.CharField(max_length=64, blank=True, default="")
     computed_at = models.DateTimeField(auto_now=True)

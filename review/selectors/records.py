@@ -659,39 +659,12 @@ def record_excerpt_fingerprint(instruction: Instruction, patient: Patient) -> st
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def record_excerpt_cached(instruction: Instruction, patient: Patient) -> Excerpt:
-    """``record_excerpt()``, computed once per instruction and stored (``RecordExcerpt``).
-
-    The excerpt does not depend on the clinician, so the first view of an instruction computes
-    and stores it and every later view, by anyone, reads one row. A row whose fingerprint no
-    longer matches (question or record changed) is recomputed; re-imports delete theirs. Two
-    first views at once both compute and the later write wins, with the same content.
-    """
-    from review.services.excerpts import record_excerpt_store  # services import selectors
-
-    fingerprint = record_excerpt_fingerprint(instruction, patient)
-    stored = (
-        RecordExcerpt.objects.filter(
-            instruction=instruction, patient=patient, fingerprint=fingerprint
-        )
-        .values_list("content", flat=True)
-        .first()
-    )
-    if stored is not None:
-        return Excerpt.from_json(stored)
-    excerpt = record_excerpt(instruction, patient)
-    record_excerpt_store(
-        instruction=instruction, patient=patient, fingerprint=fingerprint, excerpt=excerpt
-    )
-    return excerpt
-
-
 EXCERPT_TEMPLATE = "review/clinician/_excerpt.html"
 EXCERPT_NOTE_TEMPLATE = "review/clinician/_excerpt_note.html"
 
 
 @functools.cache
-def _excerpt_html_version() -> str:
+def excerpt_html_version() -> str:
     """What the stored HTML was rendered with: the excerpt templates' sources and the time zone
     its dates are shown in. A deployment changing either renders every excerpt again on its
     next view (the ranking itself is kept)."""
@@ -715,25 +688,39 @@ _STORED_EXCERPT: PreparedQuery[tuple[str, str, str]] = PreparedQuery(
 )
 
 
-def record_excerpt_html(instruction: Instruction, patient: Patient) -> SafeString:
-    """The excerpt's HTML for the review page: one row read on every view after the first.
+@dataclass(frozen=True)
+class StoredExcerpt:
+    """What is stored of an instruction's excerpt, beside what is current now."""
 
-    The import prepares it (``review.services.excerpts.record_excerpts_prepare``); an
-    instruction imported before that, or whose record or question changed, is ranked on its
-    first view and stored; a stored excerpt rendered by another template is rendered again from
-    its stored ranking.
-    """
-    from review.services.excerpts import record_excerpt_prepare  # services import selectors
+    fingerprint: str  # of the record and question as they are now
+    html: str | None  # the stored HTML, when it is current and rendered by today's templates
+    ranking: "Excerpt | None"  # the stored ranking, when current but rendered otherwise
 
+
+def record_excerpt_stored(instruction: Instruction, patient: Patient) -> StoredExcerpt:
+    """The stored excerpt of ``instruction`` as far as it is still current: one row read.
+
+    A row whose fingerprint no longer matches (question or record changed) counts as none; a
+    current ranking rendered by other templates (or another time zone) gives its ranking for
+    the caller to render again (``review.services.excerpts.record_excerpt_html``)."""
     fingerprint = record_excerpt_fingerprint(instruction, patient)
     row = _STORED_EXCERPT.first(instruction_id=instruction.pk, patient_id=patient.pk)
-    if row is not None and row[0] == fingerprint and row[1] == _excerpt_html_version():
-        return mark_safe(row[2])  # noqa: S308 - rendered by the template, which escapes
-    stored = None
-    if row is not None and row[0] == fingerprint:  # ranked, but rendered by another template
-        content = RecordExcerpt.objects.values_list("content", flat=True).get(pk=instruction.pk)
-        stored = Excerpt.from_json(content)
-    html = record_excerpt_prepare(
-        instruction=instruction, patient=patient, fingerprint=fingerprint, excerpt=stored
+    if row is None or row[0] != fingerprint:
+        return StoredExcerpt(fingerprint=fingerprint, html=None, ranking=None)
+    if row[1] == excerpt_html_version():
+        return StoredExcerpt(fingerprint=fingerprint, html=row[2], ranking=None)
+    content = RecordExcerpt.objects.values_list("content", flat=True).get(pk=instruction.pk)
+    return StoredExcerpt(fingerprint=fingerprint, html=None, ranking=Excerpt.from_json(content))
+
+
+def record_excerpt_stored_ranking(instruction: Instruction, patient: Patient) -> "Excerpt | None":
+    """The stored ranking of ``instruction``'s excerpt when it is still current, else None."""
+    fingerprint = record_excerpt_fingerprint(instruction, patient)
+    stored = (
+        RecordExcerpt.objects.filter(
+            instruction=instruction, patient=patient, fingerprint=fingerprint
+        )
+        .values_list("content", flat=True)
+        .first()
     )
-    return mark_safe(html)  # noqa: S308 - rendered by the template, which escapes
+    return None if stored is None else Excerpt.from_json(stored)

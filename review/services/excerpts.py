@@ -1,14 +1,19 @@
-"""Writes of the stored record excerpts (``RecordExcerpt``): one per instruction."""
+"""Writes of the stored record excerpts (``RecordExcerpt``): one per instruction.
+
+The excerpt does not depend on the clinician: the import prepares each instruction's (ranked
+and rendered), and a page view that finds none current prepares and stores it, so every later
+view, by anyone, reads one row. Two first views at once both compute and the later write wins,
+with the same content.
+"""
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.utils.safestring import SafeString, mark_safe
 
 from review.models import Instruction, Patient, RecordExcerpt
-
-if TYPE_CHECKING:
-    from review.selectors.records import Excerpt
+from review.selectors import records
+from review.selectors.records import Excerpt
 
 
 @transaction.atomic
@@ -17,7 +22,7 @@ def record_excerpt_store(
     instruction: Instruction,
     patient: Patient,
     fingerprint: str,
-    excerpt: "Excerpt",
+    excerpt: Excerpt,
     html: str = "",
     html_version: str = "",
 ) -> None:
@@ -40,27 +45,21 @@ def record_excerpt_prepare(
     instruction: Instruction,
     patient: Patient,
     fingerprint: str,
-    excerpt: "Excerpt | None" = None,
+    excerpt: Excerpt | None = None,
 ) -> str:
     """Rank one instruction's excerpt (unless given its stored ranking), render it as the review
     page shows it and store both; returns the HTML. Used by the import's preparation and by a
     page view that finds none current."""
-    from review.selectors.records import (
-        _excerpt_html_version,
-        record_excerpt,
-        record_excerpt_render,
-    )
-
     if excerpt is None:
-        excerpt = record_excerpt(instruction, patient)
-    html = record_excerpt_render(instruction, excerpt)
+        excerpt = records.record_excerpt(instruction, patient)
+    html = records.record_excerpt_render(instruction, excerpt)
     record_excerpt_store(
         instruction=instruction,
         patient=patient,
         fingerprint=fingerprint,
         excerpt=excerpt,
         html=html,
-        html_version=_excerpt_html_version(),
+        html_version=records.excerpt_html_version(),
     )
     return html
 
@@ -75,9 +74,7 @@ def record_excerpts_prepare(
     Run after an import commits, one instruction at a time (each its own short transaction):
     an interruption leaves the rest to be prepared on first view, as before.
     """
-    from review.selectors.records import _excerpt_html_version, record_excerpt_fingerprint
-
-    version = _excerpt_html_version()
+    version = records.excerpt_html_version()
     current = {
         pk: (fingerprint, html_version)
         for pk, fingerprint, html_version in RecordExcerpt.objects.filter(
@@ -93,7 +90,7 @@ def record_excerpts_prepare(
     for instruction in instructions.iterator(chunk_size=200):
         patient = instruction.patient
         assert patient is not None  # filtered above
-        fingerprint = record_excerpt_fingerprint(instruction, patient)
+        fingerprint = records.record_excerpt_fingerprint(instruction, patient)
         if current.get(instruction.pk) == (fingerprint, version):
             continue
         record_excerpt_prepare(instruction=instruction, patient=patient, fingerprint=fingerprint)
@@ -115,3 +112,38 @@ def record_excerpts_invalidate(
     if instructions:
         deleted += RecordExcerpt.objects.filter(instruction_id__in=instructions).delete()[0]
     return deleted
+
+
+def record_excerpt_cached(instruction: Instruction, patient: Patient) -> Excerpt:
+    """``record_excerpt()`` read from its stored row, computed and stored when none is current
+    (question or record changed, or never prepared)."""
+    stored = records.record_excerpt_stored_ranking(instruction, patient)
+    if stored is not None:
+        return stored
+    excerpt = records.record_excerpt(instruction, patient)
+    record_excerpt_store(
+        instruction=instruction,
+        patient=patient,
+        fingerprint=records.record_excerpt_fingerprint(instruction, patient),
+        excerpt=excerpt,
+    )
+    return excerpt
+
+
+def record_excerpt_html(instruction: Instruction, patient: Patient) -> SafeString:
+    """The excerpt's HTML for the review page: one row read on every view after the first.
+
+    An instruction imported before excerpts were prepared, or whose record or question changed,
+    is ranked on its first view and stored; a stored excerpt rendered by other templates is
+    rendered again from its stored ranking.
+    """
+    stored = records.record_excerpt_stored(instruction, patient)
+    if stored.html is not None:
+        return mark_safe(stored.html)  # noqa: S308 - rendered by the template, which escapes
+    html = record_excerpt_prepare(
+        instruction=instruction,
+        patient=patient,
+        fingerprint=stored.fingerprint,
+        excerpt=stored.ranking,
+    )
+    return mark_safe(html)  # noqa: S308 - rendered by the template, which escapes

@@ -36,6 +36,7 @@ from review.selectors.reviews import (
     review_page_data,
 )
 from review.selectors.studies import study_current, study_label, study_names
+from review.services import excerpts as excerpt_services
 from review.services import reviews as review_services
 from review.services.assignments import AssignmentError, assignments_create, assignments_plan
 from review.services.audit import audit_record, audit_record_many
@@ -122,7 +123,7 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         responses=responses,
     )
     patient = instruction.patient
-    excerpt_html = record_selectors.record_excerpt_html(instruction, patient) if patient else ""
+    excerpt_html = excerpt_services.record_excerpt_html(instruction, patient) if patient else ""
     audit_record_many(
         actions=[AuditEvent.Action.INSTRUCTION_VIEWED, AuditEvent.Action.RECORD_VIEWED],
         request=request,
@@ -249,7 +250,7 @@ def _cursor(request: HttpRequest) -> Cursor | None:
 @access.clinician_required
 def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
     instruction, patient = _record_for(request, instruction_id)
-    excerpt = record_selectors.record_excerpt_cached(instruction, patient)
+    excerpt = excerpt_services.record_excerpt_cached(instruction, patient)
     _audit_record_read(request, instruction, patient, {"view": "excerpt"})
     html = render_to_string(
         "review/clinician/_excerpt.html",

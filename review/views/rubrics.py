@@ -23,8 +23,8 @@ from review.forms.rubrics import (
     criteria_from_post,
 )
 from review.models import AuditEvent, CriterionGrading, Dataset, Instruction, Rubric, User
-from review.selectors import records as record_selectors
 from review.selectors import rubrics as selectors
+from review.services import excerpts as excerpt_services
 from review.services import grading as grading_services
 from review.services import reviews as review_services
 from review.services import rubrics as services
@@ -61,7 +61,7 @@ def _audit_page(request: HttpRequest, obj: object, instruction: Instruction) -> 
 def _rubric_page(request: HttpRequest, rubric: Rubric, *, mode: str) -> HttpResponse:
     instruction = rubric.instruction
     patient = instruction.patient
-    excerpt_html = record_selectors.record_excerpt_html(instruction, patient) if patient else ""
+    excerpt_html = excerpt_services.record_excerpt_html(instruction, patient) if patient else ""
     _audit_page(request, rubric, instruction)
     editable = (
         rubric.status in services.AUTHOR_EDITABLE
@@ -159,7 +159,7 @@ def grading_page(request: HttpRequest, grading_id: int) -> HttpResponse:
     instruction = grading.instruction
     page = selectors.grading_page_data(grading)
     patient = instruction.patient
-    excerpt_html = record_selectors.record_excerpt_html(instruction, patient) if patient else ""
+    excerpt_html = excerpt_services.record_excerpt_html(instruction, patient) if patient else ""
     _audit_page(request, grading, instruction)
     data = {
         "grading": grading.pk,

@@ -167,7 +167,7 @@ def test_a_changed_excerpt_template_renders_the_stored_excerpt_again(
     computed = RecordExcerpt.objects.get(instruction=instruction)
     # A deployment that changes _excerpt.html (or the time zone it formats dates in) must not
     # serve HTML rendered by the old one; the ranking itself is kept.
-    monkeypatch.setattr(records, "_excerpt_html_version", lambda: "another template")
+    monkeypatch.setattr(records, "excerpt_html_version", lambda: "another template")
     monkeypatch.setattr(records, "record_excerpt", _refuse)
     rendered.clear()
     assert _page(client, instruction).status_code == 200

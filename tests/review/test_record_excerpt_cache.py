@@ -12,7 +12,8 @@ from review.demo.release import DemoSpec, write_release
 from review.importers import import_release
 from review.models import Instruction, RecordExcerpt
 from review.selectors import records
-from review.selectors.records import record_excerpt, record_excerpt_cached
+from review.selectors.records import record_excerpt
+from review.services.excerpts import record_excerpt_cached
 from tests.review import review_data
 
 pytestmark = pytest.mark.django_db

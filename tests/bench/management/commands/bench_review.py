@@ -20,14 +20,19 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, reset_queries
+from django.template.loader import render_to_string
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from review.demo.accounts import DemoAccount, demo_account_ensure
 from review.demo.release import DemoSpec, write_release
-from review.models import Dataset, Event, Instruction, Patient, Review, Role, User
-from review.selectors.records import Cursor
+from review.models import Dataset, Event, Instruction, Patient, RecordExcerpt, Review, Role, User
+from review.selectors.records import Cursor, record_excerpt
 from review.services.assignments import assignments_create
 from review.services.datasets import dataset_delete
+from review.services.excerpts import record_excerpt_cached
 from review.services.imports import dataset_import
+from tests.bench.browser import page_in_browser, signed_in_client
 
 TARGET_P95_MS = 150.0
 BENCH_EMAIL = "bench-clinician@demo.medalign.local"
@@ -59,8 +64,6 @@ class Command(BaseCommand):
         user = self._clinician()
         # As an admin assigns: in the instruction's study round, whose response set it ranks.
         assignments_create(instructions=[instruction], clinicians=[user], overlap=1, actor=None)
-        from tests.bench.browser import signed_in_client
-
         client = signed_in_client(user)
         rng = random.Random(int(options["seed"]))  # type: ignore[arg-type]
         # The first view starts the review (and draws its order of responses).
@@ -110,8 +113,6 @@ class Command(BaseCommand):
             self._browser(user, instruction)
 
     def _browser(self, user: User, instruction: Instruction) -> None:
-        from tests.bench.browser import page_in_browser
-
         result = page_in_browser(user=user, path=reverse("clinician_review", args=[instruction.pk]))
         kb = result.bytes / 1024
         self.stdout.write(
@@ -125,12 +126,6 @@ class Command(BaseCommand):
     ) -> None:
         """The excerpt computed on every view (record_excerpt) against stored once per
         instruction (record_excerpt_cached), each rendered as the excerpt endpoint does."""
-        from django.template.loader import render_to_string
-        from django.test.utils import CaptureQueriesContext
-
-        from review.models import RecordExcerpt
-        from review.selectors.records import record_excerpt, record_excerpt_cached
-
         RecordExcerpt.objects.filter(instruction=instruction).delete()
         self.stdout.write("excerpt selector + template, in process (no request):")
         for label, select in (
@@ -202,8 +197,6 @@ class Command(BaseCommand):
 
     def _clinician(self) -> User:
         # The demo-accounts service builds a real approved account (DUA, application, TOTP).
-        from review.demo.accounts import DemoAccount, demo_account_ensure
-
         return demo_account_ensure(DemoAccount(BENCH_EMAIL, "Bench Clinician", (Role.CLINICIAN,)))
 
     def _endpoints(
