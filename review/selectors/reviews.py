@@ -18,6 +18,7 @@ from review.models import (
     User,
     response_label,
 )
+from review.selectors.drafts import review_values
 from review.selectors.studies import ResponseRow, clinician_round_label, study_response_rows
 
 QUEUE_STATUSES = ("new", "draft", "reopened", "submitted")
@@ -234,8 +235,6 @@ def review_page_data(
     responses come from the caller, the tags from the process's copy), whatever the
     instruction or the record.
     """
-    from review.services.reviews import review_values  # the merge rule lives with the writes
-
     order = [int(rid) for rid in review.shown_order]
     # ``responses`` are the instruction's set in the review's study (``instruction_responses``):
     # the ones its reviews show, since a review's order is drawn from them and the set is

@@ -18,6 +18,7 @@ from review.models import (
     User,
     response_label,
 )
+from review.selectors.drafts import grading_values
 from review.selectors.studies import study_response_rows
 
 
@@ -102,8 +103,6 @@ class GradingPage:
 
 def grading_page_data(grading: CriterionGrading) -> GradingPage:
     """The responses in the grading's order (masked, by handle) and the current verdicts."""
-    from review.services.grading import grading_values  # the merge rule lives with the writes
-
     rows = {
         row[0]: row
         for row in study_response_rows(

@@ -27,6 +27,7 @@ from review.models import (
     User,
 )
 from review.models.reviews import new_handle
+from review.selectors.drafts import criterion_ids, grading_values
 
 from .audit import audit_record
 from .reviews import (
@@ -124,11 +125,6 @@ def grading_get_or_start(grading: CriterionGrading) -> CriterionGrading:
 
 
 # --- validating and merging ------------------------------------------------------------------
-def criterion_ids(grading: CriterionGrading) -> list[int]:
-    """The rubric version's criteria, in order: fixed once accepted."""
-    return list(grading.rubric.criteria.order_by("order", "id").values_list("id", flat=True))
-
-
 def grading_validate(
     grading: CriterionGrading, payload: Any, *, criteria: list[int] | None = None
 ) -> EditBatch:
@@ -156,28 +152,6 @@ def grading_validate(
         at = min(_int(item.get("at"), f"{where}.at"), now_ms)
         edits.append(Edit(key=f"{item['handle']}.{item['field']}", value=value, at=at))
     return EditBatch(edits=edits, tab=tab, seq=seq, active_seconds=active)
-
-
-def grading_values(
-    grading: CriterionGrading, *, criteria: list[int] | None = None
-) -> dict[str, bool | None]:
-    """Every "<handle>.c<criterion id>" with its current verdict: submitted rows overlaid with
-    the draft, None where nothing is marked."""
-    criteria = criteria if criteria is not None else criterion_ids(grading)
-    handle_of = {int(rid): h for h, rid in zip(grading.handles, grading.shown_order, strict=True)}
-    values: dict[str, bool | None] = {
-        f"{h}.c{cid}": None for h in grading.handles for cid in criteria
-    }
-    if grading.status == CriterionGrading.Status.SUBMITTED:  # rows exist only once submitted
-        for rid, cid, met in CriterionGrade.objects.filter(grading=grading).values_list(
-            "response_id", "criterion_id", "met"
-        ):
-            if rid in handle_of:
-                values[f"{handle_of[rid]}.c{cid}"] = met
-    for key, (value, _at) in grading.draft.get("fields", {}).items():
-        if key in values:
-            values[key] = value
-    return values
 
 
 def grading_state(grading: CriterionGrading) -> dict[str, Any]:

@@ -43,6 +43,13 @@ from review.models import (
     User,
 )
 from review.models.reviews import new_handle
+from review.selectors.drafts import (
+    JUDGEMENT_FIELDS,
+    Judged,
+    draft_values,
+    review_judgements,
+    review_values,
+)
 from review.selectors.reviews import active_error_tags, error_tags
 from review.storable import UNSTORABLE, storable
 
@@ -63,7 +70,6 @@ SAVE_AUDIT_INTERVAL = timedelta(minutes=1)
 
 PAYLOAD_KEYS = {"edits", "tab", "seq", "active_seconds"}
 EDIT_KEYS = {"handle", "field", "value", "at"}
-JUDGEMENT_FIELDS = ("rank", "is_correct", "tags", "comment")
 REVIEW_FIELDS = ("cannot_assess", "cannot_assess_note")
 
 
@@ -395,74 +401,6 @@ def draft_merge(draft: dict[str, Any], batch: EditBatch) -> tuple[dict[str, Any]
         while len(tabs) > MAX_TABS:
             tabs.pop(next(iter(tabs)))
     return {"fields": fields, "tabs": tabs}, changed, count_time
-
-
-def draft_values(review: Review) -> dict[str, Any]:
-    """The draft's current values by key, without their times: what the page overlays."""
-    return {key: pair[0] for key, pair in review.draft.get("fields", {}).items()}
-
-
-@dataclass
-class Judged:
-    rank: int | None
-    is_correct: bool | None
-    tags: list[str]
-    comment: str
-
-
-_JUDGEMENTS: PreparedQuery[ResponseJudgement] = PreparedQuery(
-    lambda p: ResponseJudgement.objects.filter(review_id=p.review_id),
-    params=("review_id",),
-)
-_JUDGEMENT_TAGS: PreparedQuery[tuple[int, str]] = PreparedQuery(
-    lambda p: ResponseJudgement.error_tags.through.objects.filter(
-        responsejudgement__review_id=p.review_id
-    ).values_list("responsejudgement_id", "errortag__slug"),
-    params=("review_id",),
-)
-
-
-def review_judgements(review: Review) -> list[ResponseJudgement]:
-    """The review's judgement rows, each with ``tag_slugs``: one query, two when there are
-    rows (none before the first submit)."""
-    rows = _JUDGEMENTS.all(review_id=review.pk)
-    if rows:
-        slugs: dict[int, list[str]] = {}
-        for judgement_id, slug in _JUDGEMENT_TAGS.all(review_id=review.pk):
-            slugs.setdefault(judgement_id, []).append(slug)
-        for row in rows:
-            row.tag_slugs = slugs.get(row.pk, [])
-    return rows
-
-
-def review_values(
-    review: Review, judgements: list[ResponseJudgement] | None = None
-) -> tuple[dict[str, Judged], str, str]:
-    """Each handle's current judgement (submitted rows overlaid with the draft), and the
-    review's cannot-assess reason and note."""
-    if judgements is None:
-        # Rows are written at submit; a review never saved (version 0: every save, submit and
-        # reopening bumps it) has none worth reading.
-        judgements = review_judgements(review) if review.version else []
-    by_response = {j.response_id: j for j in judgements}
-    overlay = draft_values(review)
-    out: dict[str, Judged] = {}
-    for handle, rid in zip(review.handles, review.shown_order, strict=True):
-        row = by_response.get(int(rid))
-        judged = Judged(
-            rank=row.rank if row else None,
-            is_correct=row.is_correct if row else None,
-            tags=sorted(row.tag_slugs) if row else [],
-            comment=row.comment if row else "",
-        )
-        for field in JUDGEMENT_FIELDS:
-            key = f"{handle}.{field}"
-            if key in overlay:
-                setattr(judged, field, overlay[key])
-        out[handle] = judged
-    reason = overlay.get("cannot_assess", review.cannot_assess)
-    note = overlay.get("cannot_assess_note", review.cannot_assess_note)
-    return out, reason, note
 
 
 def _check_complete(values: dict[str, Judged], reason: str, note: str) -> None:

@@ -18,7 +18,7 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from review.models import AuditEvent, ErrorTag, Review, Role
-from review.services.reviews import review_values
+from review.selectors.drafts import review_values
 from tests import factories
 from tests.review import review_data
 

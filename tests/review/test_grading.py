@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from review.models import AuditEvent, CriterionGrade, CriterionGrading, Role, Rubric
+from review.selectors.drafts import criterion_ids
 from review.services import grading as services
 from review.services import rubrics as rubric_services
 from review.services.reviews import IncompleteReview, InvalidReview, ReviewReadOnly
@@ -47,7 +48,7 @@ def setup(db):
         rubric=rubric, study=study, clinicians=[clinician], actor=None
     )
     grading = services.grading_get_or_start(grading)
-    criteria = services.criterion_ids(grading)
+    criteria = criterion_ids(grading)
     return grading, clinician, criteria, rubric
 
 
@@ -273,7 +274,7 @@ def test_a_grader_given_researcher_access_later_can_no_longer_grade(setup, clien
     from review.services.accounts import application_set_roles
 
     grading, clinician, _, _ = setup
-    criteria = services.criterion_ids(grading)
+    criteria = criterion_ids(grading)
     application = clinician.applications.get(status="approved")
     admin = factories.make_user("boss@example.edu", roles=[Role.ADMIN])
     application_set_roles(

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from review.access import clear_all_cached_access, clear_cached_access
 from review.models import AccessApplication, DUAVersion, Review, Role
-from review.services.reviews import MAX_COMMENT_CHARS, review_get_or_start, review_values
+from review.selectors.drafts import review_values
+from review.services.reviews import MAX_COMMENT_CHARS, review_get_or_start
 from tests import factories
 from tests.review import review_data
 
