@@ -156,7 +156,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "medalign_site.middleware.SecurityHeadersMiddleware",
-    "medalign_site.errors.JsonAuthMiddleware",
+    "review.json_auth.JsonAuthMiddleware",
 ]
 CSRF_FAILURE_VIEW = "medalign_site.errors.csrf_failure"
 
