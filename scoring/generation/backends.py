@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import abc
 import hashlib
-import http.client
 import ipaddress
 import json
 import os
@@ -38,6 +37,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+import urllib3
+import urllib3.exceptions
 
 from scoring.metrics.base import cached_model, file_sha256, library_versions, set_offline_env
 
@@ -457,10 +459,6 @@ def resolve_endpoint(endpoint: str) -> tuple[str, int]:
     return addresses[0], port
 
 
-class _Transient(Exception):
-    pass
-
-
 class OpenAIHttpBackend(GenerationBackend):
     """An OpenAI-compatible completions endpoint inside the institution (allowlisted)."""
 
@@ -543,54 +541,86 @@ class OpenAIHttpBackend(GenerationBackend):
         )
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        # The allowlist is read again for every request: an endpoint an admin removes stops at once.
-        check_endpoint(self.endpoint)
-        attempt = 0
-        while True:
-            try:
-                return self._post_once(path, body)
-            except _Transient as exc:
-                attempt += 1
-                if attempt > self.retries:
-                    raise GenerationError(
-                        f"{self.endpoint}: {exc} (after {attempt} attempts)"
-                    ) from None
-                time.sleep(min(30.0, self.backoff * 2 ** (attempt - 1)))
+        """POST ``body`` as JSON, retrying timeouts, failed connections, 429 and 5xx with
+        backoff (urllib3's ``Retry``), never following a redirect.
 
-    def _post_once(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        The allowlist is read again and the name resolved and checked again for every call:
+        an endpoint an admin removes stops at once. The socket goes to the address just
+        checked, while the name stays the host for the Host header, TLS SNI
+        (``server_hostname``) and the certificate check (``assert_hostname``), so a name that
+        answers another address later (DNS rebinding) is never followed.
+        """
+        check_endpoint(self.endpoint)
         parts = urlsplit(self.endpoint)
+        host = parts.hostname or ""
         ip, port = resolve_endpoint(self.endpoint)
-        conn_class = (
-            http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        retry = urllib3.Retry(
+            total=self.retries,
+            redirect=0,
+            raise_on_redirect=False,
+            raise_on_status=False,
+            status_forcelist=_RETRIED_STATUSES,
+            allowed_methods=None,  # POST too: a completion has no side effect to repeat
+            backoff_factor=self.backoff,
+            backoff_max=30.0,
+            respect_retry_after_header=False,
         )
-        # The name stays the host (Host header, TLS SNI and certificate check); the socket goes
-        # to the address just checked.
-        conn = conn_class(parts.hostname or "", parts.port, timeout=self.timeout)
-        conn._create_connection = lambda address, *args, **kwargs: (  # type: ignore[attr-defined]
-            socket.create_connection((ip, port), *args, **kwargs)
-        )
-        payload = json.dumps(body).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        timeout = urllib3.Timeout(connect=self.timeout, read=self.timeout)
+        pool: urllib3.HTTPConnectionPool
+        if parts.scheme == "https":
+            pool = urllib3.HTTPSConnectionPool(
+                ip,
+                port,
+                timeout=timeout,
+                retries=retry,
+                server_hostname=host,
+                assert_hostname=host,
+                cert_reqs="CERT_REQUIRED",
+            )
+        else:
+            pool = urllib3.HTTPConnectionPool(ip, port, timeout=timeout, retries=retry)
+        headers = {
+            "Host": host if parts.port is None else f"{host}:{parts.port}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        attempts = self.retries + 1
         try:
-            conn.request("POST", parts.path + path, body=payload, headers=headers)
-            response = conn.getresponse()
-            raw = response.read(64 << 20)
+            response = pool.urlopen(
+                "POST",
+                parts.path + path,
+                body=json.dumps(body).encode("utf-8"),
+                headers=headers,
+                preload_content=False,
+            )
+            try:
+                raw = response.read(64 << 20)
+            finally:
+                response.release_conn()
             status = response.status
-        except TimeoutError:
-            raise _Transient(f"no answer within {self.timeout:g} s") from None
-        except (ConnectionError, OSError, http.client.HTTPException) as exc:
-            raise _Transient(f"connection failed ({type(exc).__name__})") from None
+            history = response.retries.history if response.retries is not None else ()
+            attempts = len(history) + 1
+        except urllib3.exceptions.MaxRetryError as exc:
+            raise GenerationError(
+                f"{self.endpoint}: {_failure(exc.reason, self.timeout)} ({_attempts(attempts)})"
+            ) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            # A read that fails after the retries are spent (Retry raises MaxRetryError only
+            # while it still counts).
+            raise GenerationError(
+                f"{self.endpoint}: {_failure(exc, self.timeout)} ({_attempts(attempts)})"
+            ) from None
         finally:
-            conn.close()
+            pool.close()
         if 300 <= status < 400:
             raise GenerationError(
                 f"{self.endpoint}: answered with a redirect (HTTP {status}); redirects are not "
                 "followed, configure the endpoint's final address"
             )
-        if status >= 500 or status == 429:
-            raise _Transient(f"HTTP {status}")
+        if status in _RETRIED_STATUSES:
+            raise GenerationError(f"{self.endpoint}: HTTP {status} ({_attempts(attempts)})")
         if status >= 400:
             raise GenerationError(f"{self.endpoint}: HTTP {status} ({len(raw)} bytes of error)")
         try:
@@ -602,6 +632,24 @@ class OpenAIHttpBackend(GenerationBackend):
         if not isinstance(data, dict):
             raise GenerationError(f"{self.endpoint}: the answer is not a JSON object")
         return data
+
+
+def _attempts(n: int) -> str:
+    return f"after {n} attempt{'s' if n != 1 else ''}"
+
+
+# Answers worth asking again: the server is busy or failed this once.
+_RETRIED_STATUSES = frozenset({429, *range(500, 600)})
+
+
+def _failure(exc: BaseException | None, timeout: float) -> str:
+    """What went wrong with a request, without quoting it (it may carry patient text)."""
+    # urllib3 makes a refused connection a kind of connect timeout: ask about it first.
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):
+        return f"connection failed ({type(exc).__name__})"
+    if isinstance(exc, urllib3.exceptions.TimeoutError | TimeoutError):
+        return f"no answer within {timeout:g} s"
+    return f"connection failed ({type(exc).__name__})"
 
 
 def _int(value: Any) -> int:

@@ -44,6 +44,7 @@ from scoring.generation.backends import (
     HashProgress,
     backend_from_spec,
 )
+from scoring.generation.names import MODEL_LABEL_MAX, response_model_name, run_response_names
 from scoring.generation.prompts import (
     HELM_TEMPLATE,
     TRUNCATION_POLICIES,
@@ -52,12 +53,7 @@ from scoring.generation.prompts import (
 )
 from scoring.generation.record_text import SERIALIZATION_VERSION
 from scoring.generation.tasks import generation_batch
-from scoring.generation.work import (
-    MODEL_LABEL_MAX,
-    GenerationJob,
-    generate_responses,
-    response_model_name,
-)
+from scoring.generation.work import GenerationJob, generate_responses
 from scoring.models import GenerationBatch, GenerationEndpoint, GenerationRun, GenerationTemplate
 from scoring.runs import machinery
 
@@ -240,7 +236,7 @@ def describe(exc: BaseException) -> str:
 
 
 def _responses_produced(run: GenerationRun) -> int:
-    names = [response_model_name(run.label, n) for n in run.context_lengths]
+    names = run_response_names(run.label, run.context_lengths)
     return ModelResponse.objects.filter(
         instruction__dataset_id=run.dataset_id,
         model_name__in=names,
@@ -311,7 +307,7 @@ def _verified_identity(run: GenerationRun, backend: GenerationBackend) -> dict[s
         if not hashed:
             # The request could not tell, without the hash, whether responses already named
             # like this run's are this model's: now it can, before any response is written.
-            names = [response_model_name(run.label, n) for n in run.context_lengths]
+            names = run_response_names(run.label, run.context_lengths)
             clash = _label_clash(run.dataset, names, now, run_id=run.pk)
             if clash is not None:
                 raise GenerationRunError(
@@ -622,7 +618,7 @@ def _run_create(
             f"{limit[0]:,} positions ({limit[1]}). Choose lengths up to {limit[0]:,}."
         )
     identity = _identity(backend)
-    names = [response_model_name(label, n) for n in lengths]
+    names = run_response_names(label, lengths)
     clash = _label_clash(dataset, names, identity)
     if clash is not None:
         raise GenerationRunError(_clash_message(clash, dataset, "choose another label"))

@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from review.models import Encounter, Event, ModelResponse, Patient
 from scoring.models import GenerationRun
 
+from .names import run_response_names
 from .record_text import SERIALIZATION_VERSION, EncounterRow, EventRow, RecordText, serialize_record
 
 _CACHE: OrderedDict[tuple[object, ...], RecordText] = OrderedDict()
@@ -84,9 +85,7 @@ def record_text_cache_clear() -> None:
 
 def generation_responses(run: GenerationRun, limit: int = 200) -> QuerySet[ModelResponse]:
     """The run's responses with their provenance, for the run page (no text is shown there)."""
-    from .work import response_model_name  # work reads records through this module
-
-    names = [response_model_name(run.label, n) for n in run.context_lengths]
+    names = run_response_names(run.label, run.context_lengths)
     return (
         ModelResponse.objects.filter(instruction__dataset_id=run.dataset_id, model_name__in=names)
         .select_related("instruction")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from review.models import ModelResponse
+from scoring.generation.names import run_response_names
 from scoring.models import GenerationRun
 
 
@@ -45,6 +46,4 @@ def unfinished_run_refusal(responses: list[ModelResponse]) -> str:
 
 
 def run_model_names(run: GenerationRun) -> list[str]:
-    from scoring.generation.work import response_model_name
-
-    return [response_model_name(run.label, n) for n in run.context_lengths]
+    return run_response_names(run.label, run.context_lengths)

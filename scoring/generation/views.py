@@ -14,9 +14,9 @@ from review import access
 from review.models import Dataset
 from scoring.generation import runs as generation
 from scoring.generation.backends import GenerationParams
+from scoring.generation.names import run_response_names
 from scoring.generation.prompts import HELM_TEMPLATE
 from scoring.generation.selectors import generation_responses, generation_runs_recent
-from scoring.generation.work import response_model_name
 from scoring.models import GenerationRun
 from scoring.runs.views import BROKER_DOWN, run_detail_render
 
@@ -117,7 +117,7 @@ def generation_run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "scoring/generation/detail.html",
         {
             "responses": generation_responses(run),
-            "response_names": [response_model_name(run.label, n) for n in run.context_lengths],
+            "response_names": run_response_names(run.label, run.context_lengths),
             # Adding responses to a round is the admin's step (the dataset's studies page).
             "can_add_to_round": request.access.is_admin,  # type: ignore[attr-defined]
         },

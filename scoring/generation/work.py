@@ -33,18 +33,12 @@ from review.blinding import names_a_model
 from review.models import Instruction, ModelResponse
 
 from .backends import GenerationBackend, GenerationParams, backend_from_spec
+from .names import response_model_name
 from .prompts import PromptTemplate, build_prompt
 from .record_text import SERIALIZATION_VERSION
 from .selectors import record_text
 
 logger = logging.getLogger(__name__)
-
-MODEL_LABEL_MAX = 80
-
-
-def response_model_name(label: str, context_length: int) -> str:
-    """The response's model name: one per (model, context length), e.g. ``llama-3-8b@2048``."""
-    return f"{label[:MODEL_LABEL_MAX]}@{context_length}"
 
 
 @dataclass(frozen=True)
