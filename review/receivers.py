@@ -10,7 +10,6 @@ a stale "approved" must never outlive a revocation.
 import time
 from typing import Any
 
-from allauth.account.internal.flows.login import record_authentication
 from allauth.mfa.models import Authenticator
 from allauth.mfa.signals import (
     authentication_failed,
@@ -26,6 +25,7 @@ from django.http import HttpRequest
 
 from medalign_site.middleware import SIGNED_IN_AT_KEY
 from review.access import clear_all_cached_access, clear_cached_access
+from review.allauth_compat import record_authentication
 from review.models import AccessApplication, AuditEvent, DUASignature, DUAVersion, ErrorTag, User
 from review.selectors.reviews import error_tags_forget
 from review.services.audit import audit_record

@@ -20,7 +20,6 @@ from typing import Any
 from allauth.account import app_settings as account_settings
 from allauth.account.authentication import get_authentication_records
 from allauth.core import context
-from allauth.core.internal import ratelimit
 from allauth.mfa.base.forms import AuthenticateForm as AllauthAuthenticateForm
 from allauth.mfa.base.forms import ReauthenticateForm as AllauthReauthenticateForm
 from allauth.mfa.models import Authenticator
@@ -33,6 +32,7 @@ from django.shortcuts import redirect
 from django.urls import URLPattern, path, reverse
 from django.utils.http import urlencode
 
+from review.allauth_compat import ratelimit
 from review.models import AuditEvent
 from review.services.audit import audit_record
 

@@ -19,11 +19,11 @@ from typing import Any
 from allauth.account.authentication import AUTHENTICATION_METHODS_SESSION_KEY
 from allauth.account.models import EmailAddress
 from allauth.mfa import app_settings as mfa_settings
-from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, hotp_value
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
 from review.access import clear_cached_access
+from review.allauth_compat import TOTP, format_hotp_value, hotp_value
 from review.models import AccessApplication, DUAVersion, Role, User
 from review.services import accounts as services
 

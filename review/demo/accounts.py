@@ -12,14 +12,13 @@ from datetime import timedelta
 
 from allauth.account.models import EmailAddress
 from allauth.mfa.models import Authenticator
-from allauth.mfa.recovery_codes.internal.auth import RecoveryCodes
-from allauth.mfa.totp.internal.auth import TOTP
 from allauth.mfa.utils import decrypt
 from django.core.files.base import ContentFile
 from django.db import transaction
 from django.utils import timezone
 
 from review.access import user_access
+from review.allauth_compat import TOTP, RecoveryCodes
 from review.models import AccessApplication, DUAVersion, Role, User
 from review.services.accounts import (
     ApplicationDetails,

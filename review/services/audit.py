@@ -6,9 +6,11 @@ bulk_create sends it, its SQL made once), so the trail costs every audited reque
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 
 from medalign_site.prepared import insert_rows
+from review.allauth_compat import get_client_ip
 from review.models import AuditEvent, User
 
 
@@ -21,9 +23,6 @@ def client_ip(request: HttpRequest | None) -> str | None:
     """
     if request is None:
         return None
-    from allauth.core.internal.httpkit import get_client_ip
-    from django.core.exceptions import ImproperlyConfigured
-
     try:
         return get_client_ip(request) or None
     except ImproperlyConfigured:

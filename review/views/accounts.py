@@ -5,6 +5,7 @@ import json
 from collections.abc import Iterator
 from datetime import date, timedelta
 
+from allauth.core import ratelimit
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -208,8 +209,6 @@ def application_verify_email(request: HttpRequest, token: str) -> HttpResponse:
 @login_required
 @require_POST
 def application_email_resend(request: HttpRequest) -> HttpResponse:
-    from allauth.core import ratelimit
-
     application = selectors.application_open_for_user(request.user)
     if application is None or application.institutional_email_verified_at is not None:
         return redirect("application_status")

@@ -716,9 +716,9 @@ def test_a_session_signed_in_before_enrolment_reaches_only_what_anonymous_does(
     """An approved account without TOTP signs in with the password; TOTP is set up in another
     session (allauth's own pages); the first session is over, on every URL."""
     from allauth.mfa.models import Authenticator
-    from allauth.mfa.totp.internal.auth import SECRET_SESSION_KEY
     from django.test import Client
 
+    from review.allauth_compat import SECRET_SESSION_KEY
     from tests.factories import PASSWORD, sign_in, totp_code_fresh
 
     user = getattr(world, kind)

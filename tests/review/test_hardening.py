@@ -10,13 +10,13 @@ from unittest.mock import patch
 
 import pytest
 from allauth.mfa.models import Authenticator
-from allauth.mfa.totp.internal.auth import TOTP
 from django.apps import apps as django_apps
 from django.urls import reverse
 from django.utils import timezone
 
 from review.access import user_access
 from review.adapters import ENCRYPTED_PREFIX
+from review.allauth_compat import TOTP
 from review.models import AccessApplication, AuditEvent, Event, ModelResponse, Review, Role
 from review.services import accounts as services
 from review.services import assignments as assignment_services
@@ -79,7 +79,7 @@ def test_passing_totp_in_the_session_opens_the_records(world, client):
 
 @pytest.mark.django_db(transaction=True)  # allauth announces the new factor once it commits
 def test_setting_up_totp_passes_the_second_factor_for_that_session_only(world, client):
-    from allauth.mfa.totp.internal.auth import SECRET_SESSION_KEY
+    from review.allauth_compat import SECRET_SESSION_KEY
 
     Authenticator.objects.filter(user=world.clinician).delete()
     factories.sign_in(client, world.clinician, second_factor=False)

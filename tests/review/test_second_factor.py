@@ -13,10 +13,10 @@ import time
 import pytest
 from allauth.account.authentication import AUTHENTICATION_METHODS_SESSION_KEY
 from allauth.mfa.models import Authenticator
-from allauth.mfa.recovery_codes.internal.auth import RecoveryCodes
 from django.test import Client
 from django.urls import reverse
 
+from review.allauth_compat import RecoveryCodes
 from review.models import AuditEvent, Role
 from review.services import accounts as services
 from tests import factories
@@ -40,7 +40,7 @@ def _signed_out(client: Client) -> bool:
 def _add_totp_from(client: Client, user) -> None:  # noqa: ANN001
     """Set TOTP up in ``client``'s session through allauth's own pages: re-authenticate with the
     password (no factor yet), open the set-up page, type the code of the secret it shows."""
-    from allauth.mfa.totp.internal.auth import SECRET_SESSION_KEY
+    from review.allauth_compat import SECRET_SESSION_KEY
 
     _reauthenticate_with_password(client)
     assert client.get(reverse("mfa_activate_totp")).status_code == 200

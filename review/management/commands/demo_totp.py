@@ -1,5 +1,11 @@
+import time
+
+from allauth.mfa import app_settings
+from allauth.mfa.models import Authenticator
+from allauth.mfa.utils import decrypt
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from review.allauth_compat import format_hotp_value, hotp_value
 from review.demo.accounts import DEMO_DOMAIN
 
 
@@ -10,13 +16,6 @@ class Command(BaseCommand):
         parser.add_argument("email")
 
     def handle(self, *args: object, **options: object) -> None:
-        import time
-
-        from allauth.mfa import app_settings
-        from allauth.mfa.models import Authenticator
-        from allauth.mfa.totp.internal.auth import format_hotp_value, hotp_value
-        from allauth.mfa.utils import decrypt
-
         email = str(options["email"]).strip().lower()
         # Only the demo accounts: for a real account this would be a second-factor bypass.
         if not email.endswith("@" + DEMO_DOMAIN):
