@@ -43,7 +43,9 @@ class OpenAIServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
                     index = len(server.requests)
-                    server.requests.append({"path": self.path, "body": body})
+                    server.requests.append(
+                        {"path": self.path, "body": body, "host": self.headers.get("Host")}
+                    )
                     action = server.script[min(index, len(server.script) - 1)]
                 server._answer(self, action, body)
 

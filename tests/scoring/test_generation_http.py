@@ -173,7 +173,9 @@ def _resolving_to(monkeypatch, *answers: str) -> list[str]:
 
 
 def _no_connection(monkeypatch) -> list[tuple]:  # noqa: ANN001
-    import socket
+    """Record where each connection would go (urllib3 opens every socket through
+    ``urllib3.util.connection.create_connection``), and refuse it."""
+    import urllib3.util.connection
 
     attempts: list[tuple] = []
 
@@ -181,7 +183,7 @@ def _no_connection(monkeypatch) -> list[tuple]:  # noqa: ANN001
         attempts.append(address)
         raise ConnectionRefusedError("test: no connection")
 
-    monkeypatch.setattr(socket, "create_connection", create_connection)
+    monkeypatch.setattr(urllib3.util.connection, "create_connection", create_connection)
     return attempts
 
 
@@ -235,3 +237,38 @@ def test_the_connection_goes_to_the_address_that_was_checked(allow, monkeypatch)
         _backend("http://models.example.org:8000", retries=0).generate(PROMPT, GenerationParams())
     assert attempts == [("10.1.2.3", 8000)]
     assert looked_up == ["models.example.org"]  # resolved once, then pinned
+
+
+def test_the_pinned_address_is_asked_under_the_endpoints_own_name(allow, monkeypatch) -> None:
+    """The socket goes to the checked address while the Host header keeps the name (a virtual
+    host behind the address answers as itself)."""
+    with OpenAIServer(["ok"]) as server:
+        url = f"http://models.example.org:{server.port}"
+        allow.add(normalize_endpoint(url))
+        _resolving_to(monkeypatch, "127.0.0.1")
+        assert _backend(url).generate(PROMPT, GenerationParams()).text == "A completion."
+    assert server.requests[0]["host"] == f"models.example.org:{server.port}"
+
+
+def test_tls_checks_the_certificate_for_the_name_not_the_pinned_address(allow, monkeypatch):
+    """urllib3's public ``server_hostname`` (SNI) and ``assert_hostname`` (the certificate
+    check) carry the name to a connection opened to the checked address."""
+    import urllib3
+
+    made: list[tuple[tuple, dict]] = []
+
+    class Spy(urllib3.HTTPSConnectionPool):
+        def __init__(self, *args, **kwargs):  # noqa: ANN002, ANN003
+            made.append((args, kwargs))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(urllib3, "HTTPSConnectionPool", Spy)
+    allow.add("https://models.example.org:8443")
+    _resolving_to(monkeypatch, "10.1.2.3")
+    _no_connection(monkeypatch)
+    with pytest.raises(GenerationError, match="connection failed"):
+        _backend("https://models.example.org:8443", retries=0).generate(PROMPT, GenerationParams())
+    ((args, kwargs),) = made
+    assert args[:2] == ("10.1.2.3", 8443)
+    assert kwargs["server_hostname"] == kwargs["assert_hostname"] == "models.example.org"
+    assert kwargs["cert_reqs"] == "CERT_REQUIRED"
