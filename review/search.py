@@ -9,7 +9,7 @@ search server. Nothing here touches the database.
   abbreviation, a synonym phrase).
 - ``bm25_rank`` over ``query_terms`` and ``tokenize``: plain terms (lower case, a plural "s"
   dropped), kept exactly as they were for the generation runs' ``bm25`` truncation policy
-  (scoring.generation.prompts), whose prompts a changed tokenizer would silently change.
+  (scoring.llm.prompts), whose prompts a changed tokenizer would silently change.
 """
 
 import math

@@ -12,8 +12,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from review.admin.audited import AuditedAdmin
-from scoring.generation.backends import address_refusal, normalize_endpoint
 from scoring.generation.runs import GenerationRunError, generation_template_approve
+from scoring.llm.backends import address_refusal, normalize_endpoint
 from scoring.models import GenerationEndpoint, GenerationTemplate, LearnedMetricModel, ModelVariant
 
 

@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 def _endpoint_allowed(endpoint: str) -> bool | str:
     # Read on every request (no cache): an endpoint an admin disables stops at once.
-    from scoring.generation.backends import ALLOW_PUBLIC
+    from scoring.llm.backends import ALLOW_PUBLIC
     from scoring.models import GenerationEndpoint
 
     row = (
@@ -27,9 +27,9 @@ class ScoringConfig(AppConfig):
         # The generation backends are plain Python and allow no endpoint by default; the app's
         # allowlist is the admin's GenerationEndpoint rows.
         from scoring import receivers  # noqa: F401 - API tokens end with access changes
-        from scoring.generation import backends
         from scoring.generation import runs as generation_runs  # noqa: F401
         from scoring.grading import runs as grading_runs  # noqa: F401
+        from scoring.llm import backends
         from scoring.runs import scoring  # noqa: F401
 
         backends.set_allowlist(_endpoint_allowed)

@@ -27,7 +27,7 @@ __all__ = ["compute_report", "generation_batch", "grading_batch", "score_batch",
 @worker_process_init.connect
 def _configure_worker_process(**_: Any) -> None:
     # Runs in each prefork child after fork, before any model is loaded (models load lazily on the
-    # first batch and stay cached in this process: scoring.metrics.base). Torch is told its thread
+    # first batch and stay cached in this process: scoring.weights). Torch is told its thread
     # count through the environment so that lexical-only workers never import it; left to itself
     # in a pool child it can settle on fewer threads than the cores it is given.
     threads = str(settings.TORCH_NUM_THREADS or os.cpu_count() or 1)

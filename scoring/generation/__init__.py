@@ -1,10 +1,7 @@
-"""Generation runs: responses produced on the institution's own models (issue 14).
+"""Generation runs: candidate responses produced on the institution's own models.
 
-- ``record_text``: a patient's record as text (documented, versioned serialization);
-- ``prompts``: the prompt template (HELM's by default) and truncation to a context length with
-  the model's own tokenizer, exact to the token (policies ``recent`` and ``bm25``);
-- ``backends``: a local causal LM (``transformers``) or an allowlisted OpenAI-compatible endpoint;
-- ``tiny_lm``: a tiny random causal LM built offline for tests and benchmarks.
-
-Importing this package loads no model and imports neither torch nor transformers.
+A kind of run on ``scoring.runs`` (``runs``: plan, work, identity; ``work``: one batch's
+generation; ``names``: what a generated response is called; ``provenance``: the columns exports
+carry; ``study``: which runs' responses may join a study round; ``tasks``, ``views``,
+``selectors``). The models, prompts and record text it uses are ``scoring.llm``'s.
 """

@@ -37,23 +37,23 @@ from django.utils import timezone
 
 from review.models import AuditEvent, Dataset, Instruction, ModelResponse, User
 from review.services.audit import audit_record
-from scoring.generation.backends import (
+from scoring.generation.names import MODEL_LABEL_MAX, response_model_name, run_response_names
+from scoring.generation.tasks import generation_batch
+from scoring.generation.work import GenerationJob, generate_responses
+from scoring.llm.backends import (
     GenerationBackend,
     GenerationError,
     GenerationParams,
     HashProgress,
     backend_from_spec,
 )
-from scoring.generation.names import MODEL_LABEL_MAX, response_model_name, run_response_names
-from scoring.generation.prompts import (
+from scoring.llm.prompts import (
     HELM_TEMPLATE,
     TRUNCATION_POLICIES,
     PromptError,
     PromptTemplate,
 )
-from scoring.generation.record_text import SERIALIZATION_VERSION
-from scoring.generation.tasks import generation_batch
-from scoring.generation.work import GenerationJob, generate_responses
+from scoring.llm.record_text import SERIALIZATION_VERSION
 from scoring.models import GenerationBatch, GenerationEndpoint, GenerationRun, GenerationTemplate
 from scoring.runs import machinery
 

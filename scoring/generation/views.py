@@ -13,10 +13,10 @@ from kombu.exceptions import OperationalError as BrokerError
 from review import access
 from review.models import Dataset
 from scoring.generation import runs as generation
-from scoring.generation.backends import GenerationParams
 from scoring.generation.names import run_response_names
-from scoring.generation.prompts import HELM_TEMPLATE
 from scoring.generation.selectors import generation_responses, generation_runs_recent
+from scoring.llm.backends import GenerationParams
+from scoring.llm.prompts import HELM_TEMPLATE
 from scoring.models import GenerationRun
 from scoring.runs.views import BROKER_DOWN, run_detail_render
 

@@ -31,12 +31,12 @@ from django.utils import timezone
 
 from review.blinding import names_a_model
 from review.models import Instruction, ModelResponse
+from scoring.llm.backends import GenerationBackend, GenerationParams, backend_from_spec
+from scoring.llm.prompts import PromptTemplate, build_prompt
+from scoring.llm.record_text import SERIALIZATION_VERSION
+from scoring.llm.records import record_text
 
-from .backends import GenerationBackend, GenerationParams, backend_from_spec
 from .names import response_model_name
-from .prompts import PromptTemplate, build_prompt
-from .record_text import SERIALIZATION_VERSION
-from .selectors import record_text
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ its own words (it is not HealthBench's text, so its version is its own, ``medali
 
 What differs, and why:
 
-- The grader is one of the app's generation backends (``scoring.generation.backends``: a local
+- The grader is one of the app's generation backends (``scoring.llm.backends``: a local
   causal LM, or an allowlisted endpoint inside the institution), never a hosted service: the
   data use agreement forbids sending records out. Greedy decoding (temperature 0).
 - The conversation is MedAlign's: the user turn is HELM's generation prompt with the patient's
@@ -38,13 +38,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from review.linear import SPACE, Pattern
-from scoring.generation.backends import (
+from scoring.llm.backends import (
     GenerationBackend,
     GenerationError,
     GenerationParams,
     backend_from_spec,
 )
-from scoring.metrics.base import canonical_json, library_versions
+from scoring.weights import canonical_json, library_versions
 
 __all__ = [
     "GRADER_PROMPT",
@@ -241,8 +241,8 @@ class RubricGrader:
 
     def user_turn(self, *, question: str, record: Any) -> str:
         """HELM's generation prompt around the instruction and the record (cut to fit)."""
-        from scoring.generation.prompts import PromptTemplate, build_prompt
-        from scoring.generation.record_text import RecordText
+        from scoring.llm.prompts import PromptTemplate, build_prompt
+        from scoring.llm.record_text import RecordText
 
         return build_prompt(
             record=record if record is not None else RecordText("", ()),

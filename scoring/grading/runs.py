@@ -26,12 +26,12 @@ from django.db.models import QuerySet
 
 from review.models import AuditEvent, Criterion, Dataset, ModelResponse, Rubric, User
 from review.services.audit import audit_record
-from scoring.generation.backends import GenerationError
-from scoring.generation.prompts import PromptError
 from scoring.generation.runs import GenerationRunError, model_choice
-from scoring.generation.selectors import record_text
 from scoring.grading.grader import RubricGrader, RubricItem, conversation_text
 from scoring.grading.tasks import grading_batch
+from scoring.llm.backends import GenerationError
+from scoring.llm.prompts import PromptError
+from scoring.llm.records import record_text
 from scoring.models import GraderVerdict, GradingBatch, GradingRun, MetricConfig
 from scoring.runs import machinery
 

@@ -19,15 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from scoring.weights import clear_model_cache, model_cache_info
+
 from . import embedding_cache
-from .base import (
-    MetricBackend,
-    MetricUnavailable,
-    Pair,
-    Scored,
-    clear_model_cache,
-    model_cache_info,
-)
+from .base import MetricBackend, MetricUnavailable, Pair, Scored
 from .bertscore import BertScoreBackend
 from .comet import CometBackend
 from .jury import JuryBackend

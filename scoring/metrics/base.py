@@ -9,24 +9,18 @@ relevant library versions.  Machine-specific absolute paths are reported too, bu
 top-level ``"location"`` key, which ``identity_hash()`` leaves out: the same model files and options
 hash the same on every machine, whatever folder they were installed in.
 
-Model cache
------------
-Loaded models live in a module-level, per-process cache (``_MODEL_CACHE``) filled lazily on the
-first ``score()``: never at import, never per call.  A Celery prefork worker therefore loads after
-the fork and keeps the model for all its tasks.  ``clear_model_cache()`` empties it (tests).
+Models load through ``scoring.weights`` (once per process, lazily on the first ``score()``).
 """
 
 from __future__ import annotations
 
 import abc
 import hashlib
-import json
-import os
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, ClassVar
+
+from scoring.weights import canonical_json
 
 __all__ = [
     "LOCATION_KEY",
@@ -34,13 +28,6 @@ __all__ = [
     "MetricUnavailable",
     "Pair",
     "Scored",
-    "cached_model",
-    "canonical_json",
-    "clear_model_cache",
-    "file_sha256",
-    "library_versions",
-    "model_cache_info",
-    "set_offline_env",
 ]
 
 LOCATION_KEY = "location"
@@ -51,7 +38,7 @@ class Pair:
     source: str  # the instruction (COMET src)
     hypothesis: str  # the model response
     reference: str  # the clinician reference answer
-    # The patient's serialized record (scoring.generation.record_text.RecordText), given only to
+    # The patient's serialized record (scoring.llm.record_text.RecordText), given only to
     # a backend that reads it (``reads_record``: the LLM jury); left out of equality and hashing.
     record: Any = field(default=None, compare=False, repr=False)
 
@@ -67,105 +54,6 @@ class Scored:
 
 class MetricUnavailable(Exception):
     """Raised with a human-readable reason when a backend cannot load (e.g. no COMET checkpoint)."""
-
-
-def set_offline_env() -> None:
-    """Default the Hugging Face libraries to offline mode (call before importing transformers)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def library_versions(*distributions: str) -> dict[str, str | None]:
-    """Installed versions from package metadata (``bert_score.__version__`` is stale in 0.3.13)."""
-    out: dict[str, str | None] = {}
-    for dist in distributions:
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
-
-
-# --------------------------------------------------------------------------- file hashing
-
-_HASH_CACHE: dict[tuple[str, int, int], str] = {}
-_HASH_LOCK = threading.Lock()
-_CHUNK = 1 << 20  # 1 MiB
-_PROGRESS_EVERY = 64 * _CHUNK
-
-
-def file_sha256(
-    path: str | os.PathLike[str], *, progress: Callable[[int], None] | None = None
-) -> str:
-    """sha256 of a file, read in 1 MiB chunks; cached per (real path, size, mtime_ns).
-
-    ``progress(bytes_read)`` is called every 64 MiB read and at the end (not when cached)."""
-    real = os.path.realpath(path)
-    st = os.stat(real)
-    key = (real, st.st_size, st.st_mtime_ns)
-    with _HASH_LOCK:
-        cached = _HASH_CACHE.get(key)
-    if cached is not None:
-        return cached
-    digest = hashlib.sha256()
-    read = 0
-    with open(real, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-            read += len(chunk)
-            if progress is not None and read % _PROGRESS_EVERY == 0:
-                progress(read)
-    if progress is not None:
-        progress(read)
-    value = digest.hexdigest()
-    with _HASH_LOCK:
-        _HASH_CACHE[key] = value
-    return value
-
-
-# --------------------------------------------------------------------------- model cache
-
-_MODEL_CACHE: dict[tuple, Any] = {}
-_MODEL_LOADS: dict[tuple, int] = {}
-_CACHE_LOCK = threading.RLock()
-
-
-def _reinit_locks_after_fork() -> None:  # a lock held by another thread at fork time stays held
-    global _CACHE_LOCK, _HASH_LOCK
-    _CACHE_LOCK = threading.RLock()
-    _HASH_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_locks_after_fork)
-
-
-def cached_model(key: tuple, loader: Callable[[], Any]) -> Any:
-    """Return the per-process cached object for ``key``, calling ``loader()`` once if missing."""
-    with _CACHE_LOCK:
-        if key not in _MODEL_CACHE:
-            _MODEL_CACHE[key] = loader()
-            _MODEL_LOADS[key] = _MODEL_LOADS.get(key, 0) + 1
-        return _MODEL_CACHE[key]
-
-
-def clear_model_cache() -> None:
-    """Drop every cached model (and the load counters) of this process."""
-    with _CACHE_LOCK:
-        _MODEL_CACHE.clear()
-        _MODEL_LOADS.clear()
-
-
-def model_cache_info() -> dict[str, int]:
-    """``{"entries": models cached now, "loads": loads since the last clear_model_cache()}``."""
-    with _CACHE_LOCK:
-        return {"entries": len(_MODEL_CACHE), "loads": sum(_MODEL_LOADS.values())}
 
 
 # --------------------------------------------------------------------------- backend base

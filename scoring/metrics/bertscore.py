@@ -36,18 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from .base import (
-    LOCATION_KEY,
-    MetricBackend,
-    MetricUnavailable,
-    Pair,
-    Scored,
+from scoring.weights import (
     cached_model,
     canonical_json,
     file_sha256,
     library_versions,
     set_offline_env,
 )
+
+from .base import LOCATION_KEY, MetricBackend, MetricUnavailable, Pair, Scored
 from .embedding_cache import (
     CacheEntry,
     get_many,

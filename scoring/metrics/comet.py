@@ -28,17 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from .base import (
-    LOCATION_KEY,
-    MetricBackend,
-    MetricUnavailable,
-    Pair,
-    Scored,
-    cached_model,
-    file_sha256,
-    library_versions,
-    set_offline_env,
-)
+from scoring.weights import cached_model, file_sha256, library_versions, set_offline_env
+
+from .base import LOCATION_KEY, MetricBackend, MetricUnavailable, Pair, Scored
 from .embedding_cache import (
     CacheEntry,
     get_many,

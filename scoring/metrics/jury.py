@@ -5,7 +5,7 @@ HELM's ``medalign`` scenario judges responses with a jury of LLMs (stanford-crfm
 ``ANNOTATION_CRITERIA``; ``src/helm/benchmark/metrics/llm_jury_metrics.py``: the score is the
 mean of every judge's every criterion score). ``RUBRIC_HELM`` below is that prompt, quoted word for
 word so the numbers are comparable (HELM is Apache-2.0 licensed). The judges here are the app's
-generation backends (``scoring.generation.backends``): a local causal LM, or an allowlisted
+generation backends (``scoring.llm.backends``): a local causal LM, or an allowlisted
 endpoint inside the institution; never a third-party service.
 
 Values per response (``score`` / ``score_detailed``):
@@ -21,7 +21,7 @@ What the judges see is HELM's: ``{{QUESTION}}`` is the scenario's input text
 (``LLMAsJuryAnnotator._interpolate_prompt``: ``request_state.instance.input.text``), which HELM's
 ``medalign`` scenario fills with the whole generation prompt, record included
 (``medalign_scenario_helper.return_dataset_dataframe``: ``include_ehr=True``). Here it is HELM's
-generation template (``scoring.generation.prompts.HELM_TEMPLATE``) around the instruction and
+generation template (``scoring.llm.prompts.HELM_TEMPLATE``) around the instruction and
 the patient's record (``Pair.record``), the record cut with each judge's own tokenizer so the
 whole request holds at most ``record_tokens`` tokens, most recent part kept (HELM's truncation).
 Without a record (a pair built elsewhere) the record is left empty. The rubric version says
@@ -40,8 +40,9 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from review.linear import Pattern
+from scoring.weights import library_versions
 
-from .base import MetricBackend, MetricUnavailable, Pair, Scored, library_versions
+from .base import MetricBackend, MetricUnavailable, Pair, Scored
 
 __all__ = ["CRITERIA", "RUBRICS", "JuryBackend", "parse_verdict"]
 
@@ -170,7 +171,7 @@ class JuryBackend(MetricBackend):
     kind: ClassVar[str] = "model"
     reads_record: ClassVar[bool] = True
     option_defaults: ClassVar[dict[str, Any]] = {
-        "judges": [],  # generation backend specs (scoring.generation.backends.backend_from_spec)
+        "judges": [],  # generation backend specs (scoring.llm.backends.backend_from_spec)
         "rubric": "helm-medalign",
         # Tokens (each judge's tokenizer) of the user request: HELM's prompt with the record cut
         # to fit. The judge's own context must hold it, the rubric, response, reference and
@@ -194,7 +195,7 @@ class JuryBackend(MetricBackend):
         return options
 
     def _judges(self) -> list[Any]:
-        from scoring.generation.backends import GenerationError, backend_from_spec
+        from scoring.llm.backends import GenerationError, backend_from_spec
 
         if not self.options["judges"]:
             raise MetricUnavailable(
@@ -248,7 +249,7 @@ class JuryBackend(MetricBackend):
         return [s.values for s in self.score_detailed(pairs)]
 
     def score_detailed(self, pairs: Sequence[Pair]) -> list[Scored]:
-        from scoring.generation.backends import GenerationParams
+        from scoring.llm.backends import GenerationParams
 
         pairs = self._check_pairs(pairs)
         if not pairs:
@@ -291,8 +292,8 @@ class JuryBackend(MetricBackend):
 
     def _user_request(self, pair: Pair, judge: Any) -> str:
         """HELM's {{QUESTION}}: its generation prompt, the record cut to ``record_tokens``."""
-        from scoring.generation.prompts import PromptTemplate, build_prompt
-        from scoring.generation.record_text import RecordText
+        from scoring.llm.prompts import PromptTemplate, build_prompt
+        from scoring.llm.record_text import RecordText
 
         return build_prompt(
             record=pair.record if pair.record is not None else RecordText("", ()),

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .base import MetricBackend, Pair, library_versions
+from scoring.weights import library_versions
+
+from .base import MetricBackend, Pair
 
 __all__ = ["BleuBackend", "ChrfBackend", "RougeLBackend", "WhitespaceTokenizer"]
 

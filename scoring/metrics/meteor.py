@@ -33,7 +33,7 @@ WordNet, offline
     ``MetricUnavailable`` with the reason, and the other metrics still run.
 
 Loading WordNet takes NLTK 5-15 s on a shared 2-core machine: once per process, on the first
-``score()`` (``base.cached_model``), never at import.
+``score()`` (``scoring.weights.cached_model``), never at import.
 """
 
 from __future__ import annotations
@@ -49,15 +49,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import (
-    LOCATION_KEY,
-    MetricBackend,
-    MetricUnavailable,
-    Pair,
-    cached_model,
-    file_sha256,
-    library_versions,
-)
+from scoring.weights import cached_model, file_sha256, library_versions
+
+from .base import LOCATION_KEY, MetricBackend, MetricUnavailable, Pair
 
 __all__ = ["DEFAULT_WORDNET_DIR", "MeteorBackend", "WORDNET_FILES"]
 

@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        # The batch's ids are ``item_ids`` in every kind of run (scoring.runs.models.BatchBase);
+        # The batch's ids are ``item_ids`` in every kind of run (scoring.models.runs.BatchBase);
         # here the column keeps its name, so this is a rename in Django's state only: no SQL.
         migrations.SeparateDatabaseAndState(
             state_operations=[

@@ -621,8 +621,8 @@ def _report_study(report: CorrelationReport) -> Study:
 
 def _learned_metric_fit(inputs: Any, *, seed: int) -> dict[str, Any]:
     """Cross-validated scores of the learned metric, and the model fitted on every review."""
-    from scoring.metrics.base import file_sha256
     from scoring.reports.selectors import learned_texts
+    from scoring.weights import file_sha256
 
     started = time.perf_counter()
     questions, responses, references = learned_texts(table=inputs.table)

@@ -6,7 +6,7 @@ run plugs in with these pieces and copies nothing:
 
 1. **Models** (in the app's ``models.py``, where Django finds them)::
 
-       from scoring.runs.models import BatchBase, RunBase
+       from scoring.models.runs import BatchBase, RunBase
 
        class GenerationRun(RunBase):          # status, total, error, created_by, timestamps
            dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="+")

@@ -30,7 +30,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from medalign_site.logs import redact_exception
-from scoring.runs.models import BatchBase, RunBase
+from scoring.models.runs import BatchBase, RunBase
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from django.db.models.functions import Length
 
 from review.models import AuditEvent, Dataset, ModelResponse, User
 from review.services.audit import audit_record
-from scoring.generation.selectors import record_text
+from scoring.llm.records import record_text
 from scoring.metrics import MetricUnavailable, Pair, Scored, backend_class
 from scoring.models import MetricConfig, MetricScore, ScoringBatch, ScoringRun
 from scoring.runs import machinery

@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 from django.db.models import Count, QuerySet
 
 from scoring.models import ScoringRun
+from scoring.models.runs import BatchBase, RunBase
 from scoring.runs import machinery
-from scoring.runs.models import BatchBase, RunBase
 
 
 @dataclass(frozen=True)

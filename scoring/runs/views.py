@@ -17,9 +17,9 @@ from kombu.exceptions import OperationalError as BrokerError
 from review import access
 from review.models import Dataset
 from scoring.models import ScoringRun
+from scoring.models.runs import RunBase
 from scoring.runs import machinery, metric_configs
 from scoring.runs import scoring as scoring_runs
-from scoring.runs.models import RunBase
 from scoring.runs.selectors import run_progress, runs_recent
 
 BROKER_DOWN = (

@@ -10,12 +10,12 @@ from playwright.sync_api import expect
 from review.demo.reviews import demo_simulated_reviews
 from review.models import ModelResponse, Role, Study, StudyResponse
 from scoring.generation import runs as generation
-from scoring.generation.backends import GenerationParams
-from scoring.generation.tiny_lm import build_tiny_lm
+from scoring.llm.backends import GenerationParams
 from scoring.models import GenerationBatch, GenerationRun
 from scoring.reports import services as reports
 from tests import factories
 from tests.scoring.generation_data import make_generation_dataset
+from tests.scoring.tiny_lm import build_tiny_lm
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

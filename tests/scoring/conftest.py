@@ -10,6 +10,6 @@ def tiny_lm(tmp_path_factory) -> Path:
     """A tiny random causal LM (LlamaConfig, MiniLM's tokenizer), built offline once per session.
 
     Plumbing only: its text is random word pieces and never an evaluation."""
-    from scoring.generation.tiny_lm import build_tiny_lm
+    from tests.scoring.tiny_lm import build_tiny_lm
 
     return build_tiny_lm(tmp_path_factory.mktemp("tiny-lm") / "tiny-lm")

@@ -63,7 +63,7 @@ def test_bad_endpoints_are_refused_with_the_reason(admin_client, fields, message
 def test_the_admin_refuses_an_endpoint_whose_name_points_at_a_public_address(client, monkeypatch):
     import socket
 
-    from scoring.generation import backends
+    from scoring.llm import backends
 
     def getaddrinfo(host, port, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]

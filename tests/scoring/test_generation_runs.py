@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from review.models import AuditEvent, Instruction, ModelResponse, Role
 from scoring.generation import runs as generation
-from scoring.generation.backends import GenerationParams, normalize_endpoint
+from scoring.llm.backends import GenerationParams, normalize_endpoint
 from scoring.models import GenerationBatch, GenerationEndpoint, GenerationRun
 from scoring.reports import selectors
 from scoring.runs.selectors import run_progress
@@ -346,7 +346,7 @@ def _copy_run(dataset, **kwargs) -> GenerationRun:
 
 
 def _no_weights_hashing(monkeypatch) -> None:
-    from scoring.generation import backends
+    from scoring.llm import backends
 
     def refuse(folder):
         raise AssertionError("the weights were hashed in the web request")
@@ -358,7 +358,7 @@ def _no_weights_hashing(monkeypatch) -> None:
 def test_creating_a_run_does_not_hash_the_weights_and_the_first_batch_records_the_hash(
     model_copy, monkeypatch
 ) -> None:
-    from scoring.generation.backends import weights_sha256
+    from scoring.llm.backends import weights_sha256
 
     dataset = make_generation_dataset(n_instructions=2)
     with monkeypatch.context() as patched:

@@ -7,7 +7,7 @@ from django.urls import reverse
 from review.models import ModelResponse, Role, StudyResponse
 from review.services import studies as study_services
 from scoring.generation import runs as generation
-from scoring.generation.backends import GenerationParams
+from scoring.llm.backends import GenerationParams
 from scoring.models import GenerationBatch, GenerationRun
 from tests import factories
 from tests.scoring.generation_data import make_generation_dataset

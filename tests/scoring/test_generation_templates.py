@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from review.models import AuditEvent, Role
 from scoring.generation import runs as generation
-from scoring.generation.backends import GenerationParams
-from scoring.generation.prompts import HELM_TEMPLATE
+from scoring.llm.backends import GenerationParams
+from scoring.llm.prompts import HELM_TEMPLATE
 from scoring.models import GenerationRun, GenerationTemplate
 from tests import factories
 from tests.scoring.generation_data import make_generation_dataset

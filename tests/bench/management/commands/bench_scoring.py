@@ -11,7 +11,7 @@
 4. COMET on ``--comet-pairs`` pairs: the app (worker, empty cache) against ``comet``'s own
    ``predict`` (checkpoint load included on both sides), with the largest score difference
    (target >= 1.5x). Without ``COMET_MODEL``, a COMET checkpoint is built offline around the
-   bundled MiniLM encoder (``scoring.metrics.tiny_comet``): real encoder cost, untrained head.
+   bundled MiniLM encoder (``tests.scoring.tiny_comet``): real encoder cost, untrained head.
 5. METEOR on ``--meteor-pairs`` pairs: the app (worker, WordNet loaded in it) against NLTK's
    ``meteor_score`` with ``nltk.corpus.wordnet`` loaded as NLTK loads it (from a copy of the same
    WordNet files laid out as ``nltk_data``; WordNet load included on both sides), with the
@@ -202,7 +202,7 @@ class Command(BaseCommand):
         self.tmp = Path(tmp.name)
         comet_ckpt = settings.COMET_MODEL
         if not options["skip_comet"] and not comet_ckpt:
-            from scoring.metrics.tiny_comet import build_tiny_comet
+            from tests.scoring.tiny_comet import build_tiny_comet
 
             comet_ckpt = str(build_tiny_comet(self.tmp / "tiny-comet"))
             self.stdout.write(

@@ -1,8 +1,8 @@
 """Abstract models every kind of run shares: a run, and the batches one Celery task each runs.
 
-The concrete models live in the app's ``models.py`` (Django registers models there); they add
-what is theirs (a run's dataset and options, a batch's ``run`` foreign key with
-``related_name="batches"``) and keep these fields, statuses and indexes.
+The concrete models live beside this module (``scoring.models.scoring``, ``generation``,
+``grading``); they add what is theirs (a run's dataset and options, a batch's ``run`` foreign
+key with ``related_name="batches"``) and keep these fields, statuses and indexes.
 """
 
 from django.conf import settings

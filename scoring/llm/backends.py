@@ -4,7 +4,7 @@ Plain Python (no Django): the generation runs and the LLM jury metric (``scoring
 both use them. Nothing here downloads anything:
 
 - ``TransformersBackend``: a causal language model from a local folder (``transformers``,
-  ``local_files_only``), loaded once per worker process (``scoring.metrics.base.cached_model``)
+  ``local_files_only``), loaded once per worker process (``scoring.weights.cached_model``)
   on CUDA when there is one. Each prompt is generated alone (no padding), seeded, so an output
   never depends on what else was in the batch.
 - ``OpenAIHttpBackend``: ``POST <base>/v1/completions`` on an institution's own server (vLLM,
@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 import urllib3
 import urllib3.exceptions
 
-from scoring.metrics.base import cached_model, file_sha256, library_versions, set_offline_env
+from scoring.weights import cached_model, file_sha256, library_versions, set_offline_env
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 TOKENIZER_FILES = (

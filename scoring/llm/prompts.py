@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
 
+from review.search import query_terms, tokenize
+
 from .record_text import RecordText, join_segments
 
 # HELM's medalign template (source above). Placeholders: {ehr} and {question}.
@@ -209,8 +211,6 @@ def _bm25_selection(
     record: RecordText, question: str, budget: int, tokenizer: Tokenizer
 ) -> tuple[str, int]:
     """Visits ranked by BM25 against the question, best first until over budget, by time."""
-    from review.search import query_terms
-
     segments = record.segments
     order = _bm25_index(record).rank(query_terms(question))
     # Visits that share no term with the question follow, most recent first (MedAlign's code
@@ -271,8 +271,6 @@ class Bm25Index:
 
 @lru_cache(maxsize=4)
 def _bm25_index(record: RecordText) -> Bm25Index:
-    from review.search import tokenize
-
     return Bm25Index([tokenize(s.text) for s in record.segments])
 
 
