@@ -20,10 +20,10 @@ and the runs of spaces with numpy: no Python loop over the text.
 
 Everything that reads the text is RE2 (``review.linear``): linear in the text, whatever it is.
 RE2 has no lookaround, so each rule is one pattern that takes in its context ("I am", "As",
-"trained by", ", an AI model"), plus checks where a match ends (the punctuation after "As
-Claude", a lab unit after a version, a hyphen after a maker), each a few bytes. Every pattern
-bounds what one match of a name may consume (a version has at most ``_MAX_ITEMS`` parts of
-bounded length).
+"trained by", ", an AI model"), plus checks where a match ends (", I" after "As Claude", the
+end of the clause after "I am Atlas", a lab unit after a version, a hyphen after a maker), each
+a few bytes. Every pattern bounds what one match of a name may consume (a version has at most
+``_MAX_ITEMS`` parts of bounded length).
 
 What is masked:
 - names masked wherever they stand, with any version after them: the families and makers below
@@ -34,10 +34,14 @@ What is masked:
   ("SecretModel Alpha") and the name whole ("Atlas 13B") are names too;
 - families that are also ordinary words ("phi", "falcon", "gemini", "GPT" the old name of ALT,
   "claude", "orca"): with a version ("Phi-3", "Gemini 1.5 Pro", "G P T - 4"), in a
-  self-reference ("I am Gemini", "As Claude, I", "Regards, Claude") or beside a word that makes
-  them a model ("Gemini, an AI model"). ``PaLM`` by its mixed case alone;
-- every other part of the set's model names, however short ("Atlas", "Cedar", "Aloe" of
-  ``Llama3-Aloe-8B``): in a self-reference or beside "AI", "assistant" and the like;
+  self-reference of which the name is a whole clause ("I am Gemini.", "As Claude, I", "Regards,
+  Claude" ending the line) or beside a word that makes them a model ("Gemini, an AI model").
+  ``PaLM`` by its mixed case alone;
+- every other word of the set's model names, however short ("Atlas", "Cedar", "Aloe" of
+  ``Llama3-Aloe-8B``): in the same self-references ("I'm Cedar and I…", "I, Atlas, suggest",
+  "Hi, this is Cedar." capitalised) or beside "AI", "assistant" and the like; never "This is
+  alpha thalassemia", "I am the health visitor", "As atlas dislocation goes". The ordinary words
+  of a hub id's owner ("health" of ``m42-health``) are no name: a model does not call itself so;
 - makers that are words or common names ("Google", "Meta"): in a self-reference, after "by"
   ("trained by Google") or beside a word that makes them a maker ("Meta AI").
 
@@ -75,7 +79,6 @@ def _spelled(letters: str) -> str:
 
 _SEP = r"[\s\-.]?"  # between the parts of a name; underscores fold to hyphens
 _GPT = _spelled("gpt")
-
 # Model families whose name is not an ordinary word: masked alone or with a version.
 _PLAIN_FAMILIES = (
     rf"chat{_SEP}{_GPT}",
@@ -178,9 +181,13 @@ _CHAIN = rf"{_SUFFIX}{{0,{_MAX_ITEMS}}}"
 _VERSIONS = rf"{_SUFFIX}{{1,{_MAX_ITEMS}}}"
 
 # The words before a name that make it a self-reference: "I am Gemini", "I'm Claude 3", "my
-# name is Falcon", "call me Atlas". A rule's pattern starts with one; the name begins where
-# it ends.
-_SELF = r"(?:i\s?am|i'm|my\sname\sis|this\sis|call\sme|i,)\s(?:an?\s|the\s)?"
+# name is Falcon", "call me Atlas", "I, Atlas, ...". A rule's pattern starts with one; the name
+# begins where it ends. A word a model name shares with English ("Atlas", "Cedar", "Gemini")
+# is one only when it is the whole clause (``_SELF_END``): "I am the health visitor", "I am
+# cedar-allergic" are not. "This is" introduces a name only capitalised and a whole clause
+# ("Hi, this is Cedar."): "This is alpha thalassemia", "This is baseline." are clinical.
+_SELF = r"(?:i\s?am|i'm|my\sname\sis|call\sme|i,)\s(?:an?\s|the\s)?"
+_THIS_IS = r"this\sis\s"
 _SELF_NAMED = (
     r"(?:called|named)\s(?:an?\s|the\s)?"  # families and makers only: "a cream called Aloe"
 )
@@ -201,9 +208,15 @@ _AFTER_MODEL = r"ai|a\.i|llm|language\smodel|large\slanguage|assistant|chatbot"
 _AFTER_MAKER = r"model|deepmind|research|brain|cloud|platforms|labs?"
 _AFTER = rf"(?:'s)?,?\s(?:an?\s|the\s)?(?:{_AFTER_MODEL}|{_AFTER_MAKER})\b"
 _AFTER_NAME = rf"(?:'s)?,?\s(?:an?\s|the\s)?(?:{_AFTER_MODEL})\b"
-# "As X" only where X ends the clause ("As Claude, I…"): "as phi increases" is trigonometry.
-_CLAUSE_END = r"(?:\s?(?:[,.;:!)]|$)|\si\b)"
-_LINE_END = r"(?:\s?[.!,]|\s?(?:\n|$))"  # the name ends the sentence or the line
+# Where a name after "I am" ends its clause: punctuation, the end of a line, "and I", a dash.
+_SELF_END = r"(?:\s?[,.;:!?)]|\s?(?:\n|$)|\s(?:and\s|but\s|so\s)?i\b|\s--?\s)"
+# "As X" only where the speaker follows ("As Claude, I…", "As Atlas, my advice"): "as phi
+# increases" is trigonometry, "As atlas dislocation goes" anatomy.
+_AS_END = r"(?:\s?,)?\s(?:i|my)\b"
+# A sign-off's name ends the sentence, the line or the response ("Regards, Atlas."): "Thanks,
+# Cedar Clinic staff", "Thanks, Cedar, for the referral" and "Regards, the health team" name
+# no model.
+_LINE_END = r"(?:\s?[.!]|\s?(?:\n|$))"
 # A lab value, not a version: "GPT 45 U/L", "SGPT 120 IU".
 _UNITS = r"[\d.]{0,20}\s?(?:u/l|iu\b|mg\b|mmol|%)"
 
@@ -233,11 +246,13 @@ def _alternatives(patterns: Iterable[str]) -> str:
 
 # Checks after a match (anchored where it ends) and the prefixes a context match starts with.
 _PREFIX_SELF = _pattern(rf"(?i)\b{_SELF}")
+_PREFIX_THIS_IS = _pattern(rf"(?i)\b{_THIS_IS}")
 _PREFIX_SELF_NAMED = _pattern(rf"(?i)\b{_SELF_NAMED}")
 _PREFIX_AS = _pattern(rf"(?i)\b{_AS}")
 _PREFIX_SIGN_OFF = _pattern(rf"(?i){_SIGN_OFF_BEFORE}")
 _PREFIX_BY = _pattern(rf"(?i)\b{_BY}")
-_AFTER_CLAUSE = _pattern(rf"(?i){_CLAUSE_END}")
+_AFTER_SELF = _pattern(rf"(?i){_SELF_END}")
+_AFTER_AS = _pattern(rf"(?i){_AS_END}")
 _AFTER_LINE = _pattern(rf"(?i){_LINE_END}")
 _AFTER_UNITS = _pattern(rf"(?i){_UNITS}")
 
@@ -425,12 +440,16 @@ def _split_tokens(name: str) -> list[str]:
 
 def _names(model_names: tuple[str, ...]) -> _Names:
     """Patterns for the models of a response set. A generated response's name is
-    "<model>@<context length>"; a hub id's owner ("epfl-llm/meditron-7b") is a maker."""
+    "<model>@<context length>"; a hub id's owner ("epfl-llm/meditron-7b") is a maker, masked
+    by its distinctive tokens and whole ("M42 Health"), never by an ordinary word of it: a
+    model does not call itself "health" (``m42-health``)."""
     plain: set[str] = set()
     words: set[str] = set()
     near: set[str] = set()
     for raw in model_names:
-        for part in raw.rsplit("@", 1)[0].split("/"):
+        parts = raw.rsplit("@", 1)[0].split("/")
+        for index, part in enumerate(parts):
+            owner = index < len(parts) - 1
             tokens = _split_tokens(_ascii_name(part.strip()))
             if not tokens:
                 continue
@@ -439,12 +458,12 @@ def _names(model_names: tuple[str, ...]) -> _Names:
                 if kind == "plain":
                     plain.add(_token_pattern(token))
                     near.add(token.lower())
-                elif kind == "word":
+                elif kind == "word" and not owner:
                     words.add(_token_pattern(token))
             distinct = any(k in ("plain", "builtin") for k in kinds)
             whole = _SEP.join(_token_pattern(t) for t in tokens)
             has_digit = any(ch.isdigit() for ch in part)
-            if len(tokens) > 1:
+            if len(tokens) > 1 and (distinct or has_digit or not owner):
                 (plain if distinct or has_digit else words).add(whole)
             stem: list[str] = []
             for token, kind in zip(tokens, kinds, strict=True):
@@ -452,11 +471,12 @@ def _names(model_names: tuple[str, ...]) -> _Names:
                     break
                 stem.append(token)
             if 1 < len(stem) < len(tokens):
-                stem_kinds = kinds[: len(stem)]
+                stem_distinct = any(k in ("plain", "builtin") for k in kinds[: len(stem)])
                 pattern = _SEP.join(_token_pattern(t) for t in stem)
-                (plain if any(k in ("plain", "builtin") for k in stem_kinds) else words).add(
-                    pattern
-                )
+                if stem_distinct:
+                    plain.add(pattern)
+                elif not owner:
+                    words.add(pattern)
     return _Names(
         tuple(sorted(plain, key=len, reverse=True)),
         tuple(sorted(words, key=len, reverse=True)),
@@ -477,13 +497,15 @@ class _Rule:
         after: linear.BytesPattern | None = None,
         self_end: bool = False,
         units: bool = False,
+        capital: bool = False,
     ) -> None:
         self.pattern = _pattern(pattern)
         self.prefix = prefix
         self.head = head
-        self.after = after  # must match where the name ends ("As Claude" + ",")
+        self.after = after  # must match where the name ends ("As Claude" + ", I")
         self.self_end = self_end  # the name is not followed by a hyphen ("by meta-analysis")
         self.units = units  # a lab value after it is taken off ("GPT 45 U/L")
+        self.capital = capital  # the name starts with a capital ("this is Cedar")
 
 
 @dataclass(frozen=True)
@@ -511,14 +533,28 @@ def _matcher(model_names: tuple[str, ...]) -> _Matcher:
         _Rule(rf"(?i)\b{plain}{_CHAIN}\b", units=True),
         _Rule(rf"\b(?-i:PaLM)(?i:{_CHAIN})\b", units=True),
         _Rule(rf"(?i)\b{families}{_VERSIONS}\b", units=True),
-        _Rule(rf"(?i)\b{_SELF}{anyone}{_CHAIN}\b", prefix=_PREFIX_SELF, self_end=True, units=True),
+        _Rule(
+            rf"(?i)\b{_SELF}{anyone}{_CHAIN}\b",
+            prefix=_PREFIX_SELF,
+            after=_AFTER_SELF,
+            self_end=True,
+            units=True,
+        ),
+        _Rule(
+            rf"(?i)\b{_THIS_IS}{anyone}{_CHAIN}\b",
+            prefix=_PREFIX_THIS_IS,
+            after=_AFTER_SELF,
+            self_end=True,
+            units=True,
+            capital=True,
+        ),
         _Rule(
             rf"(?i)\b{_SELF_NAMED}{named}{_CHAIN}\b",
             prefix=_PREFIX_SELF_NAMED,
             self_end=True,
             units=True,
         ),
-        _Rule(rf"(?i)\b{_AS}{said}{_CHAIN}\b", prefix=_PREFIX_AS, after=_AFTER_CLAUSE),
+        _Rule(rf"(?i)\b{_AS}{said}{_CHAIN}\b", prefix=_PREFIX_AS, after=_AFTER_AS),
         _Rule(
             rf"(?i){_SIGN_OFF_BEFORE}{anyone}{_CHAIN}\b", prefix=_PREFIX_SIGN_OFF, after=_AFTER_LINE
         ),
@@ -601,6 +637,8 @@ def _spans(data: bytes, matcher: _Matcher) -> list[tuple[int, int]]:
                 prefix = rule.prefix.match(data, start)
                 assert prefix is not None  # the rule's pattern starts with it
                 start = prefix[1]
+                if rule.capital and not 0x41 <= data[start] <= 0x5A:  # "A".."Z"
+                    continue
             if rule.head is not None:
                 head = rule.head.match(data, start)
                 assert head is not None  # the rule's pattern starts with it
