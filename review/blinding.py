@@ -27,11 +27,13 @@ a few bytes. Every pattern bounds what one match of a name may consume (a versio
 
 What is masked:
 - names masked wherever they stand, with any version after them: the families and makers below
-  whose name is no ordinary word ("ChatGPT", "Chat-GPT", "Open AI", "Mixtral 8x7B", "Llama2"),
-  and the distinctive parts of the response set's own model names. A part is distinctive when
-  it has a digit and two letters ("Med42"), or is not an English or clinical word
-  (``review.lexicon``: "Meditron", "SecretModel", "MedLM"); a name's stem before its version
-  ("SecretModel Alpha") and the name whole ("Atlas 13B") are names too;
+  whose name is no ordinary word ("ChatGPT", "Chat-GPT", "Open AI", "Mixtral 8x7B", "Llama2",
+  and letter by letter: "C h a t G P T", "O p e n A I"), and the distinctive parts of the set's
+  own model names. A part is distinctive when it has a digit and two letters ("Med42", "Med
+  42", "M e d 4 2"), or is not an English or clinical word (``review.lexicon``: "Meditron",
+  "SecretModel", "MedLM"); a name's stem before its version ("SecretModel Alpha"), an ordinary
+  word with the size that follows it in the name ("Aloe-8B") and the name whole ("Atlas 13B")
+  are names too;
 - families that are also ordinary words ("phi", "falcon", "gemini", "GPT" the old name of ALT,
   "claude", "orca"): with a version ("Phi-3", "Gemini 1.5 Pro", "G P T - 4"), in a
   self-reference of which the name is a whole clause ("I am Gemini.", "As Claude, I", "Regards,
@@ -77,8 +79,33 @@ def _spelled(letters: str) -> str:
     return "(?:" + "|".join([letters, *(sep.join(letters) for sep in (r"\s", "-", r"\."))]) + ")"
 
 
+def _letters_apart(word: str) -> str:
+    """A name written letter by letter with one kind of separator: "C h a t G P T", "O-p-e-n-A-I".
+    Nobody writes a clinical word so."""
+    return "(?:" + "|".join(sep.join(word) for sep in (r"\s", "-", r"\.")) + ")"
+
+
 _SEP = r"[\s\-.]?"  # between the parts of a name; underscores fold to hyphens
 _GPT = _spelled("gpt")
+# Products and families also masked spelled out letter by letter (with or without a version).
+_SPELLED_OUT = (
+    "chatgpt",
+    "openai",
+    "anthropic",
+    "deepmind",
+    "deepseek",
+    "mixtral",
+    "meditron",
+    "llama",
+    "gemma",
+    "gemini",
+    "claude",
+    "mistral",
+    "vicuna",
+    "qwen",
+    "falcon",
+)
+
 # Model families whose name is not an ordinary word: masked alone or with a version.
 _PLAIN_FAMILIES = (
     rf"chat{_SEP}{_GPT}",
@@ -117,6 +144,7 @@ _PLAIN_FAMILIES = (
     r"nvidia",
     r"grok",
     r"copilot",
+    *(_letters_apart(word) for word in _SPELLED_OUT),
 )
 
 # Families that are also ordinary words (or, for "GPT", the old name of ALT): masked only with
@@ -386,12 +414,13 @@ def _ascii_name(name: str) -> str:
 
 def _token_pattern(token: str) -> str:
     """A token of a name as it may be written: camel-case parts apart ("Secret Model"), a
-    hyphen between letters and digits ("Med-42")."""
+    hyphen or a space between letters and the digits after them ("Med-42", "Med 42"; a lab
+    value after it is left: "MED 42 mg"), a hyphen between digits and letters ("70-b")."""
     out: list[str] = []
     previous = ""
     for ch in token:
         if previous:
-            if previous.islower() and ch.isupper():
+            if (previous.islower() and ch.isupper()) or (previous.isalpha() and ch.isdigit()):
                 out.append(_SEP)
             elif previous.isalpha() != ch.isalpha():
                 out.append(r"[\-.]?")
@@ -438,6 +467,11 @@ def _split_tokens(name: str) -> list[str]:
     return tokens
 
 
+def _is_size(token: str) -> bool:
+    # "8B", "v2", "13b": a version a model is named with; "1" of "Alpha-1" is not one.
+    return any(ch.isdigit() for ch in token) and any(ch.isalpha() for ch in token)
+
+
 def _names(model_names: tuple[str, ...]) -> _Names:
     """Patterns for the models of a response set. A generated response's name is
     "<model>@<context length>"; a hub id's owner ("epfl-llm/meditron-7b") is a maker, masked
@@ -454,12 +488,21 @@ def _names(model_names: tuple[str, ...]) -> _Names:
             if not tokens:
                 continue
             kinds = [_token_kind(t) for t in tokens]
-            for token, kind in zip(tokens, kinds, strict=True):
+            for i, (token, kind) in enumerate(zip(tokens, kinds, strict=True)):
                 if kind == "plain":
                     plain.add(_token_pattern(token))
+                    plain.add(_letters_apart(token.lower()))  # "M e d 4 2"
                     near.add(token.lower())
                 elif kind == "word" and not owner:
                     words.add(_token_pattern(token))
+                    # A word with the size after it in the name is the name ("Aloe-8B" of
+                    # Llama3-Aloe-8B), wherever it stands.
+                    for j in range(i + 1, len(tokens)):
+                        if kinds[j] != "generic":
+                            break
+                        if _is_size(tokens[j]):
+                            plain.add(_SEP.join(_token_pattern(t) for t in tokens[i : j + 1]))
+                            break
             distinct = any(k in ("plain", "builtin") for k in kinds)
             whole = _SEP.join(_token_pattern(t) for t in tokens)
             has_digit = any(ch.isdigit() for ch in part)
