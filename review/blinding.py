@@ -260,6 +260,11 @@ _VERSIONISH = linear.BytesPattern(rb"v?\d+(?:\.\d+)*(?:x\d+)?[a-z]{0,2}\d*")
 _BUILTIN = linear.BytesPattern(
     ("(?i)(?:" + "|".join(_PLAIN_FAMILIES + _WORD_FAMILIES + _MAKERS) + ")").encode()
 )
+# A family with its version, as the built-in rules mask it anywhere ("gpt-4", "GPT-4o",
+# "vicuna-13b-v1.5"): a set's name written so adds no pattern of its own.
+_BUILTIN_VERSIONED = linear.BytesPattern(
+    ("(?i)(?:" + "|".join(_PLAIN_FAMILIES + _WORD_FAMILIES) + f"){_CHAIN}").encode()
+)
 
 
 def _pattern(text: str) -> linear.BytesPattern:
@@ -267,9 +272,10 @@ def _pattern(text: str) -> linear.BytesPattern:
 
 
 def _alternatives(patterns: Iterable[str]) -> str:
-    # An alternation that can match nothing when empty (no name of that kind in the set).
+    # An alternation that matches nothing when empty (no name of that kind in the set), in
+    # bytes and in UTF-8 alike (``heads_pattern`` is also compiled over str).
     joined = "|".join(patterns)
-    return f"(?:{joined})" if joined else r"(?:[^\x00-\xff])"
+    return f"(?:{joined})" if joined else r"(?:\b\B)"
 
 
 # Checks after a match (anchored where it ends) and the prefixes a context match starts with.
@@ -484,7 +490,8 @@ def _names(model_names: tuple[str, ...]) -> _Names:
         parts = raw.rsplit("@", 1)[0].split("/")
         for index, part in enumerate(parts):
             owner = index < len(parts) - 1
-            tokens = _split_tokens(_ascii_name(part.strip()))
+            folded = _ascii_name(part.strip())
+            tokens = _split_tokens(folded)
             if not tokens:
                 continue
             kinds = [_token_kind(t) for t in tokens]
@@ -506,7 +513,10 @@ def _names(model_names: tuple[str, ...]) -> _Names:
             distinct = any(k in ("plain", "builtin") for k in kinds)
             whole = _SEP.join(_token_pattern(t) for t in tokens)
             has_digit = any(ch.isdigit() for ch in part)
-            if len(tokens) > 1 and (distinct or has_digit or not owner):
+            # Every "GPT" of a response is tried against each pattern: a name the built-in
+            # rules already mask whole ("gpt-4") would only make each try twice.
+            builtin = _BUILTIN_VERSIONED.fullmatch(folded.encode("ascii"))
+            if len(tokens) > 1 and (distinct or has_digit or not owner) and not builtin:
                 (plain if distinct or has_digit else words).add(whole)
             stem: list[str] = []
             for token, kind in zip(tokens, kinds, strict=True):
