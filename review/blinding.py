@@ -20,24 +20,30 @@ and the runs of spaces with numpy: no Python loop over the text.
 
 Everything that reads the text is RE2 (``review.linear``): linear in the text, whatever it is.
 RE2 has no lookaround, so each rule is one pattern that takes in its context ("I am", "As",
-"trained by", ", an AI model"), plus checks where a match ends (the punctuation after "As
-Claude", a lab unit after a version, a hyphen after a maker), each a few bytes. Every pattern
-bounds what one match of a name may consume (a version has at most ``_MAX_ITEMS`` parts of
-bounded length).
+"trained by", ", an AI model"), plus checks where a match ends (", I" after "As Claude", the
+end of the clause after "I am Atlas", a lab unit after a version, a hyphen after a maker), each
+a few bytes. Every pattern bounds what one match of a name may consume (a version has at most
+``_MAX_ITEMS`` parts of bounded length).
 
 What is masked:
 - names masked wherever they stand, with any version after them: the families and makers below
-  whose name is no ordinary word ("ChatGPT", "Chat-GPT", "Open AI", "Mixtral 8x7B", "Llama2"),
-  and the distinctive parts of the response set's own model names. A part is distinctive when
-  it has a digit and two letters ("Med42"), or is not an English or clinical word
-  (``review.lexicon``: "Meditron", "SecretModel", "MedLM"); a name's stem before its version
-  ("SecretModel Alpha") and the name whole ("Atlas 13B") are names too;
+  whose name is no ordinary word ("ChatGPT", "Chat-GPT", "Open AI", "Mixtral 8x7B", "Llama2",
+  and letter by letter: "C h a t G P T", "O p e n A I"), and the distinctive parts of the set's
+  own model names. A part is distinctive when it has a digit and two letters ("Med42", "Med
+  42", "M e d 4 2"), or is not an English or clinical word (``review.lexicon``: "Meditron",
+  "SecretModel", "MedLM"); a name's stem before its version ("SecretModel Alpha"), an ordinary
+  word with the size that follows it in the name ("Aloe-8B") and the name whole ("Atlas 13B")
+  are names too;
 - families that are also ordinary words ("phi", "falcon", "gemini", "GPT" the old name of ALT,
   "claude", "orca"): with a version ("Phi-3", "Gemini 1.5 Pro", "G P T - 4"), in a
-  self-reference ("I am Gemini", "As Claude, I", "Regards, Claude") or beside a word that makes
-  them a model ("Gemini, an AI model"). ``PaLM`` by its mixed case alone;
-- every other part of the set's model names, however short ("Atlas", "Cedar", "Aloe" of
-  ``Llama3-Aloe-8B``): in a self-reference or beside "AI", "assistant" and the like;
+  self-reference of which the name is a whole clause ("I am Gemini.", "As Claude, I", "Regards,
+  Claude" ending the line) or beside a word that makes them a model ("Gemini, an AI model").
+  ``PaLM`` by its mixed case alone;
+- every other word of the set's model names, however short ("Atlas", "Cedar", "Aloe" of
+  ``Llama3-Aloe-8B``): in the same self-references ("I'm Cedar and I…", "I, Atlas, suggest",
+  "Hi, this is Cedar." capitalised) or beside "AI", "assistant" and the like; never "This is
+  alpha thalassemia", "I am the health visitor", "As atlas dislocation goes". The ordinary words
+  of a hub id's owner ("health" of ``m42-health``) are no name: a model does not call itself so;
 - makers that are words or common names ("Google", "Meta"): in a self-reference, after "by"
   ("trained by Google") or beside a word that makes them a maker ("Meta AI").
 
@@ -73,8 +79,32 @@ def _spelled(letters: str) -> str:
     return "(?:" + "|".join([letters, *(sep.join(letters) for sep in (r"\s", "-", r"\."))]) + ")"
 
 
+def _letters_apart(word: str) -> str:
+    """A name written letter by letter with one kind of separator: "C h a t G P T", "O-p-e-n-A-I".
+    Nobody writes a clinical word so."""
+    return "(?:" + "|".join(sep.join(word) for sep in (r"\s", "-", r"\.")) + ")"
+
+
 _SEP = r"[\s\-.]?"  # between the parts of a name; underscores fold to hyphens
 _GPT = _spelled("gpt")
+# Products and families also masked spelled out letter by letter (with or without a version).
+_SPELLED_OUT = (
+    "chatgpt",
+    "openai",
+    "anthropic",
+    "deepmind",
+    "deepseek",
+    "mixtral",
+    "meditron",
+    "llama",
+    "gemma",
+    "gemini",
+    "claude",
+    "mistral",
+    "vicuna",
+    "qwen",
+    "falcon",
+)
 
 # Model families whose name is not an ordinary word: masked alone or with a version.
 _PLAIN_FAMILIES = (
@@ -114,6 +144,7 @@ _PLAIN_FAMILIES = (
     r"nvidia",
     r"grok",
     r"copilot",
+    *(_letters_apart(word) for word in _SPELLED_OUT),
 )
 
 # Families that are also ordinary words (or, for "GPT", the old name of ALT): masked only with
@@ -178,9 +209,13 @@ _CHAIN = rf"{_SUFFIX}{{0,{_MAX_ITEMS}}}"
 _VERSIONS = rf"{_SUFFIX}{{1,{_MAX_ITEMS}}}"
 
 # The words before a name that make it a self-reference: "I am Gemini", "I'm Claude 3", "my
-# name is Falcon", "call me Atlas". A rule's pattern starts with one; the name begins where
-# it ends.
-_SELF = r"(?:i\s?am|i'm|my\sname\sis|this\sis|call\sme|i,)\s(?:an?\s|the\s)?"
+# name is Falcon", "call me Atlas", "I, Atlas, ...". A rule's pattern starts with one; the name
+# begins where it ends. A word a model name shares with English ("Atlas", "Cedar", "Gemini")
+# is one only when it is the whole clause (``_SELF_END``): "I am the health visitor", "I am
+# cedar-allergic" are not. "This is" introduces a name only capitalised and a whole clause
+# ("Hi, this is Cedar."): "This is alpha thalassemia", "This is baseline." are clinical.
+_SELF = r"(?:i\s?am|i'm|my\sname\sis|call\sme|i,)\s(?:an?\s|the\s)?"
+_THIS_IS = r"this\sis\s"
 _SELF_NAMED = (
     r"(?:called|named)\s(?:an?\s|the\s)?"  # families and makers only: "a cream called Aloe"
 )
@@ -201,9 +236,15 @@ _AFTER_MODEL = r"ai|a\.i|llm|language\smodel|large\slanguage|assistant|chatbot"
 _AFTER_MAKER = r"model|deepmind|research|brain|cloud|platforms|labs?"
 _AFTER = rf"(?:'s)?,?\s(?:an?\s|the\s)?(?:{_AFTER_MODEL}|{_AFTER_MAKER})\b"
 _AFTER_NAME = rf"(?:'s)?,?\s(?:an?\s|the\s)?(?:{_AFTER_MODEL})\b"
-# "As X" only where X ends the clause ("As Claude, I…"): "as phi increases" is trigonometry.
-_CLAUSE_END = r"(?:\s?(?:[,.;:!)]|$)|\si\b)"
-_LINE_END = r"(?:\s?[.!,]|\s?(?:\n|$))"  # the name ends the sentence or the line
+# Where a name after "I am" ends its clause: punctuation, the end of a line, "and I", a dash.
+_SELF_END = r"(?:\s?[,.;:!?)]|\s?(?:\n|$)|\s(?:and\s|but\s|so\s)?i\b|\s--?\s)"
+# "As X" only where the speaker follows ("As Claude, I…", "As Atlas, my advice"): "as phi
+# increases" is trigonometry, "As atlas dislocation goes" anatomy.
+_AS_END = r"(?:\s?,)?\s(?:i|my)\b"
+# A sign-off's name ends the sentence, the line or the response ("Regards, Atlas."): "Thanks,
+# Cedar Clinic staff", "Thanks, Cedar, for the referral" and "Regards, the health team" name
+# no model.
+_LINE_END = r"(?:\s?[.!]|\s?(?:\n|$))"
 # A lab value, not a version: "GPT 45 U/L", "SGPT 120 IU".
 _UNITS = r"[\d.]{0,20}\s?(?:u/l|iu\b|mg\b|mmol|%)"
 
@@ -219,6 +260,11 @@ _VERSIONISH = linear.BytesPattern(rb"v?\d+(?:\.\d+)*(?:x\d+)?[a-z]{0,2}\d*")
 _BUILTIN = linear.BytesPattern(
     ("(?i)(?:" + "|".join(_PLAIN_FAMILIES + _WORD_FAMILIES + _MAKERS) + ")").encode()
 )
+# A family with its version, as the built-in rules mask it anywhere ("gpt-4", "GPT-4o",
+# "vicuna-13b-v1.5"): a set's name written so adds no pattern of its own.
+_BUILTIN_VERSIONED = linear.BytesPattern(
+    ("(?i)(?:" + "|".join(_PLAIN_FAMILIES + _WORD_FAMILIES) + f"){_CHAIN}").encode()
+)
 
 
 def _pattern(text: str) -> linear.BytesPattern:
@@ -226,18 +272,21 @@ def _pattern(text: str) -> linear.BytesPattern:
 
 
 def _alternatives(patterns: Iterable[str]) -> str:
-    # An alternation that can match nothing when empty (no name of that kind in the set).
+    # An alternation that matches nothing when empty (no name of that kind in the set), in
+    # bytes and in UTF-8 alike (``heads_pattern`` is also compiled over str).
     joined = "|".join(patterns)
-    return f"(?:{joined})" if joined else r"(?:[^\x00-\xff])"
+    return f"(?:{joined})" if joined else r"(?:\b\B)"
 
 
 # Checks after a match (anchored where it ends) and the prefixes a context match starts with.
 _PREFIX_SELF = _pattern(rf"(?i)\b{_SELF}")
+_PREFIX_THIS_IS = _pattern(rf"(?i)\b{_THIS_IS}")
 _PREFIX_SELF_NAMED = _pattern(rf"(?i)\b{_SELF_NAMED}")
 _PREFIX_AS = _pattern(rf"(?i)\b{_AS}")
 _PREFIX_SIGN_OFF = _pattern(rf"(?i){_SIGN_OFF_BEFORE}")
 _PREFIX_BY = _pattern(rf"(?i)\b{_BY}")
-_AFTER_CLAUSE = _pattern(rf"(?i){_CLAUSE_END}")
+_AFTER_SELF = _pattern(rf"(?i){_SELF_END}")
+_AFTER_AS = _pattern(rf"(?i){_AS_END}")
 _AFTER_LINE = _pattern(rf"(?i){_LINE_END}")
 _AFTER_UNITS = _pattern(rf"(?i){_UNITS}")
 
@@ -371,12 +420,13 @@ def _ascii_name(name: str) -> str:
 
 def _token_pattern(token: str) -> str:
     """A token of a name as it may be written: camel-case parts apart ("Secret Model"), a
-    hyphen between letters and digits ("Med-42")."""
+    hyphen or a space between letters and the digits after them ("Med-42", "Med 42"; a lab
+    value after it is left: "MED 42 mg"), a hyphen between digits and letters ("70-b")."""
     out: list[str] = []
     previous = ""
     for ch in token:
         if previous:
-            if previous.islower() and ch.isupper():
+            if (previous.islower() and ch.isupper()) or (previous.isalpha() and ch.isdigit()):
                 out.append(_SEP)
             elif previous.isalpha() != ch.isalpha():
                 out.append(r"[\-.]?")
@@ -423,28 +473,50 @@ def _split_tokens(name: str) -> list[str]:
     return tokens
 
 
+def _is_size(token: str) -> bool:
+    # "8B", "v2", "13b": a version a model is named with; "1" of "Alpha-1" is not one.
+    return any(ch.isdigit() for ch in token) and any(ch.isalpha() for ch in token)
+
+
 def _names(model_names: tuple[str, ...]) -> _Names:
     """Patterns for the models of a response set. A generated response's name is
-    "<model>@<context length>"; a hub id's owner ("epfl-llm/meditron-7b") is a maker."""
+    "<model>@<context length>"; a hub id's owner ("epfl-llm/meditron-7b") is a maker, masked
+    by its distinctive tokens and whole ("M42 Health"), never by an ordinary word of it: a
+    model does not call itself "health" (``m42-health``)."""
     plain: set[str] = set()
     words: set[str] = set()
     near: set[str] = set()
     for raw in model_names:
-        for part in raw.rsplit("@", 1)[0].split("/"):
-            tokens = _split_tokens(_ascii_name(part.strip()))
+        parts = raw.rsplit("@", 1)[0].split("/")
+        for index, part in enumerate(parts):
+            owner = index < len(parts) - 1
+            folded = _ascii_name(part.strip())
+            tokens = _split_tokens(folded)
             if not tokens:
                 continue
             kinds = [_token_kind(t) for t in tokens]
-            for token, kind in zip(tokens, kinds, strict=True):
+            for i, (token, kind) in enumerate(zip(tokens, kinds, strict=True)):
                 if kind == "plain":
                     plain.add(_token_pattern(token))
+                    plain.add(_letters_apart(token.lower()))  # "M e d 4 2"
                     near.add(token.lower())
-                elif kind == "word":
+                elif kind == "word" and not owner:
                     words.add(_token_pattern(token))
+                    # A word with the size after it in the name is the name ("Aloe-8B" of
+                    # Llama3-Aloe-8B), wherever it stands.
+                    for j in range(i + 1, len(tokens)):
+                        if kinds[j] != "generic":
+                            break
+                        if _is_size(tokens[j]):
+                            plain.add(_SEP.join(_token_pattern(t) for t in tokens[i : j + 1]))
+                            break
             distinct = any(k in ("plain", "builtin") for k in kinds)
             whole = _SEP.join(_token_pattern(t) for t in tokens)
             has_digit = any(ch.isdigit() for ch in part)
-            if len(tokens) > 1:
+            # Every "GPT" of a response is tried against each pattern: a name the built-in
+            # rules already mask whole ("gpt-4") would only make each try twice.
+            builtin = _BUILTIN_VERSIONED.fullmatch(folded.encode("ascii"))
+            if len(tokens) > 1 and (distinct or has_digit or not owner) and not builtin:
                 (plain if distinct or has_digit else words).add(whole)
             stem: list[str] = []
             for token, kind in zip(tokens, kinds, strict=True):
@@ -452,11 +524,12 @@ def _names(model_names: tuple[str, ...]) -> _Names:
                     break
                 stem.append(token)
             if 1 < len(stem) < len(tokens):
-                stem_kinds = kinds[: len(stem)]
+                stem_distinct = any(k in ("plain", "builtin") for k in kinds[: len(stem)])
                 pattern = _SEP.join(_token_pattern(t) for t in stem)
-                (plain if any(k in ("plain", "builtin") for k in stem_kinds) else words).add(
-                    pattern
-                )
+                if stem_distinct:
+                    plain.add(pattern)
+                elif not owner:
+                    words.add(pattern)
     return _Names(
         tuple(sorted(plain, key=len, reverse=True)),
         tuple(sorted(words, key=len, reverse=True)),
@@ -477,13 +550,15 @@ class _Rule:
         after: linear.BytesPattern | None = None,
         self_end: bool = False,
         units: bool = False,
+        capital: bool = False,
     ) -> None:
         self.pattern = _pattern(pattern)
         self.prefix = prefix
         self.head = head
-        self.after = after  # must match where the name ends ("As Claude" + ",")
+        self.after = after  # must match where the name ends ("As Claude" + ", I")
         self.self_end = self_end  # the name is not followed by a hyphen ("by meta-analysis")
         self.units = units  # a lab value after it is taken off ("GPT 45 U/L")
+        self.capital = capital  # the name starts with a capital ("this is Cedar")
 
 
 @dataclass(frozen=True)
@@ -511,14 +586,28 @@ def _matcher(model_names: tuple[str, ...]) -> _Matcher:
         _Rule(rf"(?i)\b{plain}{_CHAIN}\b", units=True),
         _Rule(rf"\b(?-i:PaLM)(?i:{_CHAIN})\b", units=True),
         _Rule(rf"(?i)\b{families}{_VERSIONS}\b", units=True),
-        _Rule(rf"(?i)\b{_SELF}{anyone}{_CHAIN}\b", prefix=_PREFIX_SELF, self_end=True, units=True),
+        _Rule(
+            rf"(?i)\b{_SELF}{anyone}{_CHAIN}\b",
+            prefix=_PREFIX_SELF,
+            after=_AFTER_SELF,
+            self_end=True,
+            units=True,
+        ),
+        _Rule(
+            rf"(?i)\b{_THIS_IS}{anyone}{_CHAIN}\b",
+            prefix=_PREFIX_THIS_IS,
+            after=_AFTER_SELF,
+            self_end=True,
+            units=True,
+            capital=True,
+        ),
         _Rule(
             rf"(?i)\b{_SELF_NAMED}{named}{_CHAIN}\b",
             prefix=_PREFIX_SELF_NAMED,
             self_end=True,
             units=True,
         ),
-        _Rule(rf"(?i)\b{_AS}{said}{_CHAIN}\b", prefix=_PREFIX_AS, after=_AFTER_CLAUSE),
+        _Rule(rf"(?i)\b{_AS}{said}{_CHAIN}\b", prefix=_PREFIX_AS, after=_AFTER_AS),
         _Rule(
             rf"(?i){_SIGN_OFF_BEFORE}{anyone}{_CHAIN}\b", prefix=_PREFIX_SIGN_OFF, after=_AFTER_LINE
         ),
@@ -601,6 +690,8 @@ def _spans(data: bytes, matcher: _Matcher) -> list[tuple[int, int]]:
                 prefix = rule.prefix.match(data, start)
                 assert prefix is not None  # the rule's pattern starts with it
                 start = prefix[1]
+                if rule.capital and not 0x41 <= data[start] <= 0x5A:  # "A".."Z"
+                    continue
             if rule.head is not None:
                 head = rule.head.match(data, start)
                 assert head is not None  # the rule's pattern starts with it

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The response set the corpus is masked against (hub ids, a generated "<model>@<context>").
+# The response sets the corpus is masked against. Models named with hub ids, a generated
+# "<model>@<context>" and ordinary words ("Atlas", "Cedar", "Aloe"):
 MODELS = (
     "m42-health/Llama3-Med42-70B",
     "Atlas-13B",
@@ -21,6 +22,18 @@ MODELS = (
     "SecretModel-Alpha-70B",
     "medlm@2048",
 )
+# Models named as MedAlign's were, after the family the corpus is densest in ("GPT"): each name
+# adds its own versions to the patterns every "GPT" in a response is tried against.
+GPT_MODELS = (
+    "gpt-4",
+    "gpt-4-32k@32768",
+    "GPT-4o",
+    "gpt-3.5-turbo",
+    "vicuna-13b-v1.5",
+    "MPT-7B-Instruct@2048",
+)
+# (label, model names): ``bench_masking`` times the corpus against each; the worst of all counts.
+DATASETS = (("word-named", MODELS), ("gpt-named", GPT_MODELS))
 
 KB = 1024
 CLINICAL = (

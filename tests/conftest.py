@@ -43,11 +43,15 @@ def _eager_celery(request):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_error_tags():
-    """Each process keeps the error tags for half a minute (review.selectors.reviews); a test's
-    rolled-back tags must not reach the next test."""
+def _fresh_process_copies():
+    """Each process keeps the error tags (review.selectors.reviews) and each dataset's model
+    names (review.selectors.datasets) for half a minute; a test's rolled-back rows must not
+    reach the next test."""
+    from review.selectors.datasets import dataset_model_names_forget
     from review.selectors.reviews import error_tags_forget
 
     error_tags_forget()
+    dataset_model_names_forget()
     yield
     error_tags_forget()
+    dataset_model_names_forget()

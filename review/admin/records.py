@@ -25,7 +25,7 @@ from review.models import (
     Study,
     TaxonomyEntry,
 )
-from review.selectors.datasets import dataset_contents
+from review.selectors.datasets import dataset_contents, dataset_model_names
 from review.services.audit import audit_record
 
 from .audited import AuditedAdmin, ReadOnlyInline, RecordReadOnlyAdmin
@@ -157,8 +157,10 @@ class ModelResponseAdmin(RecordReadOnlyAdmin):
     @admin.display(description="masked for clinicians")
     def masked_words(self, obj: ModelResponse) -> str:
         # The heuristic's hits as written, for the admin to confirm; every response is masked
-        # the same way when a clinician sees it (review.blinding).
-        hits = model_name_hits(obj.text, obj.model_name) if obj.names_own_model else []
+        # the same way when a clinician sees it: against every model name of the dataset
+        # (review.selectors.reviews.masking_names), read once per process and dataset.
+        names = (*dataset_model_names(obj.instruction.dataset_id), obj.model_name)
+        hits = model_name_hits(obj.text, names) if obj.names_own_model else []
         return ", ".join(dict.fromkeys(hits)) or "—"
 
     @admin.action(description="Confirm the masking of these responses was checked")

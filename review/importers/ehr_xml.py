@@ -6,7 +6,6 @@ DTDs are refused before parsing starts (no entity declarations, so no XML bombs)
 resolution and network access are off in the parser as a second line of defence.
 """
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -46,14 +45,11 @@ _VALUE_TAIL = Pattern(
     rf"^(.*?){SPACE}+(-?{DIGIT}+(?:\.{DIGIT}+)?)"
     rf"(?:{SPACE}+({_NOT_SPACE_DIGIT}{_NOT_SPACE}*(?:{SPACE}{_NOT_SPACE_DIGIT}{_NOT_SPACE}*)?))?\n?$"
 )
-# Linear with ``re`` as used (RE2 has no lookahead): the text is collapsed to single spaces
-# first, so the lookahead reads a label's length at most per character of a value, and findall
-# resumes where a value ends.
-_PERSON_FIELD = re.compile(
-    r"(Birth|Race|Gender|Ethnicity|Age in Days|Age in Years)\s*:\s*(.*?)"
-    r"(?=\s+(?:Birth|Race|Gender|Ethnicity|Age in Days|Age in Years)\s*:|\s*$)",
-    re.S,
-)
+# A person's fields ("Birth: 1970-01-02 Gender: F"), read from the text collapsed to single
+# spaces: a field runs from its label and colon to the next label and colon that follows a
+# space, or to the end. RE2 finds every label once; the rest is a walk over those matches (the
+# old ``re`` pattern needed a lookahead for the end of a value).
+_PERSON_LABEL = BytesPattern(rb"(?:Birth|Race|Gender|Ethnicity|Age in Days|Age in Years) ?:")
 PROLOG_SCAN_BYTES = 256 * 1024
 
 
@@ -114,9 +110,9 @@ def sniff_format(path: Path) -> str:
     """'record' or 'eventstream', from the root element; refuses DTDs (XML bomb protection)."""
     with path.open("rb") as fh:
         head = fh.read(PROLOG_SCAN_BYTES)
-    # One character class after "<": each try ends at the first character outside it (linear).
-    match = re.search(rb"<([A-Za-z_][\w.\-]*)", _strip_prolog_noise(head))
-    upper_prolog = head[: match.start()] if match else head
+    # RE2 (review.linear), as every matcher over imported text.
+    match = _ROOT_TAG.search(_strip_prolog_noise(head))
+    upper_prolog = head[: match[0]] if match else head
     if b"<!DOCTYPE" in upper_prolog.upper() or b"<!ENTITY" in head.upper():
         raise XMLImportError(
             Problem(
@@ -139,12 +135,12 @@ def sniff_format(path: Path) -> str:
         )
     if match is None:
         raise XMLImportError(Problem(path.name, 1, None, "no XML root element found"))
-    root = match.group(1).decode("ascii", "replace")
+    root = head[match[0] + 1 : match[1]].decode("ascii", "replace")
     if root not in ("record", "eventstream"):
         raise XMLImportError(
             Problem(
                 path.name,
-                _line_of(head, match.start()),
+                _line_of(head, match[0]),
                 None,
                 f"unknown root element <{root}>: expected <record> or <eventstream>",
             )
@@ -163,6 +159,7 @@ def _strip_prolog_noise(head: bytes) -> bytes:
     return _blank(_OPEN_COMMENT, head)
 
 
+_ROOT_TAG = BytesPattern(rb"<[A-Za-z_][A-Za-z0-9_.\-]*")
 _DECLARATION = BytesPattern(rb"(?s)<\?.*?\?>")
 _COMMENT = BytesPattern(rb"(?s)<!--.*?-->")
 _OPEN_COMMENT = BytesPattern(rb"(?s)<!--.*\z")
@@ -216,8 +213,33 @@ def split_code_line(text: str, event_type: str) -> tuple[str, str, str, float | 
     return code, description, "", None, ""
 
 
+def person_fields(text: str) -> dict[str, str]:
+    """The labelled fields of a person's text, by label (the last of a label wins)."""
+    # On the UTF-8 bytes (lone surrogates kept): the labels, the colon and the space are ASCII,
+    # which no byte of a longer character is, and RE2's own calls are cheap per match.
+    data = " ".join((text or "").split()).encode("utf-8", "surrogatepass")
+    labels = list(_PERSON_LABEL.spans(data))
+    fields: dict[str, str] = {}
+    i = 0
+    while i < len(labels):
+        start, colon_end = labels[i]
+        label = data[start : colon_end - 1].rstrip(b" ").decode("ascii")
+        # As ``\s*`` before a lazy value did: the value starts after one space, if any.
+        value_start = colon_end + (data[colon_end : colon_end + 1] == b" ")
+        # It ends before the next label that follows a space within or after it; that label
+        # starts the next field. Labels glued to a word are part of the value.
+        i += 1
+        while i < len(labels) and not (
+            labels[i][0] - 1 >= value_start and data[labels[i][0] - 1] == 0x20
+        ):
+            i += 1
+        value_end = labels[i][0] - 1 if i < len(labels) else len(data)
+        fields[label] = data[value_start:value_end].decode("utf-8", "surrogatepass").strip()
+    return fields
+
+
 def parse_person_text(text: str) -> Demographics:
-    fields = {k: v.strip() for k, v in _PERSON_FIELD.findall(" ".join((text or "").split()))}
+    fields = person_fields(text)
     return Demographics(
         birth_date=parse_date(fields.pop("Birth", "")),
         gender=normalise_sex(fields.pop("Gender", "")),

@@ -1,4 +1,7 @@
-"""What a dataset holds, counted (never walked object by object: the demo holds 61,000 rows)."""
+"""What a dataset holds, counted (never walked object by object: the demo holds 61,000 rows),
+and the model names masking reads for its clinician pages."""
+
+import time
 
 from review.models import (
     Assignment,
@@ -54,3 +57,39 @@ def debug_refusal(names: list[str]) -> str:
 def datasets_by_name() -> list[Dataset]:
     """Every dataset, by name (id and name only): the admin home links each one's studies."""
     return list(Dataset.objects.order_by("name").only("id", "name"))
+
+
+# Every clinician page masks its responses against the dataset's model names: each process
+# reads them once per dataset and again after this long, as it does the error tags. A model
+# added to the dataset meanwhile is masked on every page from the next read on; until then a
+# page still masks its own set's names, which it reads with the responses.
+MODEL_NAMES_CACHE_SECONDS = 30.0
+_MODEL_NAMES_MAX_DATASETS = 64
+_model_names: dict[int, tuple[float, tuple[str, ...]]] = {}
+
+
+def dataset_model_names(dataset_id: int) -> tuple[str, ...]:
+    """Every model name of the dataset's responses (candidates included), sorted: one
+    ``SELECT DISTINCT`` per process and dataset at most every ``MODEL_NAMES_CACHE_SECONDS``.
+    The same tuple for every page of a dataset, so the masker compiled for it is reused
+    (``review.blinding`` caches it by its names)."""
+    now = time.monotonic()
+    cached = _model_names.get(dataset_id)
+    if cached is not None and now - cached[0] <= MODEL_NAMES_CACHE_SECONDS:
+        return cached[1]
+    names = tuple(
+        sorted(
+            ModelResponse.objects.filter(instruction__dataset_id=dataset_id)
+            .order_by()
+            .values_list("model_name", flat=True)
+            .distinct()
+        )
+    )
+    if len(_model_names) >= _MODEL_NAMES_MAX_DATASETS:
+        _model_names.clear()
+    _model_names[dataset_id] = (now, names)
+    return names
+
+
+def dataset_model_names_forget() -> None:
+    _model_names.clear()

@@ -18,6 +18,7 @@ from review.models import (
     User,
     response_label,
 )
+from review.selectors.datasets import dataset_model_names
 from review.selectors.drafts import review_values
 from review.selectors.studies import ResponseRow, clinician_round_label, study_response_rows
 
@@ -218,6 +219,14 @@ def error_tags_forget() -> None:
     _tags_cache = (0.0, [])
 
 
+def masking_names(dataset_id: int, responses: list[ResponseRow]) -> tuple[str, ...]:
+    """What a clinician page masks its responses against: the dataset's model names and those
+    of the responses it shows; the same tuple on every page of the dataset once read."""
+    names = dataset_model_names(dataset_id)
+    own = {row[2] for row in responses}
+    return names if own <= set(names) else tuple(sorted(own.union(names)))
+
+
 def instruction_responses(*, study_id: int, instruction_id: int) -> list[ResponseRow]:
     """The responses the instruction is reviewed with in the study, as (id, text, model name):
     one statement. The review page reads them first, so a first open draws its order from the
@@ -226,14 +235,14 @@ def instruction_responses(*, study_id: int, instruction_id: int) -> list[Respons
 
 
 def review_page_data(
-    review: Review, *, show_references: bool, responses: list[ResponseRow]
+    review: Review, *, dataset_id: int, show_references: bool, responses: list[ResponseRow]
 ) -> ReviewPage:
     """Responses in the order shown with their current judgements (submitted values overlaid
     with the draft), the active tags, and references if shown.
 
     A fixed number of queries (judgements and their tags once saved, references if shown; the
-    responses come from the caller, the tags from the process's copy), whatever the
-    instruction or the record.
+    responses come from the caller, the tags and the dataset's model names from the process's
+    copy), whatever the instruction or the record.
     """
     order = [int(rid) for rid in review.shown_order]
     # ``responses`` are the instruction's set in the review's study (``instruction_responses``):
@@ -241,8 +250,10 @@ def review_page_data(
     # frozen once one has started.
     responses_by_id = {row[0]: row for row in responses}
     # Every response is masked, flagged at import or not, against the families and makers
-    # ``review.blinding`` knows and every model of this set.
-    model_names = tuple(sorted({row[2] for row in responses}))
+    # ``review.blinding`` knows and every model of the dataset: a response may name another
+    # model than its own ("Unlike Atlas-13B…"). This set's own names are added in case the
+    # process's copy of the dataset's predates them.
+    model_names = masking_names(dataset_id, responses)
     tags = active_error_tags()
     active = {t.slug for t in tags}
     values, reason, note = review_values(review)

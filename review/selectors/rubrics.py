@@ -19,6 +19,7 @@ from review.models import (
     response_label,
 )
 from review.selectors.drafts import grading_values
+from review.selectors.reviews import masking_names
 from review.selectors.studies import study_response_rows
 
 
@@ -109,7 +110,8 @@ def grading_page_data(grading: CriterionGrading) -> GradingPage:
             study_id=grading.study_id, instruction_id=grading.instruction_id
         )
     }
-    model_names = tuple(sorted({row[2] for row in rows.values()}))
+    # As on the review page: every model name of the dataset, this set's included.
+    model_names = masking_names(grading.instruction.dataset_id, list(rows.values()))
     responses = []
     for position, (rid, handle) in enumerate(
         zip(grading.shown_order, grading.handles, strict=True)

@@ -119,6 +119,7 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         )
     page = review_page_data(
         review,
+        dataset_id=instruction.dataset_id,
         show_references=instruction.dataset.show_references_to_clinicians,
         responses=responses,
     )

@@ -20,6 +20,7 @@ from django.urls import reverse
 from review.demo.release import DemoSpec, write_release
 from review.models import Instruction, RecordExcerpt, Review, Role
 from review.selectors import records
+from review.selectors.datasets import dataset_model_names, dataset_model_names_forget
 from review.selectors.reviews import error_tags
 from review.services.excerpts import record_excerpts_prepare
 from review.services.imports import dataset_import
@@ -45,6 +46,10 @@ FIRST_OPEN_QUERIES = 7 + _CACHE_READS + _SET_LOCK
 # Later opens: assignment with review, responses, excerpt, audit; once the review has been saved,
 # its judgement rows (and their tags, when there are rows) too. Before: 5, and 9 before that.
 REOPEN_QUERIES = 4 + _CACHE_READS
+# Both counts are a process's warm ones: like the error tags, the dataset's model names (what
+# every response is masked against) are read by each process once per dataset and again at
+# most every half minute (review.selectors.datasets): one SELECT DISTINCT more on those views.
+MODEL_NAMES_READ = 1
 # Submit: the review locked (the view no longer reads it first), its judgement rows (none before
 # the first submit, so no tag query), the rows INSERTed (their error tags in one more INSERT when
 # there are any), the review UPDATEd, the audit INSERT, inside a savepoint pair. Before: 8, with
@@ -89,6 +94,7 @@ def test_the_first_open_starts_the_review_in_one_insert(client, setup, django_as
     instruction, clinician, assignment = setup
     record_excerpts_prepare(dataset_id=instruction.dataset_id)  # as the import leaves it
     error_tags()  # as every page view after a process's first finds them
+    dataset_model_names(instruction.dataset_id)  # likewise
     client.force_login(clinician)
     client.get(reverse("clinician_queue"))  # the session's first request writes it
     with django_assert_num_queries(FIRST_OPEN_QUERIES):
@@ -96,6 +102,9 @@ def test_the_first_open_starts_the_review_in_one_insert(client, setup, django_as
     review = Review.objects.get(assignment=assignment)
     assert len(review.handles) == len(review.shown_order) == 4
     with django_assert_num_queries(REOPEN_QUERIES):
+        assert _page(client, instruction).status_code == 200
+    dataset_model_names_forget()  # a process's first view of the dataset, or half a minute on
+    with django_assert_num_queries(REOPEN_QUERIES + MODEL_NAMES_READ):
         assert _page(client, instruction).status_code == 200
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from review.blinding import MASK, mask_model_names, model_name_spans, names_a_model
-from review.blinding_corpus import CLINICAL, KB, MODELS, VERSION_FORMS, corpus
+from review.blinding_corpus import CLINICAL, DATASETS, KB, MODELS, VERSION_FORMS, corpus
 
 
 def _rebuilt(text: str, spans: list[tuple[int, int]]) -> str:
@@ -22,12 +22,20 @@ def _rebuilt(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(out) + text[last:]
 
 
+@pytest.mark.parametrize("models", [m for _, m in DATASETS], ids=[label for label, _ in DATASETS])
 @pytest.mark.parametrize("case", corpus(), ids=lambda c: c.name)
-def test_every_hostile_response_masks_to_spans_of_the_text(case):
-    spans = model_name_spans(case.text, MODELS)
+def test_every_hostile_response_masks_to_spans_of_the_text(case, models):
+    spans = model_name_spans(case.text, models)
     assert all(0 <= s < e <= len(case.text) for s, e in spans)
     assert all(a[1] < b[0] or a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
-    assert mask_model_names(case.text, MODELS) == _rebuilt(case.text, spans)
+    assert mask_model_names(case.text, models) == _rebuilt(case.text, spans)
+
+
+@pytest.mark.parametrize("models", [m for _, m in DATASETS], ids=[label for label, _ in DATASETS])
+def test_clinical_text_and_a_lab_value_stay_beside_any_response_set(models):
+    for text in (CLINICAL, "ALT (GPT) 45 U/L.", "GPT 45 U/L, SGPT 120 IU."):
+        assert mask_model_names(text, models) == text
+    assert mask_model_names("As GPT-4o, I agree.", models) == f"As {MASK}, I agree."
 
 
 def test_the_response_that_hung_the_review_page_comes_back_as_written():

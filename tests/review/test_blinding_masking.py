@@ -113,6 +113,21 @@ SELF_NAMING = [
     ("I am C\u0336l\u0336a\u0336u\u0336d\u0336e\u0336.", ["C\u0336l"]),
     ("\uff2d\uff45\uff44\uff14\uff12 answered.", ["\uff2d\uff45\uff44"]),  # full width
     ("I\u2019m Command R+.", ["Command R+"]),
+    # A name's version with a space, a word of a name with its version, letters spaced out.
+    ("Med 42 recommends a repeat echo.", ["Med 42"]),
+    ("I am Med 42.", ["Med 42"]),
+    ("Aloe-8B suggests fluids.", ["Aloe-8B"]),
+    ("Aloe 8B agrees with the plan.", ["Aloe 8B"]),
+    ("C h a t G P T says the dose is fine.", ["C h a t"]),
+    ("O p e n A I trained me.", ["O p e n"]),
+    ("M e d 4 2 answered.", ["M e d 4 2"]),
+    ("S-e-c-r-e-t-M-o-d-e-l agrees.", ["S-e-c-r-e-t"]),
+    # Ordinary words of the set's names, each a whole clause of a self-reference.
+    ("I, Atlas, suggest a CT.", ["Atlas"]),
+    ("As Cedar, my advice is rest.", ["Cedar"]),
+    ("Hi, this is Cedar.", ["Cedar"]),
+    ("I am Atlas and I recommend rest.", ["Atlas"]),
+    ("Hold the statin.\nBest regards,\nAloe!", ["Aloe"]),
 ]
 
 INNOCENT = [
@@ -183,11 +198,27 @@ INNOCENT = [
     "Пациент осмотрен в клинике.",
     "Café visit; the naïve T cells were counted.",
     "Regards to the family; the atlas is stable.",
+    # The set's ordinary words after words that only look like a self-reference: "This is",
+    # "I am" before more of a clause, "As" before no "I", a sign-off before more words.
+    "This is alpha thalassemia.",
+    "This is cedar pollen season.",
+    "This is health care at its best.",
+    "This is baseline for her.",
+    "I am cedar-allergic, so the pollen count matters.",
+    "I am the health visitor for the family.",
+    "I am alpha-blocker intolerant.",
+    "As atlas dislocation goes, this one is mild.",
+    "As alpha rises, I would recheck the level.",
+    "Regards, the health team",
+    "Sincerely, health services",
+    "Thanks, cedar pollen season is over.",
+    "Thanks, Cedar, for the referral.",
+    "Health: stable. Cedar: no reaction.",
 ]
 
 
 def test_the_tables_are_large_enough():
-    assert len(SELF_NAMING) >= 80 and len(INNOCENT) >= 65
+    assert len(SELF_NAMING) >= 90 and len(INNOCENT) >= 78
 
 
 @pytest.mark.parametrize(("sentence", "gone"), SELF_NAMING, ids=[s for s, _ in SELF_NAMING])

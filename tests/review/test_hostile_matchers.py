@@ -9,8 +9,16 @@ the reference for what each must still answer on ordinary input.
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from review.importers.ehr_xml import _strip_prolog_noise, parse_person_text, split_code_line
+from review.importers.ehr_xml import (
+    _strip_prolog_noise,
+    parse_person_text,
+    person_fields,
+    sniff_format,
+    split_code_line,
+)
 from review.search import _WORD as SEARCH_WORD
 from review.services.rubrics import RubricError, criterion_input
 from review.vocabulary import WORD
@@ -85,6 +93,58 @@ def test_a_line_of_spaces_splits_into_its_code_and_text():
         5.0,
         "\udfffmg",
     )
+
+
+OLD_PERSON_FIELD = re.compile(
+    r"(Birth|Race|Gender|Ethnicity|Age in Days|Age in Years)\s*:\s*(.*?)"
+    r"(?=\s+(?:Birth|Race|Gender|Ethnicity|Age in Days|Age in Years)\s*:|\s*$)",
+    re.S,
+)
+
+
+def _old_person_fields(text: str) -> dict[str, str]:
+    return {k: v.strip() for k, v in OLD_PERSON_FIELD.findall(" ".join(text.split()))}
+
+
+PERSON_TEXTS = [
+    "Birth: 1970-01-02 Gender: F Race: White Ethnicity: Not Hispanic",
+    "Age in Days: 20000\nAge in Years: 54\tGender :M",
+    "Birth: Gender: F",  # an empty value: re took the next label as Birth's value
+    "Birth:Gender: F",
+    "Race: whiteBirth: 1970 Ethnicity: none",  # a label glued to a value starts no field
+    "XBirth: 1970 Race: Asian",
+    "Gender: F Gender: M",  # the last one wins
+    "Race: Birth Birth Ethnicity : none",
+    "no fields at all",
+    "",
+    "  Birth:   1950-01-01   ",
+    "Age in  Days : 3\u00a0Race:\u2003Black",  # Unicode spaces fold to one
+    "Birth: 1970 \x00\ud800 Gender: \udfff",
+]
+
+
+@pytest.mark.parametrize("text", PERSON_TEXTS)
+def test_person_fields_are_read_as_re_read_them(text):
+    assert person_fields(text) == _old_person_fields(text)
+
+
+_PERSON_PIECES = st.sampled_from(
+    ["Birth", "Race", "Gender", "Ethnicity", "Age in Days", "Age in Years", "Age in", ":", " ",
+     "  ", "\n", "x", "F", "1970", "Birth:", "Race :", "\u00a0", "\x00", "\ud800"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PERSON_PIECES, max_size=14).map("".join))
+def test_any_person_text_is_read_as_re_read_it(text):
+    assert person_fields(text) == _old_person_fields(text)
+
+
+def test_the_root_element_is_found_as_before(tmp_path):
+    for root, body in (("record", b"<record/>"), ("eventstream", b"<eventstream a='1'/>")):
+        path = tmp_path / f"{root}.xml"
+        path.write_bytes(b'<?xml version="1.0"?>\n<!-- <fake> -->\n' + body)
+        assert sniff_format(path) == root
 
 
 def test_person_text_reads_hostile_input():

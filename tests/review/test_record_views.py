@@ -25,7 +25,8 @@ pytestmark = pytest.mark.django_db
 # the assignment with its review, responses, the stored excerpt's HTML delivered inline, one
 # audit INSERT for both events; the queue: session, user and access, one query for the
 # assignments). With the embedded database cache each of the two cache reads is a query; with
-# Redis they are none.
+# Redis they are none. The dataset's model names (what responses are masked against) come from
+# the process's copy, read on the first view: test_annotation_cost.py pins that read too.
 # tests/review/test_annotation_cost.py pins the rest of an annotation (first open, submit).
 _CACHE_READS = 2 if settings.CACHES["default"]["BACKEND"].endswith("DatabaseCache") else 0
 REVIEW_PAGE_QUERIES = 4 + _CACHE_READS

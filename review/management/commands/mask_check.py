@@ -3,9 +3,10 @@ refresh the "names a model" flag the Django admin filters on, and list the near 
 left as written that look like a name (a name's own word outside a self-reference, "Atlas",
 "Gemini"; a word one edit from a distinctive name, "Mixtrall").
 
-Every response is masked when a clinician sees it, flagged or not (``review.blinding``); the
-flag and these lists are for an admin to confirm the heuristic's hits, and to spot what it
-missed. Prints the words only, never whole responses (they can quote the record).
+Every response is masked when a clinician sees it, flagged or not, against the same names as
+here: every model name of the dataset (``review.selectors.reviews.masking_names``). The flag
+and these lists are for an admin to confirm the heuristic's hits, and to spot what it missed.
+Prints the words only, never whole responses (they can quote the record).
 """
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -13,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from review import lexicon
 from review.blinding import model_name_hits, near_misses
 from review.models import Dataset, ModelResponse
+from review.selectors.datasets import dataset_model_names, dataset_model_names_forget
 
 
 class Command(BaseCommand):
@@ -26,13 +28,10 @@ class Command(BaseCommand):
         dataset = Dataset.objects.filter(name=str(options["dataset"])).first()
         if dataset is None:
             raise CommandError(f"no dataset {options['dataset']!r}")
-        names = sorted(
-            set(
-                ModelResponse.objects.filter(instruction__dataset=dataset).values_list(
-                    "model_name", flat=True
-                )
-            )
-        )
+        # The names the clinician pages mask against (review.selectors.reviews.masking_names),
+        # read fresh: so a response listed here is masked for clinicians as listed.
+        dataset_model_names_forget()
+        names = dataset_model_names(dataset.pk)
         if not lexicon.wordnet_found():
             self.stdout.write(
                 "WordNet not found (METEOR_WORDNET_DIR; `make wordnet`): a model name's "
