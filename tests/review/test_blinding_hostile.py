@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from review.blinding import MASK, mask_model_names, model_name_spans, names_a_model
-from review.blinding_corpus import CLINICAL, DATASETS, KB, MODELS, VERSION_FORMS, corpus
+from tests.bench.masking_corpus import CLINICAL, DATASETS, KB, MODELS, VERSION_FORMS, corpus
 
 
 def _rebuilt(text: str, spans: list[tuple[int, int]]) -> str:

@@ -25,8 +25,7 @@ IN_SCOPE = sorted(
     [
         ROOT / "review" / "blinding.py",
         ROOT / "review" / "lexicon.py",
-        ROOT / "review" / "blinding_corpus.py",
-        *(ROOT / "review" / "importers").glob("*.py"),
+        *(ROOT / "review" / "importers").rglob("*.py"),
     ]
 )
 

@@ -1,6 +1,6 @@
 """Benchmark masking on hostile responses: the worst case per response, beside the target.
 
-Masks every response of ``review.blinding_corpus`` (long digit and separator runs after family
+Masks every response of ``tests.bench.masking_corpus`` (long digit and separator runs after family
 words, 100 kB responses, every version form, dense self-references, NUL, lone surrogates,
 combining marks, look-alike letters) against each of the corpus's response sets (models named
 with words and hub ids; models named "gpt-4", "GPT-4o"), ``--repeats`` times, and prints for
@@ -21,7 +21,7 @@ import re2
 from django.core.management.base import BaseCommand, CommandParser
 
 from review import blinding, linear
-from review.blinding_corpus import DATASETS, corpus
+from tests.bench.masking_corpus import DATASETS, corpus
 
 TARGET_MS_PER_10K = 5.0
 TEN_KB = 10 * 1024

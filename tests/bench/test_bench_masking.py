@@ -9,7 +9,7 @@ import time
 from django.core.management import call_command
 
 from review import blinding
-from review.blinding_corpus import DATASETS, corpus
+from tests.bench.masking_corpus import DATASETS, corpus
 
 _ROW = re.compile(
     r"^(?P<label>.{48}) (?P<set>\S+)\s+\d+\s+\d+\s+[\d.]+\s+(?P<per>[\d.]+)\s+[\d.]+$"
