@@ -124,7 +124,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "t
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "review.admin_site.MedAlignAdminConfig",  # django.contrib.admin, approved admins only
+    "review.admin_config.MedAlignAdminConfig",  # django.contrib.admin, approved admins only
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -15,6 +15,9 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.http import HttpRequest
 
+from review.models import AuditEvent
+from review.second_factor import lockout_seconds, wait_text
+from review.services.audit import audit_record
 from review.site import site_identity, site_url
 
 # Encrypted values start with this marker, so a value stored before encryption was turned on
@@ -42,10 +45,6 @@ class AccountAdapter(DefaultAccountAdapter):  # type: ignore[misc]
         except ValidationError as exc:
             if exc.code != "too_many_login_attempts":
                 raise
-            from review.models import AuditEvent
-            from review.second_factor import lockout_seconds, wait_text
-            from review.services.audit import audit_record
-
             seconds = lockout_seconds(
                 request,
                 action="login_failed",

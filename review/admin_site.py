@@ -3,9 +3,10 @@
 from urllib.parse import urlencode
 
 from django.contrib import admin
-from django.contrib.admin.apps import AdminConfig
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+
+from review.access import second_factor_passed, user_access
 
 
 class MedAlignAdminSite(admin.AdminSite):
@@ -17,8 +18,6 @@ class MedAlignAdminSite(admin.AdminSite):
         # is_staff alone is not enough: access ends at once when the admin approval or the
         # training certificate expires, a new DUA is unsigned, or TOTP is not set up; and this
         # session must have passed TOTP (a password-only session never reaches the admin).
-        from review.access import second_factor_passed, user_access
-
         user = request.user
         if not (user.is_active and user.is_staff):
             return False
@@ -34,7 +33,3 @@ class MedAlignAdminSite(admin.AdminSite):
             allowed = self.has_permission(request)
             return HttpResponseRedirect(reverse("admin:index" if allowed else "home"))
         return HttpResponseRedirect(f"{reverse('account_login')}?{urlencode({'next': next_url})}")
-
-
-class MedAlignAdminConfig(AdminConfig):
-    default_site = "review.admin_site.MedAlignAdminSite"

@@ -1,6 +1,7 @@
 from django.http import HttpRequest
 
 from review import access
+from review.selectors.accounts import applications_pending_count
 
 
 def navigation(request: HttpRequest) -> dict[str, object]:
@@ -13,7 +14,5 @@ def navigation(request: HttpRequest) -> dict[str, object]:
     if "admin" in roles:
         # Admins see how many applications wait for them on every page (one COUNT on an
         # indexed column), not only once they open the queue.
-        from review.selectors.accounts import applications_pending_count
-
         context["nav_pending_applications"] = applications_pending_count()
     return context

@@ -28,6 +28,7 @@ from review.access import clear_all_cached_access, clear_cached_access
 from review.allauth_compat import record_authentication
 from review.models import AccessApplication, AuditEvent, DUASignature, DUAVersion, ErrorTag, User
 from review.selectors.reviews import error_tags_forget
+from review.services.accounts import user_sessions_end
 from review.services.audit import audit_record
 
 
@@ -102,8 +103,6 @@ def on_factor_added(
 ) -> None:
     # A session signed in before the factor existed (with the password alone) must not live on
     # beside it; the session that added the factor is kept.
-    from review.services.accounts import user_sessions_end
-
     user_sessions_end(
         user=user,
         reason=f"second factor added ({getattr(authenticator, 'type', '')})",

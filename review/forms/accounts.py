@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
-from review.models import AuditEvent, Role
+from review.models import AuditEvent, DUAVersion, Role
 from review.selectors.accounts import email_domain_is_rejected
 from review.services.accounts import (
     CERTIFICATE_UNREADABLE,
@@ -249,8 +249,6 @@ class DUAPublishForm(forms.Form):
 
     def clean_version(self) -> str:
         # Said at the preview, not after the admin has confirmed it.
-        from review.models import DUAVersion
-
         version = self.cleaned_data["version"].strip()
         if DUAVersion.objects.filter(version=version).exists():
             raise forms.ValidationError(f"Version {version} already exists: choose another label.")

@@ -7,7 +7,14 @@ from datetime import date, datetime, time
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from review.models import AccessApplication, AuditEvent, DUASignature, DUAVersion, User
+from review.models import (
+    AccessApplication,
+    AuditEvent,
+    DUASignature,
+    DUAVersion,
+    RejectedEmailDomain,
+    User,
+)
 
 OPEN_STATUSES = (
     AccessApplication.Status.PENDING,
@@ -21,8 +28,6 @@ def email_domain(email: str) -> str:
 
 def email_domain_is_rejected(email: str) -> bool:
     """True for a listed domain or any subdomain of one (``mail.gmail.com`` too)."""
-    from review.models import RejectedEmailDomain
-
     domain = email_domain(email)
     parts = domain.split(".")
     candidates = {".".join(parts[i:]) for i in range(len(parts) - 1)}

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from review.models import ResponseJudgement, Review, SamplingDraw, Study, StudyResponse
+from scoring.models import MetricConfig, MetricScore
 from scoring.reports.statistics.active import ACTIVE_TUNE_MIN
 from scoring.reports.statistics.adaptive_design import (
     MIN_PATIENTS_TO_STOP,
@@ -91,8 +92,6 @@ class StudyArrays:
 def _predictions(study: Study, config_id: int | None, response_ids: list[int]) -> dict[int, float]:
     if config_id is None:
         return {}
-    from scoring.models import MetricScore  # the predictor is a scoring configuration's
-
     return dict(
         MetricScore.objects.filter(config_id=config_id, response_id__in=response_ids).values_list(
             "response_id", "value"
@@ -356,8 +355,6 @@ def adaptive_state(study: Study) -> AdaptiveState:
 
 def predictor_choices(study: Study) -> list[tuple[int, str]]:
     """Metric configurations with scores on the study's responses: (id, label)."""
-    from scoring.models import MetricConfig
-
     return list(
         MetricConfig.objects.filter(scores__response__studies__study=study)
         .distinct()

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.http import HttpRequest
 
+from review.access import user_access
 from review.models import (
     Assignment,
     AuditEvent,
@@ -18,6 +19,8 @@ from review.models import (
     StudyResponse,
     User,
 )
+from review.selectors.studies import study_current
+from review.services.studies import study_first_round
 
 from .audit import audit_record
 
@@ -53,10 +56,6 @@ def _studies_for(
     """Each instruction's study: ``study`` (instructions of its dataset only), else its
     dataset's latest round (created as "Round 1" if the dataset has none and ``create``; a
     plan alone writes nothing and counts no existing assignment then)."""
-    from review.selectors.studies import study_current
-
-    from .studies import study_first_round
-
     if study is not None:
         stray = [i for i in instructions if i.dataset_id != study.dataset_id]
         if stray:
@@ -281,8 +280,6 @@ def assignment_reassign(
     request: HttpRequest | None = None,
 ) -> Assignment:
     """Give an assignment nobody has started to another approved clinician; audited."""
-    from review.access import user_access
-
     assignment = (
         Assignment.objects.select_for_update().select_related("clinician").get(pk=assignment.pk)
     )

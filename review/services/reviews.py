@@ -28,8 +28,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
+from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest
+from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 
 from medalign_site.prepared import PreparedQuery, insert_rows, update_rows
@@ -51,6 +55,7 @@ from review.selectors.drafts import (
     review_values,
 )
 from review.selectors.reviews import active_error_tags, error_tags
+from review.site import site_url
 from review.storable import UNSTORABLE, storable
 
 from .audit import audit_record
@@ -713,13 +718,6 @@ def _email_reopened(review: Review, *, request: HttpRequest | None) -> None:
     app (queue and review page), since a reason may quote the record and email leaves the
     protected machine.
     """
-    from django.conf import settings
-    from django.core.mail import send_mail
-    from django.template.loader import render_to_string
-    from django.urls import reverse
-
-    from review.site import site_url
-
     assignment = review.assignment
     to = User.objects.filter(pk=assignment.clinician_id).values_list("email", flat=True).first()
     if not to:

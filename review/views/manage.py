@@ -14,6 +14,7 @@ from review.selectors.progress import dataset_progress_detail, datasets_progress
 from review.selectors.studies import studies_of, study_label
 from review.services import reviews as review_services
 from review.services.audit import audit_record
+from scoring.reports.prediction import study_power
 
 PROGRESS_STATUSES = (
     ("", "All"),
@@ -83,8 +84,6 @@ def progress_dataset(request: HttpRequest, dataset_id: int) -> HttpResponse:
 def _power(request: HttpRequest, dataset: Dataset) -> dict[str, object]:
     """The power calculator (issue 26): how many more reviews each target needs, with and
     without the predictor; its choices come from the page's GET parameters."""
-    from scoring.reports.prediction import study_power
-
     try:
         points = float(request.GET.get("margin", "5"))
     except ValueError:

@@ -44,6 +44,8 @@ from scoring.llm.backends import (
     GenerationParams,
     backend_from_spec,
 )
+from scoring.llm.prompts import PromptTemplate, build_prompt
+from scoring.llm.record_text import RecordText
 from scoring.weights import canonical_json, library_versions
 
 __all__ = [
@@ -241,9 +243,6 @@ class RubricGrader:
 
     def user_turn(self, *, question: str, record: Any) -> str:
         """HELM's generation prompt around the instruction and the record (cut to fit)."""
-        from scoring.llm.prompts import PromptTemplate, build_prompt
-        from scoring.llm.record_text import RecordText
-
         return build_prompt(
             record=record if record is not None else RecordText("", ()),
             question=question,

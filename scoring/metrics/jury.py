@@ -40,6 +40,9 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from review.linear import Pattern
+from scoring.llm.backends import GenerationError, GenerationParams, backend_from_spec
+from scoring.llm.prompts import PromptTemplate, build_prompt
+from scoring.llm.record_text import RecordText
 from scoring.weights import library_versions
 
 from .base import MetricBackend, MetricUnavailable, Pair, Scored
@@ -195,8 +198,6 @@ class JuryBackend(MetricBackend):
         return options
 
     def _judges(self) -> list[Any]:
-        from scoring.llm.backends import GenerationError, backend_from_spec
-
         if not self.options["judges"]:
             raise MetricUnavailable(
                 "no judges configured: set JURY_JUDGES (a JSON list of model specs, "
@@ -249,7 +250,6 @@ class JuryBackend(MetricBackend):
         return [s.values for s in self.score_detailed(pairs)]
 
     def score_detailed(self, pairs: Sequence[Pair]) -> list[Scored]:
-        from scoring.llm.backends import GenerationParams
 
         pairs = self._check_pairs(pairs)
         if not pairs:
@@ -292,9 +292,6 @@ class JuryBackend(MetricBackend):
 
     def _user_request(self, pair: Pair, judge: Any) -> str:
         """HELM's {{QUESTION}}: its generation prompt, the record cut to ``record_tokens``."""
-        from scoring.llm.prompts import PromptTemplate, build_prompt
-        from scoring.llm.record_text import RecordText
-
         return build_prompt(
             record=pair.record if pair.record is not None else RecordText("", ()),
             question=pair.source,

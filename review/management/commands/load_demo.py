@@ -7,6 +7,7 @@ from tqdm import tqdm
 
 from review.demo.load import demo_accounts_and_assignments
 from review.demo.release import DemoSpec, write_release
+from review.demo.report import demo_first_report
 from review.demo.synthetic import SYNTHETIC_NOTICE
 from review.importers import total_bytes
 from review.selectors.datasets import datasets_not_synthetic, debug_refusal
@@ -83,8 +84,6 @@ class Command(BaseCommand):
         )
         for line in demo_accounts_and_assignments(dataset_name=str(options["dataset"])):
             self.stdout.write(line)
-        # Scoring and the first report belong to the scoring app (lexical metrics, a few seconds).
-        from review.demo.report import demo_first_report
-
+        # Lexical metrics and a first report, scored inline (a few seconds).
         for line in demo_first_report(dataset_name=str(options["dataset"])):
             self.stdout.write(line)
