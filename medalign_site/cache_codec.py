@@ -2,7 +2,7 @@
 
 Django's cache backends pickle what they store, and unpickling runs code: anyone who could write
 to Redis (or to the database cache's table) could make a web process run a command of theirs
-the next time it read a session or an access entry (issue 24, finding 3). Every value the app
+the next time it read a session or an access entry. Every value the app
 writes is therefore JSON (with dates and datetimes tagged), signed with Django's ``Signer``
 (HMAC-SHA256 under ``SECRET_KEY``) over the full cache key, the value's expiry and the JSON. A
 value is read back only if its signature holds for the key it is read from and it has not

@@ -18,7 +18,7 @@ class IdleSessionTimeoutMiddleware:
     A DUA requires unattended sessions to end: the idle clock is kept in the session itself and
     refreshed on every authenticated request. Django's SESSION_COOKIE_AGE is not an absolute
     cap by itself: every save of the session moves its expiry on, so a session in use never
-    ended (issue 24, finding 4). The sign-in time, kept in the session, caps it.
+    ended. The sign-in time, kept in the session, caps it.
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:

@@ -518,7 +518,7 @@ SCORING_EMBEDDING_MEMORY_MB = env_int("SCORING_EMBEDDING_MEMORY_MB", 256, minimu
 # Import torch, transformers, bert-score and COMET when a worker process starts (model queues).
 SCORING_IMPORT_AT_START = env_bool("SCORING_IMPORT_AT_START", False)
 
-# --- Generation and the LLM jury (issue 14) ---------------------------------------------------
+# --- Generation and the LLM jury ---------------------------------------------------------------
 # Local causal LMs a researcher can pick: each folder directly under this one that holds a
 # config.json (weights, tokenizer). Nothing is downloaded at run time. Endpoints (vLLM, TGI,
 # llama.cpp) are picked from the admin's allowlist (Admin -> Generation endpoints), empty at first.

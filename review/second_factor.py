@@ -3,8 +3,8 @@
 - Viewing, downloading or regenerating the recovery codes and deactivating TOTP need the second
   factor shown *in this session, recently* (within ACCOUNT_REAUTHENTICATION_TIMEOUT): at sign-in
   or at the TOTP step (``mfa_reauthenticate``). allauth accepts a fresh password there, which let
-  a password-only session read the recovery codes and pass the second factor with one (issue 24,
-  finding 1). ``factor_management_urls`` mounts allauth's own views behind that check, under
+  a password-only session read the recovery codes and pass the second factor with
+  one. ``factor_management_urls`` mounts allauth's own views behind that check, under
   their own names, before allauth's URLs; viewing the codes is audited.
 - A locked second factor or sign-in says how long the lock lasts, and is audited
   (``AuthenticateForm``/``ReauthenticateForm`` through ``MFA_FORMS``; the password sign-in in

@@ -1,5 +1,5 @@
 """Django admin for what researchers declare about a dataset's models, and the allowlist of
-institution-run model endpoints (issue 14)."""
+institution-run model endpoints."""
 
 import socket
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Reports of the LLM jury: each judge as a metric of its own next to the jury (issue 14).
+"""Reports of the LLM jury: each judge as a metric of its own next to the jury.
 
 A jury score (``MetricScore`` under a ``jury`` configuration) keeps every judge's score in its
 ``values`` (``scoring.metrics.jury``). Reports read them as extra metric columns,

@@ -1,5 +1,5 @@
 """The scoring app's signal receivers: API tokens end with the access, roles or password they
-were made under (issue 24, finding 4). Connected in ScoringConfig.ready()."""
+were made under. Connected in ScoringConfig.ready()."""
 
 from typing import Any
 

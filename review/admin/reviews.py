@@ -138,7 +138,7 @@ class JudgementInline(admin.TabularInline):
 @admin.register(Review)
 class ReviewAdmin(AuditedReadsAdmin):
     """Reviews with their judgements and comments (written about a patient's record): every
-    list and object page opened is audited (issue 24, finding 4)."""
+    list and object page opened is audited."""
 
     list_display = (
         "id",

@@ -35,7 +35,7 @@ class SignupForm(AllauthSignupForm):  # type: ignore[misc]
 
     A new account's password is hashed (hundreds of milliseconds); a sign-up with an email that
     has an account only sent a mail (rate-limited, so mostly nothing), and the answer's timing
-    told whether the address had an account (issue 24, finding 4). A hash of the same cost is
+    told whether the address had an account. A hash of the same cost is
     made in that case too; both answers are the same redirect.
     """
 
@@ -184,7 +184,7 @@ class DecisionForm(forms.Form):
 
     def __init__(self, *args: object, requested_role: str = "", **kwargs: object) -> None:
         # The roles start as the applicant asked: an admin who only chooses "Approve" approves
-        # what was requested, instead of meeting "Choose at least one role" (issue 28).
+        # what was requested, instead of meeting "Choose at least one role".
         initial: dict[str, object] = {
             "expires_on": timezone.localdate() + timedelta(days=365),
             "roles": [requested_role] if requested_role else [],

@@ -190,7 +190,7 @@ class AccessApplication(models.Model):
     full_name = models.CharField(max_length=200)
     institution = models.CharField(max_length=200)
     institutional_email = models.EmailField()
-    # Set when the applicant opened the link sent to that address (issue 24): approval waits
+    # Set when the applicant opened the link sent to that address: approval waits
     # for it, unless an operator approves on the server (bootstrap_admin, the demo).
     institutional_email_verified_at = models.DateTimeField(null=True, blank=True)
     research_use = models.TextField()

@@ -111,7 +111,7 @@ _MAX_CERTIFICATE_PIXELS = 50_000_000
 def certificate_decodes(file: File, content_type: str) -> bool:
     """Whether the whole file reads as the ``content_type`` its first bytes claim: a PDF with at
     least one page (pypdf), or a PNG or JPEG whose pixels decode (Pillow). A valid header
-    followed by garbage was accepted and approvable (issue 24, finding 5)."""
+    followed by garbage was accepted and approvable."""
     file.seek(0)
     data = file.read(settings.MAX_UPLOAD_BYTES + 1)
     file.seek(0)
@@ -800,7 +800,7 @@ def _decide(
     )
     if notify:
         # The address of the request that decided (SITE_URL first): the mail is sent after
-        # commit, when the request may be gone, and a worker has none (issue 24, finding 5).
+        # commit, when the request may be gone, and a worker has none.
         base = site_url(request)
         transaction.on_commit(lambda: _email_decision(application.pk, base_url=base))
 

@@ -2,7 +2,7 @@
 
 The admin's delete confirmation collected every object a dataset cascades to, one query per
 relation and object, before showing them: on the demo (61,000 rows) the page took a minute and
-would be killed by gunicorn's timeout (issue 24, finding 4). Deletion is a command
+would be killed by gunicorn's timeout. Deletion is a command
 (``manage.py delete_dataset``) through ``dataset_delete``; the admin shows the counts.
 """
 

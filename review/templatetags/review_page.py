@@ -2,7 +2,7 @@
 
 The cards were a template loop nested two deep (a rank option per response and an error-tag
 checkbox per tag, for every response): with six responses and a dozen tags, some 8,000 template
-nodes per page, which made up half of the page's Python CPU (issue 12's profile). The markup is
+nodes per page, which made up half of the page's Python CPU when profiled. The markup is
 the same as the template wrote, byte for byte; every value that came from the database is
 escaped exactly as Django's autoescape does (``html.escape``), and the text goes through Django's
 own ``linebreaks``.

@@ -272,11 +272,11 @@ def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
         return _bad_request("the cursor or date is not valid")
     event_type = request.GET.get("type", "")[:40]
     if not event_type.isprintable():
-        # A NUL byte reached PostgreSQL and came back as a 500 (issue 24, finding 4).
+        # A NUL byte reached PostgreSQL and came back as a 500.
         return _bad_request("the event type is not valid")
     page = record_selectors.record_timeline_page(patient, cursor=cursor, event_type=event_type)
     # Every page is audited, not only the first: a cursor is the client's to choose, and one
-    # the server never handed out read a whole record unaudited (issue 24, finding 2). The row
+    # the server never handed out read a whole record unaudited. The row
     # says how many events the page held, so the trail shows how much of a record was read.
     jumped = bool(request.GET.get("day")) and not request.GET.get("cursor")
     kind = "day" if jumped else "next" if cursor is not None else "first"
@@ -332,7 +332,7 @@ def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
     if "\x00" in query:
         return _bad_request("the search is not valid")
     found, page = record_selectors.record_search_page(patient, query=query, cursor=cursor)
-    # Every page is audited (issue 24, finding 2). The query itself may quote patient text, so
+    # Every page is audited. The query itself may quote patient text, so
     # only its length is kept.
     audit_record(
         action=AuditEvent.Action.RECORD_SEARCHED,

@@ -82,7 +82,7 @@ def progress_dataset(request: HttpRequest, dataset_id: int) -> HttpResponse:
 
 
 def _power(request: HttpRequest, dataset: Dataset) -> dict[str, object]:
-    """The power calculator (issue 26): how many more reviews each target needs, with and
+    """The power calculator: how many more reviews each target needs, with and
     without the predictor; its choices come from the page's GET parameters."""
     try:
         points = float(request.GET.get("margin", "5"))

@@ -10,7 +10,7 @@ from .runs import BatchBase, RunBase
 
 
 class GenerationEndpoint(models.Model):
-    """An OpenAI-compatible model server inside the institution: the allowlist (issue 14).
+    """An OpenAI-compatible model server inside the institution: the allowlist.
 
     The data use agreement forbids sending records to third-party services, so generation and
     jury backends refuse any endpoint not listed here and enabled, before connecting
@@ -80,7 +80,7 @@ class GenerationTemplate(models.Model):
 
 
 class GenerationRun(RunBase):
-    """A dataset's instructions answered by one model at one or more context lengths (issue 14).
+    """A dataset's instructions answered by one model at one or more context lengths.
 
     Status and allowed transitions: ``RunBase`` (made in ``scoring.runs.machinery``); a batch
     whose worker died is queued again by the sweep, and resume generates only what is missing.

@@ -11,7 +11,7 @@ from .scoring import MetricConfig
 
 class GradingRun(RunBase):
     """A dataset's responses graded against their instructions' accepted rubrics by a model
-    (issue 29; ``scoring.grading.runs``).
+    (``scoring.grading.runs``).
 
     Status and allowed transitions: ``RunBase`` (made in ``scoring.runs.machinery``); a batch
     whose worker died is queued again by the sweep, and resume grades only what is missing.

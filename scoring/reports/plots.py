@@ -35,7 +35,7 @@ RAMP = ((0.0, (0xF7, 0xFB, 0xFF)), (0.5, (0x6B, 0xAE, 0xD6)), (1.0, (0x08, 0x30,
 FONT_SIZE = 12.0
 TITLE_SIZE = 14.0
 # The width of a chart's phone layout (``compact=True``), in the same units: about the pixels a
-# 390-px-wide screen gives a figure, so that text keeps about its size (issue 28).
+# 390-px-wide screen gives a figure, so that text keeps about its size.
 COMPACT_WIDTH = 360.0
 
 

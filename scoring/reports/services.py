@@ -855,7 +855,7 @@ def api_token_revoke(*, token: ApiToken, reason: str = "revoked by its owner") -
 @transaction.atomic
 def api_tokens_revoke_for_user(*, user: User, reason: str) -> int:
     """Revoke every live token of ``user`` (their access, roles or password changed): a token
-    works only under the approval, roles and password it was made under (issue 24)."""
+    works only under the approval, roles and password it was made under."""
     tokens = list(ApiToken.objects.select_for_update().filter(user=user, revoked_at__isnull=True))
     for token in tokens:
         api_token_revoke(token=token, reason=reason)

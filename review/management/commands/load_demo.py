@@ -31,7 +31,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **options: object) -> None:
         # The demo accounts' passwords and TOTP secrets are printed in the README: they must
-        # never exist where real data is (issue 24, finding 4).
+        # never exist where real data is.
         if not settings.DEBUG:
             raise CommandError(
                 "load_demo creates accounts whose passwords and TOTP secrets are public: it runs "

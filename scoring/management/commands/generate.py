@@ -1,4 +1,4 @@
-"""manage.py generate: answer a dataset's instructions with a self-hosted model (issue 14)."""
+"""manage.py generate: answer a dataset's instructions with a self-hosted model."""
 
 import time
 

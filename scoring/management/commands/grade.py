@@ -1,5 +1,5 @@
 """manage.py grade: grade a dataset's responses against their accepted rubrics with a local
-model or an allowlisted endpoint (issue 29)."""
+model or an allowlisted endpoint."""
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
