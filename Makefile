@@ -71,6 +71,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	DEBUG=true $(VENV)/bin/mypy
+	DEBUG=true $(VENV)/bin/lint-imports
 
 format: install
 	$(VENV)/bin/ruff format .
