@@ -4,7 +4,7 @@ Scoring runs (``scoring.runs.scoring``) and generation runs (``scoring.generatio
 example below) share this machinery; a new kind of
 run plugs in with these pieces and copies nothing:
 
-1. **Models** (in the app's ``models.py``, where Django finds them)::
+1. **Models** (a module of ``scoring/models/``, the package Django finds them in)::
 
        from scoring.models.runs import BatchBase, RunBase
 
