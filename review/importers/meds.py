@@ -74,8 +74,9 @@ from .columnar import (
 )
 from .demographics import normalise_sex
 from .descriptions import patients_count_undescribed
-from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, PendingEncounter, _Importer
+from .run import ImportRun
 from .timestamps import aware
+from .writers import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, PendingEncounter
 
 VALUE_MAX = 100  # Event.value's length: longer text is a note, not a value
 # Visit codes by the vocabulary they start with, and the kind of visit each opens or ends: an
@@ -227,7 +228,7 @@ def code_kind(code: str) -> tuple[str, bool, bool, str]:
     return event_type, bool(starts), bool(ends), starts or ends
 
 
-def check_schema(schema: pa.Schema, file: str, importer: _Importer) -> bool:
+def check_schema(schema: pa.Schema, file: str, importer: ImportRun) -> bool:
     """Validate against ``meds.DataSchema``; accept lossless variants; name each bad column."""
     try:
         meds.DataSchema.validate(schema)
@@ -251,7 +252,7 @@ def check_schema(schema: pa.Schema, file: str, importer: _Importer) -> bool:
     return ok
 
 
-def read_code_descriptions(root: Path, importer: _Importer) -> dict[str, str]:
+def read_code_descriptions(root: Path, importer: ImportRun) -> dict[str, str]:
     path = root / meds.code_metadata_filepath
     if not path.exists():
         return {}
@@ -355,7 +356,7 @@ class _Subject:
 
 
 class MedsLoader:
-    def __init__(self, importer: _Importer, root: Path) -> None:
+    def __init__(self, importer: ImportRun, root: Path) -> None:
         self.importer = importer
         self.root = root
         # Times stay naive UTC wall-clock values from Arrow to the COPY (``utc_wall_times``):
@@ -880,6 +881,6 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def load_meds(importer: _Importer, root: Path) -> None:
+def load_meds(importer: ImportRun, root: Path) -> None:
     """Load the MEDS dataset at ``root`` through ``importer`` (inside its transaction)."""
     MedsLoader(importer, root).run()

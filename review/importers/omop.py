@@ -68,10 +68,11 @@ from .columnar import (
 )
 from .demographics import normalise_sex
 from .descriptions import patients_count_undescribed
-from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, _Importer
+from .run import ImportRun
 from .scratch import ScratchTable, drop_scratch_tables, scratch_tables
 from .tables import normalise_header
 from .timestamps import BadTimestamp, parse_timestamp
+from .writers import EVENT_FLUSH_ROWS, NO_ATTRIBUTES
 
 SUFFIXES = {".csv": ",", ".tsv": "\t", ".parquet": None}
 # CSV is read a block at a time, one thread: every block becomes Python values before it is
@@ -567,7 +568,7 @@ PROVISIONAL_ORDINAL = 1_000_000_000
 
 class OmopLoader:
     def __init__(
-        self, importer: _Importer, tables: dict[str, Path], unread: dict[str, Path] | None = None
+        self, importer: ImportRun, tables: dict[str, Path], unread: dict[str, Path] | None = None
     ) -> None:
         self.importer = importer
         self.tables = tables
@@ -1231,7 +1232,7 @@ def _repeats(
 
 
 def load_omop(
-    importer: _Importer, tables: dict[str, Path], unread: dict[str, Path] | None = None
+    importer: ImportRun, tables: dict[str, Path], unread: dict[str, Path] | None = None
 ) -> None:
     """Load OMOP CDM ``tables`` (by table name) through ``importer`` (inside its transaction);
     ``unread``: the CDM's other tables found beside them, named in the summary as ignored."""
