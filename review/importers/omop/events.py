@@ -12,12 +12,14 @@ Refused, every problem of a row named: a person or visit that is not in its tabl
 another person, an empty date, an event dated before the person's birth (compared by date:
 birth times are often just midnight).
 
-A batch is parsed a column at a time (``columns``), its concepts named and its visits looked
-up once each, then one lean pass over its rows appends each event to the cohort's COPY buffer:
-no object and no call per event.
+A batch goes through in stages: its columns parsed (``columns``), its concepts named and its
+visits looked up once each, its rows checked and placed in their records, then each row's
+event appended to the cohort's COPY buffer: no object and no call per event.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import meds
@@ -27,15 +29,53 @@ from ..run import ImportRun
 from ..writers import EVENT_FLUSH_ROWS, NO_ATTRIBUTES
 from .cdm import EventTable
 from .columns import Columns
-from .concepts import Concepts
+from .concepts import Concepts, Named
 from .keys import KeyCheck
-from .persons import Persons
+from .persons import Person, Persons
 from .values import BadValue
 from .visits import Visits
 
 _MISSING = object()
 
 BatchHandler = Callable[[str, Columns], None]
+
+
+@dataclass(slots=True)
+class _EventColumns:
+    """An event batch's columns as Python lists: those every event table has, then a note
+    table's or a value table's own (the other kind's stay empty)."""
+
+    person_ids: list[int | None]
+    whens: list[datetime | None]
+    ends: list[datetime | None] | None  # the end kept on the event, where the table has one
+    concept_ids: list[int | None]
+    visit_ids: list[int | None]
+    sources: list[str]
+    titles: list[str] = field(default_factory=list)
+    note_texts: list[str] = field(default_factory=list)
+    note_kinds: list[int | None] = field(default_factory=list)
+    numerics: list[float | None] = field(default_factory=list)
+    value_texts: list[str] = field(default_factory=list)
+    value_concepts: list[int | None] = field(default_factory=list)
+    value_sources: list[str] = field(default_factory=list)
+    unit_sources: list[str] = field(default_factory=list)
+    unit_concepts: list[int | None] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _EventNames:
+    """Each distinct concept of an event batch, named once: a code and name, or None."""
+
+    events: dict[int | None, Named | None]
+    note_kinds: dict[int | None, Named | None] = field(default_factory=dict)
+    values: dict[int | None, Named | None] = field(default_factory=dict)
+    units: dict[int | None, Named | None] = field(default_factory=dict)
+    unit_codes: dict[int | None, str] = field(default_factory=dict)  # UCUM's, e.g. "mg/dL"
+
+
+# A row to write: (index in the batch, person, encounter id, seq in the record, time). The time
+# is never None there: a row without one is refused (typed so, without a check per row).
+_Placed = tuple[int, Person, int | None, int, datetime]
 
 
 class EventReader:
@@ -70,61 +110,82 @@ class EventReader:
         return handle_batch
 
     def read_batch(self, file: str, columns: Columns, table: str, spec: EventTable) -> None:
-        """One batch of an event table: parsed a column at a time, then one lean pass."""
-        n = columns.n
+        """One batch of an event table, stage by stage."""
         if spec.has_key:
             self.keys.remember(columns, columns.ints(f"{table}_id"))
-        person_ids = columns.ints("person_id")
-        whens = columns.times(spec.datetime, spec.date)
-        ends = columns.times(*spec.end) if spec.end else None
-        concept_ids = columns.ints(spec.concept)
-        visit_ids = columns.ints("visit_occurrence_id")
-        sources = columns.texts(spec.source_value)
+        batch = self._parse_columns(columns, spec)
+        names = self._name_concepts(batch, spec)
+        visits = self.visits.lookup(batch.visit_ids) if self.has_visits else {}
+        placed, per_encounter = self._place_rows(columns, batch, visits, spec)
+        if spec.event_type == "note":
+            read, fell_back = self._append_notes(placed, batch, names)
+        else:
+            read, fell_back = self._append_values(placed, batch, names, spec.event_type)
+        self._count_batch(table, per_encounter, read, fell_back)
+
+    def _parse_columns(self, columns: Columns, spec: EventTable) -> _EventColumns:
+        """The columns the table's events are made of, parsed a column at a time."""
+        batch = _EventColumns(
+            person_ids=columns.ints("person_id"),
+            whens=columns.times(spec.datetime, spec.date),
+            ends=columns.times(*spec.end) if spec.end else None,
+            concept_ids=columns.ints(spec.concept),
+            visit_ids=columns.ints("visit_occurrence_id"),
+            sources=columns.texts(spec.source_value),
+        )
+        if spec.event_type == "note":
+            batch.titles = columns.texts("note_title")
+            batch.note_texts = columns.texts("note_text")
+            batch.note_kinds = columns.ints("note_type_concept_id")
+        else:
+            batch.numerics = columns.floats("value_as_number")
+            batch.value_texts = columns.texts("value_as_string")
+            batch.value_concepts = columns.ints("value_as_concept_id")
+            batch.value_sources = columns.texts("value_source_value")
+            batch.unit_sources = columns.texts("unit_source_value")
+            batch.unit_concepts = columns.ints("unit_concept_id")
+        return batch
+
+    def _name_concepts(self, batch: _EventColumns, spec: EventTable) -> _EventNames:
+        """The batch's concepts, looked up in one query, each distinct one named once."""
         note = spec.event_type == "note"
-        death = spec.event_type == "death"
+        own = [batch.note_kinds] if note else [batch.value_concepts, batch.unit_concepts]
+        self.concepts.prefetch([batch.concept_ids, *own])
+        names = _EventNames(self.concepts.resolve(batch.concept_ids, spec.concept))
         if note:
-            titles = columns.texts("note_title")
-            note_texts = columns.texts("note_text")
-            note_kinds = columns.ints("note_type_concept_id")
-            extra_concepts = [note_kinds]
+            names.note_kinds = self.concepts.resolve(batch.note_kinds, "note_type_concept_id")
         else:
-            numerics = columns.floats("value_as_number")
-            value_texts = columns.texts("value_as_string")
-            value_concepts = columns.ints("value_as_concept_id")
-            value_sources = columns.texts("value_source_value")
-            unit_sources = columns.texts("unit_source_value")
-            unit_concepts = columns.ints("unit_concept_id")
-            extra_concepts = [value_concepts, unit_concepts]
-        self.concepts.prefetch([concept_ids, *extra_concepts])
-        # Each distinct concept of the batch is resolved once: a code and name, or None.
-        names = self.concepts.resolve(concept_ids, spec.concept)
-        if note:
-            kinds = self.concepts.resolve(note_kinds, "note_type_concept_id")
-        else:
-            value_names = self.concepts.resolve(value_concepts, "value_as_concept_id")
-            unit_names = self.concepts.resolve(unit_concepts, "unit_concept_id")
-            units = {
+            names.values = self.concepts.resolve(batch.value_concepts, "value_as_concept_id")
+            names.units = self.concepts.resolve(batch.unit_concepts, "unit_concept_id")
+            names.unit_codes = {
                 # UCUM's concept code is the unit ("mg/dL"); a bare concept id is none.
                 cid: named.code.split("/", 1)[1]
                 if named and not named.code.startswith("CONCEPT/")
                 else ""
-                for cid, named in unit_names.items()
+                for cid, named in names.units.items()
             }
-        has_visits = self.has_visits
-        visits: dict[Any, tuple[Any, ...]] = {}
-        if has_visits:
-            visits = self.visits.lookup(visit_ids)
+        return names
+
+    def _place_rows(
+        self,
+        columns: Columns,
+        batch: _EventColumns,
+        visits: dict[Any, tuple[Any, ...]],
+        spec: EventTable,
+    ) -> tuple[list[_Placed], dict[int, int]]:
+        """The rows to write, each placed in its person's record (its seq, the person's span
+        and the events per encounter counted); every problem of the other rows is named, and a
+        row of a person kept as already imported is passed over."""
+        person_ids, whens, visit_ids = batch.person_ids, batch.whens, batch.visit_ids
         persons = self.persons.by_id
+        has_visits = self.has_visits
         bad = columns.bad
-        rows = self.cohort.rows
-        append = rows.append
+        placed: list[_Placed] = []
+        keep = placed.append
         # A plain dict: a Counter's ``+= 1`` costs several times ``get`` and a store.
         per_encounter: dict[int, int] = {}
         count = per_encounter.get
-        number_texts = self.number_texts
-        event_type = spec.event_type
-        read = fell_back = 0
-        for i in range(n):
+        for i in range(columns.n):
             # Every check runs, so a row with several bad fields names each of them.
             problems: list[BadValue] | None = None
             person_id = person_ids[i]
@@ -176,7 +237,77 @@ class EventReader:
                 continue
             if person is None:
                 continue  # kept as already imported
-            named = names[concept_ids[i]]
+            person.events += 1
+            if person.first is None or when < person.first:
+                person.first = when
+            if person.last is None or when > person.last:
+                person.last = when
+            if encounter_id is not None:
+                per_encounter[encounter_id] = count(encounter_id, 0) + 1
+            keep((i, person, encounter_id, person.events, when))  # type: ignore[arg-type]
+        return placed, per_encounter
+
+    def _append_notes(
+        self, placed: list[_Placed], batch: _EventColumns, names: _EventNames
+    ) -> tuple[int, int]:
+        """A note table's rows, appended to the COPY buffer as notes; (read, fell back)."""
+        concept_ids, sources, ends = batch.concept_ids, batch.sources, batch.ends
+        titles, texts, note_kinds = batch.titles, batch.note_texts, batch.note_kinds
+        event_names, kind_names = names.events, names.note_kinds
+        rows = self.cohort.rows
+        append = rows.append
+        no_attributes, flush_at = NO_ATTRIBUTES, EVENT_FLUSH_ROWS
+        read = fell_back = 0
+        for i, person, encounter_id, seq, when in placed:
+            named = event_names[concept_ids[i]]
+            source = sources[i]
+            code, name, missing = named if named else ("", "", False)  # 0: no matching concept
+            name = name or source or code or "unmapped"
+            attributes = {"source_value": source} if source and source != name else {}
+            if ends is not None and (end := ends[i]) is not None:
+                attributes["end"] = end.isoformat()
+            kind = kind_names[note_kinds[i]]
+            missing = missing or bool(kind and kind.fell_back)
+            note_type = titles[i] or (kind.name if kind else "") or name
+            person.notes += 1
+            # fmt: off
+            append((person.patient_id, encounter_id, seq, when, "note", code[:120], note_type[:500],
+                    "", None, "", texts[i], note_type[:120], attributes or no_attributes))
+            # fmt: on
+            if missing:
+                fell_back += 1
+            else:
+                read += 1
+            if len(rows) >= flush_at:
+                self.cohort.flush_later()
+        return read, fell_back
+
+    def _append_values(
+        self, placed: list[_Placed], batch: _EventColumns, names: _EventNames, event_type: str
+    ) -> tuple[int, int]:
+        """A coded table's rows (``death``'s too), appended to the COPY buffer with their
+        values and units; (read, fell back)."""
+        concept_ids, sources, ends = batch.concept_ids, batch.sources, batch.ends
+        numerics, value_texts, value_sources = (
+            batch.numerics,
+            batch.value_texts,
+            batch.value_sources,
+        )
+        value_concepts, unit_sources, unit_concepts = (
+            batch.value_concepts,
+            batch.unit_sources,
+            batch.unit_concepts,
+        )
+        event_names, value_names = names.events, names.values
+        unit_names, unit_codes = names.units, names.unit_codes
+        death = event_type == "death"
+        number_texts = self.number_texts
+        rows = self.cohort.rows
+        append = rows.append
+        no_attributes, flush_at = NO_ATTRIBUTES, EVENT_FLUSH_ROWS
+        read = fell_back = 0
+        for i, person, encounter_id, seq, when in placed:
+            named = event_names[concept_ids[i]]
             source = sources[i]
             code, name, missing = named if named else ("", "", False)  # 0: no matching concept
             if death:
@@ -187,57 +318,44 @@ class EventReader:
             else:
                 name = name or source or code or "unmapped"
                 attributes = {"source_value": source} if source and source != name else {}
-            if ends is not None and ends[i] is not None:
-                attributes["end"] = ends[i].isoformat()  # type: ignore[union-attr]
-            person.events += 1
-            if person.first is None or when < person.first:
-                person.first = when
-            if person.last is None or when > person.last:
-                person.last = when
-            if encounter_id is not None:
-                per_encounter[encounter_id] = count(encounter_id, 0) + 1
-            if note:
-                kind = kinds[note_kinds[i]]
-                missing = missing or bool(kind and kind.fell_back)
-                note_type = titles[i] or (kind.name if kind else "") or name
-                person.notes += 1
-                # fmt: off
-                append((person.patient_id, encounter_id, person.events, when, "note",
-                        code[:120], note_type[:500], "", None, "", note_texts[i],
-                        note_type[:120], attributes or NO_ATTRIBUTES))
-                # fmt: on
-            else:
-                # As OMOP's conventions and meds_etl read a result: the number, else the
-                # string, else the answer concept's name, else the source value (where
-                # Synthea keeps urinalysis results and T-scores).
-                numeric = numerics[i]
-                if numeric is not None:
-                    value = number_texts[numeric]
-                elif not death:
-                    value = value_texts[i]
-                    as_concept = value_names[value_concepts[i]]
-                    if not value and as_concept:
-                        missing = missing or as_concept.fell_back
-                        value = as_concept.name
-                    if not value:
-                        value = value_sources[i]
-                        numeric = number_or_none(value) if value else None
-                unit = unit_sources[i]
-                if not unit:
-                    unit_named = unit_names[unit_concepts[i]]
-                    missing = missing or bool(unit_named and unit_named.fell_back)
-                    unit = units[unit_concepts[i]]
-                # fmt: off
-                append((person.patient_id, encounter_id, person.events, when, event_type,
-                        code[:120], name[:500], value[:100], numeric, unit[:60], "", "",
-                        attributes or NO_ATTRIBUTES))
-                # fmt: on
+            if ends is not None and (end := ends[i]) is not None:
+                attributes["end"] = end.isoformat()
+            # As OMOP's conventions and meds_etl read a result: the number, else the string,
+            # else the answer concept's name, else the source value (where Synthea keeps
+            # urinalysis results and T-scores).
+            numeric = numerics[i]
+            if numeric is not None:
+                value = number_texts[numeric]
+            elif not death:
+                value = value_texts[i]
+                as_concept = value_names[value_concepts[i]]
+                if not value and as_concept:
+                    missing = missing or as_concept.fell_back
+                    value = as_concept.name
+                if not value:
+                    value = value_sources[i]
+                    numeric = number_or_none(value) if value else None
+            unit = unit_sources[i]
+            if not unit:
+                unit_named = unit_names[unit_concepts[i]]
+                missing = missing or bool(unit_named and unit_named.fell_back)
+                unit = unit_codes[unit_concepts[i]]
+            # fmt: off
+            append((person.patient_id, encounter_id, seq, when, event_type, code[:120], name[:500],
+                    value[:100], numeric, unit[:60], "", "", attributes or no_attributes))
+            # fmt: on
             if missing:
                 fell_back += 1
             else:
                 read += 1
-            if len(rows) >= EVENT_FLUSH_ROWS:
+            if len(rows) >= flush_at:
                 self.cohort.flush_later()
+        return read, fell_back
+
+    def _count_batch(
+        self, table: str, per_encounter: dict[int, int], read: int, fell_back: int
+    ) -> None:
+        """The batch's events per encounter (summed at the end) and its rows in the summary."""
         if per_encounter:
             self.visits.count_events(per_encounter)
         summary = self.importer.summary
