@@ -1,25 +1,17 @@
 """Writes of the vocabulary synonyms a dataset brings (``EventNameSynonym``).
 
-An OMOP export may carry ``concept_synonym`` beside ``concept``: the other names of each code
-("HbA1c MFr Bld", "Glycated hemoglobin" for LOINC 4548-4). The import stores those of the codes
-its events use, keyed by the event name (the concept's name), so search and the excerpt find an
-event under any name its vocabulary gives it.
+An importer reads them (an OMOP export's ``concept_synonym``: ``review.importers.omop.synonyms``)
+and stores them here, keyed by the event name, so search and the excerpt find an event under any
+name its vocabulary gives it.
 """
 
 from collections.abc import Iterable
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from review.models import Dataset, Event, EventNameSynonym
+from review.models import Dataset, EventNameSynonym
 
-if TYPE_CHECKING:
-    from review.importers.scratch import ScratchTable
-
-ENGLISH = "4180186"  # OMOP's language concept for English; a blank language counts as English
 MAX_PER_NAME = 20  # a few concepts carry hundreds of synonyms (trade names): the first 20 do
-TABLE = "concept_synonym"
 
 
 @transaction.atomic
@@ -47,55 +39,3 @@ def event_name_synonyms_store(*, dataset: Dataset, pairs: Iterable[tuple[str, st
     ]
     EventNameSynonym.objects.bulk_create(rows, batch_size=2000)
     return len(rows)
-
-
-def omop_concept_synonyms_import(
-    *, dataset: Dataset, tables: dict[str, Path], concepts: "ScratchTable"
-) -> int:
-    """Store the synonyms of ``concept_synonym`` (found beside the ``concept`` table) for the
-    concepts whose name the dataset's events carry; ``concepts`` is the import's concept table
-    (id, vocabulary, code, name). Returns how many were stored; 0 without the table. Called by
-    the OMOP importer once its events are written, inside its transaction."""
-    from review.importers.omop import SUFFIXES, iter_batches
-
-    concept = tables.get("concept")
-    if concept is None:
-        return 0
-    found = [
-        p
-        for p in sorted(concept.parent.iterdir())
-        if p.is_file() and p.stem.lower() == TABLE and p.suffix.lower() in SUFFIXES
-    ]
-    if not found:
-        return 0
-    used = set(
-        Event.objects.filter(patient__dataset=dataset)
-        .exclude(name="")
-        .values_list("name", flat=True)
-        .distinct()
-    )
-    pairs: list[tuple[str, str]] = []
-    for batch in iter_batches(found[0]):
-        columns = batch.schema.names
-        if "concept_id" not in columns or "concept_synonym_name" not in columns:
-            return 0  # not the OMOP table: nothing to learn from it
-        ids = batch.column("concept_id").to_pylist()
-        synonyms = batch.column("concept_synonym_name").to_pylist()
-        languages = (
-            batch.column("language_concept_id").to_pylist()
-            if "language_concept_id" in columns
-            else [None] * len(ids)
-        )
-        wanted = []
-        for raw, language in zip(ids, languages, strict=True):
-            if str(language or "").strip() in ("", ENGLISH) and str(raw or "").strip().isdigit():
-                wanted.append(int(str(raw).strip()))
-        names = {k: v[0] for k, v in concepts.lookup("id", wanted, ("name",)).items()}
-        for raw, synonym, language in zip(ids, synonyms, languages, strict=True):
-            if str(language or "").strip() not in ("", ENGLISH):
-                continue
-            key = str(raw or "").strip()
-            name = names.get(int(key)) if key.isdigit() else None
-            if name and name in used and synonym:
-                pairs.append((name, str(synonym)))
-    return event_name_synonyms_store(dataset=dataset, pairs=pairs)

@@ -18,6 +18,7 @@ One module per question:
 - ``visits``: which encounters there are, and which one an event's visit names;
 - ``keys``: whether a table's primary key repeats;
 - ``events``: what a row of an event table becomes;
+- ``synonyms``: what other names the vocabulary gives the concepts the events use;
 - ``loader``: in what order the tables are read, and how a table goes through.
 """
 

@@ -90,7 +90,7 @@ EVENT_TABLES = {
 }
 TABLES = ("concept", "person", "visit_occurrence", *EVENT_TABLES, "observation_period")
 # The other tables of OMOP CDM 5.4 and its vocabulary: not read here, and listed as ignored in
-# the import summary (``concept_synonym`` is read beside ``concept`` by the vocabulary service).
+# the import summary (``concept_synonym`` is read beside ``concept``: ``synonyms``).
 UNREAD_CDM_TABLES = frozenset(
     {
         "specimen", "note_nlp", "fact_relationship", "location", "care_site", "provider",

@@ -21,8 +21,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from review.services.vocabulary import omop_concept_synonyms_import
-
 from ..columnar import NUL_PROBLEM, CohortWriter, nul_cells, pylist
 from ..descriptions import patients_count_undescribed
 from ..run import ImportRun
@@ -34,6 +32,7 @@ from .events import BatchHandler, EventReader
 from .files import iter_batches, row_count
 from .keys import KeyCheck
 from .persons import PERSON_CONCEPTS, Persons
+from .synonyms import concept_synonyms_import
 from .values import BadRow, BadValue
 from .visits import Visits
 
@@ -176,7 +175,7 @@ class OmopLoader:
         # Rows whose concept the vocabulary lacks keep CONCEPT/<id>: the review page says so
         # when they are most of a record.
         patients_count_undescribed(dataset_id=self.importer.dataset.pk)
-        omop_concept_synonyms_import(
+        concept_synonyms_import(
             dataset=self.importer.dataset, tables=self.tables, concepts=self.concepts.table
         )
         drop_scratch_tables(self.scratch)
@@ -255,7 +254,7 @@ class OmopLoader:
         self.concepts.warn_missing(summary)
         for name, path in sorted(self.unread.items()):
             if name == "concept_synonym" and self.concepts.present:
-                continue  # read beside concept with the vocabulary's synonyms
+                continue  # read beside concept for its synonyms (``synonyms``)
             summary.tally(name, "ignored", row_count(path))
             summary.files[path.name] = "omop:ignored"
 
