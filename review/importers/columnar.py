@@ -5,7 +5,7 @@ many patients' events share one row buffer and a cohort of small records still r
 database in large COPY batches, through the same ``write_event_rows`` as the XML importer's.
 Values leave Arrow a column at a time (``pylist``: through NumPy, ``pyarrow.compute`` for
 parsing and time zones), and the loaders build each event's row tuple directly: no object and
-no call per event. Encounter and (MEDS) patient ids are reserved up front (``_IdReserver``) so
+no call per event. Encounter and (MEDS) patient ids are reserved up front (``IdReserver``) so
 events can point at them before their rows exist; on PostgreSQL each batch of rows is COPY'd by
 a worker thread while the loader reads the next (``copier``).
 """
@@ -24,11 +24,12 @@ from django.utils import timezone
 from review.models import Encounter, Event, Patient
 
 from .copier import BackgroundCopy
-from .loader import PendingEncounter, _IdReserver, _Importer, write_encounters, write_event_rows
+from .run import ImportRun
 from .timestamps import aware
+from .writers import IdReserver, PendingEncounter, write_encounters, write_event_rows
 
 NUL_PROBLEM = "holds a NUL character, which the database cannot store"
-# Rows per record batch: its Python values stay a few MB (65,536 grew peak RSS by 50 MB).
+# Rows per record batch: its Python values stay a few MB (larger batches grew peak memory).
 BATCH_ROWS = 16_384
 
 
@@ -47,8 +48,8 @@ def nul_cells(batch: pa.RecordBatch) -> Iterator[tuple[int, str]]:
 def pylist(array: pa.Array | pa.ChunkedArray) -> list[Any]:
     """``array.to_pylist()``, the same values, through NumPy for the types the importers read in
     bulk (integers, floats, booleans, strings). pyarrow 21's ``to_pylist`` builds a scalar per
-    value: 540-1,200 ns a value here against 10-60 ns through NumPy, which was a quarter of a MEDS
-    import's Python time. Other types (times, lists, structs) go the library's way."""
+    value, many times slower than NumPy's conversion and a large share of an import's Python
+    time. Other types (times, lists, structs) go the library's way."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     kind = array.type
@@ -75,10 +76,10 @@ def pylist(array: pa.Array | pa.ChunkedArray) -> list[Any]:
 
 class NumberTexts(dict[float, str]):
     """A numeric value as the event's text (``f"{x:g}"``), remembered per value: lab results
-    repeat, and a dictionary hit costs a third of formatting (85 against 220-380 ns here, about
-    0.15 s of a million MEDS events' Python). Zero is not remembered, as -0.0 and 0.0 are one key
-    ("-0" and "0"), nor is NaN, which matches no key; the table is emptied when it holds
-    ``LIMIT`` values, so distinct values cannot grow memory with the input."""
+    repeat, and a dictionary hit costs a fraction of formatting. Zero is not remembered, as
+    -0.0 and 0.0 are one key ("-0" and "0"), nor is NaN, which matches no key; the table is
+    emptied when it holds ``LIMIT`` values, so distinct values cannot grow memory with the
+    input."""
 
     LIMIT = 16_384
 
@@ -115,8 +116,8 @@ _DATETIME_MAX_US = int((datetime(9999, 12, 31) - datetime(1970, 1, 1)).total_sec
 def utc_wall_times(column: pa.Array | pa.ChunkedArray) -> list[datetime | None]:
     """Naive datetimes holding each value's UTC wall-clock time (None for a null): what a binary
     COPY into a ``timestamptz`` column sends (``write_event_rows(..., naive_utc=True)``), built in
-    C by NumPy (30 ns a value) rather than one aware datetime at a time (2-3 us a value: attaching
-    a zone costs more than the rest of an event's handling). ``aware`` turns one back."""
+    C by NumPy rather than one aware datetime at a time (attaching a zone costs more than the
+    rest of an event's handling). ``aware`` turns one back."""
     utc = _utc_microseconds(column)
     bounds = pc.min_max(utc.cast(pa.int64()))
     low, high = bounds["min"].as_py(), bounds["max"].as_py()
@@ -135,8 +136,8 @@ def local_zone() -> tzinfo:
 
 def local_times(column: pa.Array | pa.ChunkedArray) -> list[datetime | None]:
     """Aware datetimes in ``TIME_ZONE`` from a timestamp or date column (naive values read as
-    wall-clock time there). Each distinct instant is made aware once: attaching a zone costs
-    2-3 us a value, and a batch's rows share few instants (a lab panel, a visit's events)."""
+    wall-clock time there). Each distinct instant is made aware once: attaching a zone is
+    costly, and a batch's rows share few instants (a lab panel, a visit's events)."""
     utc = _utc_microseconds(column)
     if len(utc) == 0:
         return []
@@ -165,7 +166,7 @@ class CohortWriter:
     the few that leave as model fields are made aware here, the rows go as they are.
     """
 
-    def __init__(self, importer: _Importer, source_format: str, *, naive_utc: bool = False) -> None:
+    def __init__(self, importer: ImportRun, source_format: str, *, naive_utc: bool = False) -> None:
         self.importer = importer
         self.source_format = source_format
         self.naive_utc = naive_utc
@@ -174,7 +175,7 @@ class CohortWriter:
             BackgroundCopy(naive_utc=naive_utc) if connection.vendor == "postgresql" else None
         )
         self.rows: list[tuple[Any, ...]] = []
-        self.ids = _IdReserver(Encounter)
+        self.ids = IdReserver(Encounter)
         # Patient ids only: the dataset may hold many records, and only replaced ones are read.
         self.existing: dict[str, int] = dict(
             Patient.objects.filter(dataset=importer.dataset).values_list("person_id", "id")
@@ -182,9 +183,9 @@ class CohortWriter:
         self.pending_encounters: list[PendingEncounter] = []
         self.queued_patients: list[Patient] = []
         # New patients made by ``open_patient``: their ids are reserved and the rows written,
-        # final, when closed (``write_patients``), as encounters are: a create and a save per
-        # patient cost a MEDS cohort of 1,000-event subjects a quarter of its time.
-        self.patient_ids = _IdReserver(Patient)
+        # final, when closed (``write_patients``), as encounters are: not a create and a save
+        # per patient, which weighed on cohorts of many small records.
+        self.patient_ids = IdReserver(Patient)
         self.unwritten: set[int] = set()
         self.closed_patients: list[Patient] = []
 

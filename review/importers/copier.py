@@ -1,9 +1,9 @@
 """Event rows COPY'd by a worker thread on the import's own connection, while the importer reads on.
 
 Without it the importer and PostgreSQL take turns: the importer builds a batch of rows while the
-server waits, then waits while the server stores them (at a million MEDS events, 8 s of server
-CPU that the 2 cores could have spent beside the importer's 8 s). One batch at a time is in
-flight, so memory stays one batch larger than before.
+server waits, then waits while the server stores them, though the server's work and the
+importer's could run side by side on two cores. One batch at a time is in flight, so memory
+stays one batch larger than without it.
 
 The worker uses the same psycopg connection, so the rows land in the import's transaction and
 roll back with it. psycopg serialises a connection's use with a lock that a COPY holds until it
@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import connection
 
-from .loader import copy_event_rows
+from .writers import copy_event_rows
 
 
 class BackgroundCopy:

@@ -74,8 +74,9 @@ from .columnar import (
 )
 from .demographics import normalise_sex
 from .descriptions import patients_count_undescribed
-from .loader import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, PendingEncounter, _Importer
+from .run import ImportRun
 from .timestamps import aware
+from .writers import EVENT_FLUSH_ROWS, NO_ATTRIBUTES, PendingEncounter
 
 VALUE_MAX = 100  # Event.value's length: longer text is a note, not a value
 # Visit codes by the vocabulary they start with, and the kind of visit each opens or ends: an
@@ -227,7 +228,7 @@ def code_kind(code: str) -> tuple[str, bool, bool, str]:
     return event_type, bool(starts), bool(ends), starts or ends
 
 
-def check_schema(schema: pa.Schema, file: str, importer: _Importer) -> bool:
+def check_schema(schema: pa.Schema, file: str, importer: ImportRun) -> bool:
     """Validate against ``meds.DataSchema``; accept lossless variants; name each bad column."""
     try:
         meds.DataSchema.validate(schema)
@@ -251,7 +252,7 @@ def check_schema(schema: pa.Schema, file: str, importer: _Importer) -> bool:
     return ok
 
 
-def read_code_descriptions(root: Path, importer: _Importer) -> dict[str, str]:
+def read_code_descriptions(root: Path, importer: ImportRun) -> dict[str, str]:
     path = root / meds.code_metadata_filepath
     if not path.exists():
         return {}
@@ -289,7 +290,7 @@ class _Code:
     family: str  # the code's family as written: the summary counts rows by it
     demographic: str  # the Patient field a GENDER/RACE/ETHNICITY code sets, else ""
     visit_family: str  # the kind of visit the code opens or closes
-    read_key: str  # the summary's keys for this code's rows: see load_batch's ``tally``
+    read_key: str  # the summary's keys for this code's rows: see ``_read_rows``
     fell_back_key: str
     ignored_key: str
     name: str  # of a coded event
@@ -354,13 +355,74 @@ class _Subject:
         self.placed: PendingEncounter | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _BatchColumns:
+    """A record batch's columns as Python lists, out of Arrow a column at a time: the five of
+    MEDS, then those of the shard's other columns the importer reads (``end``, ``unit``,
+    meds_etl's ``table`` and ``visit_id``: None when absent) and every other column's values
+    (``extra_columns``, in ``extras`` order), of which ``attribute_columns`` go on the event."""
+
+    sids: list[Any]
+    times: list[datetime | None]
+    codes: list[Any]
+    numerics: list[Any]
+    texts: list[Any]
+    ends: list[datetime | None] | None
+    units: list[Any] | None
+    tables: list[Any] | None
+    visit_ids: list[Any] | None
+    extra_columns: list[list[Any]]
+    attribute_columns: list[tuple[str, list[Any]]]
+
+    @classmethod
+    def read(cls, batch: pa.RecordBatch, extras: list[str]) -> "_BatchColumns":
+        n = batch.num_rows
+        names = batch.schema.names
+
+        def column(name: str) -> list[Any]:
+            return pylist(batch.column(name)) if name in names else [None] * n
+
+        sids = column("subject_id")
+        times = utc_wall_times(batch.column("time"))
+        codes = column("code")
+        numerics = column("numeric_value")
+        texts = column("text_value")
+        ends = utc_wall_times(batch.column("end")) if "end" in extras else None
+        units = column("unit") if "unit" in extras else None
+        # meds_etl's columns: the OMOP table a row came from, and the visit it belongs to.
+        tables = column("table") if "table" in extras else None
+        visit_ids = column("visit_id") if "visit_id" in extras else None
+        extra_columns = [column(name) for name in extras]
+        attribute_columns = [
+            (name, values)
+            for name, values in zip(extras, extra_columns, strict=True)
+            if name not in ("unit", "end", "table")  # visit_id stays: it traces the row
+        ]
+        return cls(
+            sids, times, codes, numerics, texts, ends, units, tables, visit_ids, extra_columns,
+            attribute_columns,
+        )  # fmt: skip
+
+
+def _row_key(
+    code: str, numeric: float | None, text: str | None, extra_columns: list[list[Any]], i: int
+) -> Any:
+    """What makes row ``i`` a repeat of another at the same time: its code, values and every
+    other column's value (a list or struct column's by its ``repr``, which is hashable)."""
+    extra = [values[i] for values in extra_columns]
+    key: Any = (code, numeric, text, *extra)
+    if not all(isinstance(v, Hashable) for v in extra):
+        key = repr(key)
+    return key
+
+
 class MedsLoader:
-    def __init__(self, importer: _Importer, root: Path) -> None:
+    def __init__(self, importer: ImportRun, root: Path) -> None:
         self.importer = importer
         self.root = root
         # Times stay naive UTC wall-clock values from Arrow to the COPY (``utc_wall_times``):
-        # making each aware cost a third of the import's Python time. Dates a clinician reads
-        # (a visit-less day, the birth date) are taken in ``TIME_ZONE``, as before.
+        # making each aware was a large share of the import's Python time. Dates a clinician
+        # reads (a visit-less day, the birth date) are taken in ``TIME_ZONE``.
         self.cohort = CohortWriter(importer, "meds", naive_utc=True)
         zone = local_zone()
         self.local_date = _utc_date if zone is UTC else _zoned_date(zone)
@@ -459,97 +521,72 @@ class MedsLoader:
         self.importer.progress(size - reported)
 
     def load_batch(self, file: str, offset: int, batch: pa.RecordBatch, extras: list[str]) -> None:
-        """One record batch, a column at a time out of Arrow, then one lean pass over the rows
-        (row ``offset + 1`` is the batch's first)."""
-        n = batch.num_rows
-        names = batch.schema.names
+        """One record batch (row ``offset + 1`` is its first): its columns out of Arrow, one
+        lean pass over its rows, then its rows counted in the summary."""
+        columns = _BatchColumns.read(batch, extras)
+        tally = self._read_rows(file, offset, columns)
+        self._count_rows(tally)
 
-        def column(name: str) -> list[Any]:
-            return pylist(batch.column(name)) if name in names else [None] * n
-
-        sids = column("subject_id")
-        times = utc_wall_times(batch.column("time"))
-        codes = column("code")
-        numerics = column("numeric_value")
-        texts = column("text_value")
-        ends = utc_wall_times(batch.column("end")) if "end" in extras else None
-        units = column("unit") if "unit" in extras else None
-        # meds_etl's columns: the OMOP table a row came from, and the visit it belongs to.
-        tables = column("table") if "table" in extras else None
-        visit_ids = column("visit_id") if "visit_id" in extras else None
-        extra_columns = [column(name) for name in extras]
-        attribute_columns = [
-            (name, values)
-            for name, values in zip(extras, extra_columns, strict=True)
-            if name not in ("unit", "end", "table")  # visit_id stays: it traces the row
-        ]
+    def _read_rows(self, file: str, offset: int, columns: "_BatchColumns") -> dict[str, int]:
+        """Each row, in order: whose it is, whether it comes in time order and is new, then a
+        demographic, or an event placed in its encounter, typed and appended to the COPY buffer.
+        Returns the rows per "family\\0outcome" (see ``_Code.read_key``)."""
+        ends, units, tables = columns.ends, columns.units, columns.tables
+        visit_ids, extra_columns = columns.visit_ids, columns.extra_columns
+        attribute_columns = columns.attribute_columns
         rows = self.cohort.rows
         append = rows.append
         codes_known = self.codes
         skipped = self.importer.summary.skipped
         # "family\0outcome" -> rows (a str caches its hash), added to the summary per batch. A
-        # plain dict: a Counter's ``+= 1`` costs 220 ns a row here, ``get`` and a store 50.
+        # plain dict: a Counter's ``+= 1`` costs several times ``get`` and a store.
         tally: dict[str, int] = {}
         count = tally.get
-        table_types = TABLE_EVENT_TYPES.get
-        contradicted = self.contradicted
-        contradictions = contradicted.get
         number_texts = self.number_texts
+        no_attributes, flush_at = NO_ATTRIBUTES, EVENT_FLUSH_ROWS
         subject = self.subject
-        for i in range(n):
-            row = offset + i + 1
-            sid = sids[i]
+        encounter: PendingEncounter | None
+        values = zip(
+            columns.sids, columns.codes, columns.times, columns.numerics, columns.texts, strict=True
+        )
+        for i, (sid, code, time, numeric, text) in enumerate(values):
+            # Whose row: a subject is open until the next one's first row.
             if sid is None:
-                self.problem(file, row, "subject_id", "required value is empty")
-                code = codes[i]
-                if code is None or not code.strip():  # every bad field of the row is named
-                    self.problem(file, row, "code", "required value is empty")
+                self._refuse_subjectless(file, offset + i + 1, code)
                 continue
             if subject is None or sid != subject.subject_id:
-                subject = self._open_subject(file, row, sid)
-            code = codes[i]
+                subject = self._open_subject(file, offset + i + 1, sid)
             if code is None or not code.strip():
-                self.problem(file, row, "code", "required value is empty")
+                self.problem(file, offset + i + 1, "code", "required value is empty")
                 continue
             patient_id = subject.patient_id
             if patient_id is None:
                 continue  # kept as imported, or already refused
-            time = times[i]
-            numeric = numerics[i]
             if numeric is not None and numeric != numeric:
                 numeric = None  # NaN
-            text = texts[i]
+            # In time order, and not a repeat of a row at the same time: repeats share a time,
+            # and rows come in time order, so only this time's keys are kept.
             if time != subject.key_time:
                 last_time = subject.last_time
                 if time is not None and last_time is not None and time < last_time:
-                    if not subject.unsorted_reported:
-                        self.problem(
-                            file,
-                            row,
-                            "time",
-                            f"subject {sid}'s rows are not sorted by time "
-                            "(MEDS requires each subject's rows in time order)",
-                        )
-                        subject.unsorted_reported = True
+                    self._refuse_unsorted(file, offset + i + 1, subject)
                     continue
                 if time is not None:
                     subject.last_time = time
-                # Duplicates share a time, and rows come in time order: only this time's keys.
                 subject.key_time = time
                 subject.same_time_keys = set()
             if extra_columns:
-                extra = [values[i] for values in extra_columns]
-                key: Any = (code, numeric, text, *extra)
-                if not all(isinstance(v, Hashable) for v in extra):
-                    key = repr(key)  # a list or struct extension column
+                key = _row_key(code, numeric, text, extra_columns, i)
             else:
                 key = (code, numeric, text)
             info = codes_known.get(code) or self._code(code)
-            if key in subject.same_time_keys:
+            same_time_keys = subject.same_time_keys
+            if key in same_time_keys:
                 skipped["duplicate MEDS rows"] += 1
                 tally[info.ignored_key] = count(info.ignored_key, 0) + 1
                 continue
-            subject.same_time_keys.add(key)
+            same_time_keys.add(key)
+            # A demographic, or the birth that starts the record.
             table = tables[i] if tables is not None else None
             if time is None or (table == "person" and info.demographic):
                 # meds_etl dates the person table's sex, race and ethnicity at birth.
@@ -557,36 +594,31 @@ class MedsLoader:
                 tally[info.read_key] = count(info.read_key, 0) + 1
                 continue
             if info.birth:
-                self._birth(file, row, subject, time)
+                self._birth(file, offset + i + 1, subject, time)
             elif subject.first_timed is None:
-                subject.first_timed = (time, row)
-            end = ends[i] if ends is not None else None
+                subject.first_timed = (time, offset + i + 1)
+            # Its encounter.
             visit_id = visit_ids[i] if visit_ids is not None else None
             if visit_id is not None and not info.life_event:
+                end = ends[i] if ends is not None else None
                 encounter = self._linked(subject, visit_id, info, time, end)
             elif info.plain and time == subject.placed_time:
                 encounter = subject.placed
             else:
+                end = ends[i] if ends is not None else None
                 encounter = self._place(subject, info, time, end)
                 if info.plain:
                     subject.placed_time, subject.placed = time, encounter
                 else:
                     subject.placed_time = _UNSET
-            event_type = info.event_type
-            typed = info.typed
-            if table is not None:
-                table_type = table_types(table)
-                if table_type is None:
-                    pass
-                elif not info.own_type:
-                    event_type = table_type
-                    typed = True
-                elif table_type != event_type:
-                    # The code says what it is (TYPE_FAMILIES); the column is counted, not obeyed.
-                    said = (info.family, table, event_type)
-                    contradicted[said] = contradictions(said, 0) + 1
+            # Its type: the code's, else the ``table`` column's.
+            if table is None:
+                event_type, typed = info.event_type, info.typed
+            else:
+                event_type, typed = self._typed_by_table(info, table)
             outcome = info.read_key if typed else info.fell_back_key
             tally[outcome] = count(outcome, 0) + 1
+            # Its row: a note, or a coded event with its value and unit.
             encounter_id = None
             if encounter is not None:
                 encounter.event_count += 1
@@ -594,7 +626,7 @@ class MedsLoader:
             attributes = (
                 {name: _text(v[i]) for name, v in attribute_columns if v[i] is not None}
                 if attribute_columns
-                else NO_ATTRIBUTES
+                else no_attributes
             )
             subject.events += 1
             if subject.first is None and not info.birth:
@@ -622,11 +654,49 @@ class MedsLoader:
                 append((patient_id, encounter_id, subject.events, time, event_type,
                         info.code, info.name, value, numeric, unit, "", "", attributes))
                 # fmt: on
-            if len(rows) >= EVENT_FLUSH_ROWS:
+            if len(rows) >= flush_at:
                 self.cohort.flush_later()
-        for key, count in tally.items():
+        return tally
+
+    def _refuse_subjectless(self, file: str, row: int, code: str | None) -> None:
+        """A row without a subject, named with its code when that is empty too (every bad
+        field of the row is named)."""
+        self.problem(file, row, "subject_id", "required value is empty")
+        if code is None or not code.strip():
+            self.problem(file, row, "code", "required value is empty")
+
+    def _refuse_unsorted(self, file: str, row: int, subject: "_Subject") -> None:
+        """A row before the subject's last: named once per subject (MEDS keeps each subject's
+        rows sorted by time), and left out."""
+        if not subject.unsorted_reported:
+            self.problem(
+                file,
+                row,
+                "time",
+                f"subject {subject.subject_id}'s rows are not sorted by time "
+                "(MEDS requires each subject's rows in time order)",
+            )
+            subject.unsorted_reported = True
+
+    def _typed_by_table(self, info: "_Code", table: str) -> tuple[str, bool]:
+        """(event type, typed) of a row with meds_etl's ``table`` column: the type the column
+        names, unless the code names its own (``TYPE_FAMILIES``): then the column is counted
+        against it, not obeyed."""
+        table_type = TABLE_EVENT_TYPES.get(table)
+        if table_type is None:
+            return info.event_type, info.typed
+        if not info.own_type:
+            return table_type, True
+        if table_type != info.event_type:
+            said = (info.family, table, info.event_type)
+            self.contradicted[said] = self.contradicted.get(said, 0) + 1
+        return info.event_type, info.typed
+
+    def _count_rows(self, tally: dict[str, int]) -> None:
+        """A batch's rows per code family and outcome, into the summary."""
+        for key, rows in tally.items():
             family, outcome = key.split("\0")
-            self.importer.summary.tally(family, outcome, count)
+            self.importer.summary.tally(family, outcome, rows)
 
     def _warn_value_like(self, file: str, parquet: pq.ParquetFile, extras: list[str]) -> None:
         """A value under a name MEDS does not read is kept as an attribute, not lost silently:
@@ -880,6 +950,6 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def load_meds(importer: _Importer, root: Path) -> None:
+def load_meds(importer: ImportRun, root: Path) -> None:
     """Load the MEDS dataset at ``root`` through ``importer`` (inside its transaction)."""
     MedsLoader(importer, root).run()

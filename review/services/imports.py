@@ -4,8 +4,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from review.importers import ImportSummary, import_release
-from review.importers.loader import ProgressFn
+from review.importers import ImportSummary, ProgressFn, import_release
 from review.models import AuditEvent, Dataset, ModelResponse, User
 
 from .audit import audit_record

@@ -12,12 +12,8 @@ from django.db import DataError, connection, transaction
 from review.importers import ImportFailed, import_release
 from review.importers import bulk as bulk_module
 from review.importers.bulk import bulk_load_begin, estimate_events
-from review.importers.loader import (
-    EVENT_COLUMNS,
-    insert_event_rows,
-    planned_event_columns,
-    write_event_rows,
-)
+from review.importers.dispatch import planned_event_columns
+from review.importers.writers import EVENT_COLUMNS, insert_event_rows, write_event_rows
 from review.models import Dataset, Encounter, Event, Patient
 from tests.review.test_meds_importer import T, table, write_meds
 
@@ -211,7 +207,7 @@ def bulk_loads(monkeypatch) -> list:
         loads.append(bulk_load_begin(expected, **options))
         return loads[-1]
 
-    monkeypatch.setattr("review.importers.loader.bulk_load_begin", spy)
+    monkeypatch.setattr("review.importers.dispatch.bulk_load_begin", spy)
     return loads
 
 

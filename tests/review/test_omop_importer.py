@@ -10,7 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from review.importers import ImportFailed, import_release
-from review.importers import omop as omop_module
+from review.importers.omop import columns as omop_columns
+from review.importers.omop import concepts as omop_concepts
+from review.importers.omop import files as omop_files
+from review.importers.omop import keys as omop_keys
+from review.importers.omop import loader as omop_loader
 from review.models import Encounter, Event, Instruction, Patient
 
 pytestmark = pytest.mark.django_db
@@ -171,7 +175,7 @@ def test_without_a_concept_table_codes_keep_their_concept_ids(tmp_path: Path) ->
 def test_an_unknown_concept_id_falls_back_to_the_source_value_and_is_counted(
     tmp_path: Path,
 ) -> None:
-    # A gap in the vocabulary export, not in the record (issue 27): kept, named, counted.
+    # A gap in the vocabulary export, not in the record: kept, named, counted.
     rows = [[1, 11, 999999, "2020-01-01", "", "1", "", "", "X"]]
     summary = import_release(
         write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)), dataset_name="o"
@@ -243,7 +247,7 @@ def test_tables_without_a_person_table_are_refused(tmp_path: Path) -> None:
 def test_parquet_tables_are_read_in_batches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(omop_module, "BATCH_ROWS", 100)
+    monkeypatch.setattr(omop_files, "BATCH_ROWS", 100)
     write_omop(tmp_path, measurement=None)
     pq.write_table(
         pa.table(
@@ -290,16 +294,16 @@ def test_reimporting_is_idempotent_and_replace_reloads(tmp_path: Path) -> None:
 def test_csv_tables_are_read_in_blocks_and_rows_keep_their_numbers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(omop_files, "CSV_BLOCK_BYTES", 4096)
     blocks: list[int] = []
-    original = omop_module.iter_batches
+    original = omop_files.iter_batches
 
     def counting(path: Path):  # noqa: ANN202
         for batch in original(path):
             blocks.append(batch.num_rows)
             yield batch
 
-    monkeypatch.setattr(omop_module, "iter_batches", counting)
+    monkeypatch.setattr(omop_loader, "iter_batches", counting)
     rows = [[i, 11, 3027018, "2020-01-01", "", str(i), "", "", "HR"] for i in range(1, 601)]
     rows[449][3] = "not a date"
     message = refused(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)))
@@ -365,8 +369,8 @@ def test_concepts_and_visits_are_looked_up_batch_by_batch_from_the_scratch_table
 ) -> None:
     # Small CSV blocks and a one-entry concept cache: every batch asks the temporary tables
     # for its own concepts and visits, and visits of earlier batches are still found.
-    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 2048)
-    monkeypatch.setattr(omop_module, "CONCEPT_CACHE_MAX", 1)
+    monkeypatch.setattr(omop_files, "CSV_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(omop_concepts, "CONCEPT_CACHE_MAX", 1)
     visits = [
         [v, 11, 9201 if v % 2 else 9202, f"2020-{1 + v % 12:02d}-01", "", ""] for v in range(1, 301)
     ]
@@ -419,7 +423,7 @@ def test_ids_read_as_text_with_decimals_nulls_and_zoned_times_are_parsed(tmp_pat
 def test_a_problem_late_in_the_last_table_leaves_the_earlier_import_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(omop_files, "CSV_BLOCK_BYTES", 2048)
     write_omop(tmp_path)
     import_release(tmp_path, dataset_name="o")
     before = (
@@ -470,10 +474,10 @@ def test_reading_a_csv_table_holds_a_few_blocks_whatever_the_file_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Arrow's streaming CSV reader reads up to 32 blocks ahead on a background thread, even
-    # with use_threads=False: with 1 MB blocks a 60 MB table held ~40 MB of Arrow memory, a
-    # 6 MB one ~10 MB. The importer's memory must not follow the file's size.
+    # with use_threads=False, so from a plain file Arrow's memory grew with the table
+    # (docs/benchmarks.md). The importer's memory must not follow the file's size.
     block = 64 * 1024
-    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", block)
+    monkeypatch.setattr(omop_files, "CSV_BLOCK_BYTES", block)
     rows = [
         [i, 11, 3027018, "2020-01-01", "2020-01-01 09:00:00", str(i % 97), 8541, "", "HR"]
         for i in range(1, 80_001)
@@ -481,7 +485,7 @@ def test_reading_a_csv_table_holds_a_few_blocks_whatever_the_file_size(
     write_csv(tmp_path, "measurement", MEASUREMENT_HEADER, rows)
     path = tmp_path / "measurement.csv"
     assert path.stat().st_size > 60 * block
-    for _ in omop_module.iter_batches(path):
+    for _ in omop_files.iter_batches(path):
         pass  # once first, so that Arrow's own code is paged in before the count below
 
     # Arrow's allocations while reading, counted apart; kept for the whole session, since
@@ -495,7 +499,7 @@ def test_reading_a_csv_table_holds_a_few_blocks_whatever_the_file_size(
         ids: list[int] = []
         batches = 0
         most_file_pages = 0
-        for batch in omop_module.iter_batches(path):
+        for batch in omop_files.iter_batches(path):
             ids.extend(int(v) for v in batch.column("measurement_id").to_pylist())
             batches += 1
             most_file_pages = max(most_file_pages, resident_file_kb() - file_pages)
@@ -523,7 +527,7 @@ def test_a_note_longer_than_a_block_is_read_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Rows that straddle two blocks, the first one among them.
-    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(omop_files, "CSV_BLOCK_BYTES", 4096)
     long_text = "IMPRESSION:" + " no acute process;" * 200  # 3.6 KB: straddles, at most two
     notes = [[1, 12, "2021-02-02", "", 0, 0, "Discharge", long_text]]
     notes += [[2 + i, 12, "2021-02-04", "", 0, 0, "CT", "ok"] for i in range(500)]
@@ -578,7 +582,7 @@ def test_a_small_cohort_takes_a_few_statements_not_one_per_person_or_scratch_tab
 def test_duplicate_ids_in_different_batches_are_refused_naming_both_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(omop_files, "CSV_BLOCK_BYTES", 2048)
     rows = [[i, 11, 3027018, "2020-01-01", "", str(i), "", "", "HR"] for i in range(1, 301)]
     rows.append([7, 11, 3027018, "2020-01-02", "", "1", "", "", "HR"])
     message = refused(write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)))
@@ -600,14 +604,14 @@ def _key_statements(queries: Any) -> list[str]:
 def test_keys_of_a_table_read_in_many_batches_are_checked_in_memory_up_to_a_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: int
 ) -> None:
-    """The scratch table's COPY, aggregate and DELETE cost PostgreSQL about a second per
-    million keys; held in memory (12 bytes a key) up to ``HELD_KEYS_MAX`` they cost NumPy
-    milliseconds. Beyond the cap they go to the scratch table, so memory stays bounded."""
+    """The scratch table's COPY, aggregate and DELETE cost PostgreSQL far more than a NumPy
+    sort of keys held in memory (12 bytes a key) up to ``HELD_KEYS_MAX``. Beyond the cap they
+    go to the scratch table, so memory stays bounded."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    monkeypatch.setattr(omop_module, "CSV_BLOCK_BYTES", 2048)
-    monkeypatch.setattr(omop_module, "HELD_KEYS_MAX", held)
+    monkeypatch.setattr(omop_files, "CSV_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(omop_keys, "HELD_KEYS_MAX", held)
     rows = [[i, 11, 3027018, "2020-01-01", "", str(i), "", "", "HR"] for i in range(1, 301)]
     rows.append([7, 11, 3027018, "2020-01-02", "", "1", "", "", "HR"])
     rows.append([300, 11, 3027018, "2020-01-02", "", "1", "", "", "HR"])
@@ -629,7 +633,7 @@ def test_a_table_that_cannot_be_memory_mapped_is_read_as_a_plain_file(
     def refuse(*args: object, **kwargs: object) -> None:
         raise OSError("mmap not supported here")  # e.g. some network file systems
 
-    monkeypatch.setattr(omop_module.mmap, "mmap", refuse)
+    monkeypatch.setattr(omop_files.mmap, "mmap", refuse)
     summary = import_release(write_omop(tmp_path), dataset_name="o")
     assert summary.counts["events"] == 5
 
@@ -669,7 +673,7 @@ def test_the_audit_record_of_an_import_keeps_what_each_table_read_fell_back_and_
     tmp_path: Path,
 ) -> None:
     """A data manager answering for the DUA reads the audit log, not a terminal's scrollback:
-    the per-table summary (issue 27) goes into the import's audit record, bounded."""
+    the per-table summary goes into the import's audit record, bounded."""
     from review.models import AuditEvent
     from review.services.imports import dataset_import
 
@@ -698,11 +702,11 @@ def test_the_audit_record_keeps_the_largest_entries_and_sums_the_rest() -> None:
 def test_repeated_keys_held_in_memory_are_found_across_chunks_in_row_order() -> None:
     ids = pa.chunked_array([pa.array([5, 9, 2], pa.int64()), pa.array([7, 9, 5], pa.int64())])
     rows = pa.chunked_array([pa.array([1, 2, 3], pa.int32()), pa.array([4, 5, 6], pa.int32())])
-    assert omop_module._repeats(ids, rows) == [(9, 2, 5), (5, 1, 6)]
+    assert omop_keys.repeats(ids, rows) == [(9, 2, 5), (5, 1, 6)]
     unique = pa.chunked_array([pa.array([3, 1], pa.int64()), pa.array([2], pa.int64())])
-    assert omop_module._repeats(unique, rows) == []
+    assert omop_keys.repeats(unique, rows) == []
     empty = pa.chunked_array([], pa.int64())
-    assert omop_module._repeats(empty, pa.chunked_array([], pa.int32())) == []
+    assert omop_keys.repeats(empty, pa.chunked_array([], pa.int32())) == []
 
 
 # Text columns as CSV gives them: clean values, blanks, NULL words in any case, padding, a
@@ -719,9 +723,9 @@ CELLS = {
 def test_a_columns_values_are_the_same_whether_it_casts_straight_or_the_careful_way(
     kind: str, pick: int
 ) -> None:
-    """Columns whose every value is clean are cast straight (the common case, a sixth of the
-    work); any other goes through trimming and NULL words. Both must read the same values and
-    name the same problems, whatever mix a column holds."""
+    """Columns whose every value is clean are cast straight (the common case, a fraction of
+    the work); any other goes through trimming and NULL words. Both must read the same values
+    and name the same problems, whatever mix a column holds."""
     import random
 
     rng = random.Random(pick)
@@ -732,7 +736,7 @@ def test_a_columns_values_are_the_same_whether_it_casts_straight_or_the_careful_
     batch = pa.RecordBatch.from_pydict({"c": pa.array(values, pa.string())})
 
     def read(straight: bool) -> tuple[list[Any], list[tuple[int, str, str]]]:
-        columns = omop_module._Columns(batch, offset=0)
+        columns = omop_columns.Columns(batch, offset=0)
         if not straight:
             columns._straight = lambda column, target: None  # type: ignore[method-assign]
         method = {"int": columns.ints, "float": columns.floats, "time": columns.times}[kind]

@@ -246,7 +246,7 @@ def _bare_copy_seconds() -> float:
     """Seconds PostgreSQL takes to COPY the rows just imported (binary, as the importers send
     them) into a table with no index, constraint or trigger: the bulk-load rate the imports are
     measured against. The rows go to a temporary file first, and only the load is timed."""
-    from review.importers.loader import EVENT_COLUMNS
+    from review.importers.writers import EVENT_COLUMNS
 
     columns = ", ".join(EVENT_COLUMNS)
     table = Event._meta.db_table

@@ -1,63 +1,33 @@
-"""Writes of the vocabulary synonyms a dataset brings (``EventNameSynonym``).
+"""What other names the vocabulary of an OMOP export gives the concepts its events use.
 
-An OMOP export may carry ``concept_synonym`` beside ``concept``: the other names of each code
-("HbA1c MFr Bld", "Glycated hemoglobin" for LOINC 4548-4). The import stores those of the codes
-its events use, keyed by the event name (the concept's name), so search and the excerpt find an
-event under any name its vocabulary gives it.
+An export may carry ``concept_synonym`` beside ``concept``: the other names of each code
+("HbA1c MFr Bld", "Glycated hemoglobin" for LOINC 4548-4). The import reads the English ones
+(a blank language counts as English) of the concepts whose name the dataset's events carry, and
+stores them, keyed by that name, through the vocabulary service, so that record search and the
+excerpt find an event under any name its vocabulary gives it. A file by that name without the
+table's columns is not the OMOP table, and teaches nothing.
 """
 
-from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from django.db import transaction
+from review.models import Dataset, Event
+from review.services.vocabulary import event_name_synonyms_store
 
-from review.models import Dataset, Event, EventNameSynonym
-
-if TYPE_CHECKING:
-    from review.importers.scratch import ScratchTable
+from ..scratch import ScratchTable
+from .cdm import SUFFIXES
+from .files import iter_batches
 
 ENGLISH = "4180186"  # OMOP's language concept for English; a blank language counts as English
-MAX_PER_NAME = 20  # a few concepts carry hundreds of synonyms (trade names): the first 20 do
 TABLE = "concept_synonym"
 
 
-@transaction.atomic
-def event_name_synonyms_store(*, dataset: Dataset, pairs: Iterable[tuple[str, str]]) -> int:
-    """Store (name, synonym) pairs for ``dataset``, replacing what its names had; returns how
-    many. A synonym equal to its name (ignoring case) is no synonym and is skipped."""
-    by_name: dict[str, dict[str, None]] = {}
-    for name, synonym in pairs:
-        name, synonym = name.strip(), synonym.strip()
-        if name and synonym and synonym.lower() != name.lower():
-            kept = by_name.setdefault(name, {})
-            if len(kept) < MAX_PER_NAME:
-                kept[synonym] = None
-    if not by_name:
-        return 0
-    names = list(by_name)
-    for start in range(0, len(names), 500):
-        EventNameSynonym.objects.filter(
-            dataset=dataset, name__in=names[start : start + 500]
-        ).delete()
-    rows = [
-        EventNameSynonym(dataset=dataset, name=name, synonym=synonym)
-        for name, synonyms in by_name.items()
-        for synonym in synonyms
-    ]
-    EventNameSynonym.objects.bulk_create(rows, batch_size=2000)
-    return len(rows)
-
-
-def omop_concept_synonyms_import(
-    *, dataset: Dataset, tables: dict[str, Path], concepts: "ScratchTable"
+def concept_synonyms_import(
+    *, dataset: Dataset, tables: dict[str, Path], concepts: ScratchTable
 ) -> int:
     """Store the synonyms of ``concept_synonym`` (found beside the ``concept`` table) for the
     concepts whose name the dataset's events carry; ``concepts`` is the import's concept table
     (id, vocabulary, code, name). Returns how many were stored; 0 without the table. Called by
     the OMOP importer once its events are written, inside its transaction."""
-    from review.importers.omop import SUFFIXES, iter_batches
-
     concept = tables.get("concept")
     if concept is None:
         return 0
