@@ -21,7 +21,6 @@ from django.conf import settings
 from django.db import connection, models, transaction
 
 from review.models import Dataset, Event, Patient
-from review.services.excerpts import record_excerpts_invalidate
 from scoring.models import MetricScore
 
 from .bulk import bulk_load_begin, estimate_events
@@ -31,6 +30,7 @@ from .meds import find_meds_root, load_meds
 from .omop import find_omop_tables, find_unread_omop_tables, load_omop
 from .run import ImportRun, ImportSummary, ProgressFn
 from .tables import TABLE_SUFFIXES, read_header
+from .writers import record_excerpts_invalidate
 
 
 def classify_table(header: list[str]) -> str | None:

@@ -29,7 +29,6 @@ from review.models import (
     StudyResponse,
     TaxonomyEntry,
 )
-from review.services.excerpts import record_excerpts_invalidate
 
 from .ehr_xml import (
     CountingReader,
@@ -51,7 +50,13 @@ from .tables import (
     parse_optional_int,
     read_header,
 )
-from .writers import EVENT_FLUSH_ROWS, EventWriter, IdReserver, write_encounters
+from .writers import (
+    EVENT_FLUSH_ROWS,
+    EventWriter,
+    IdReserver,
+    record_excerpts_invalidate,
+    write_encounters,
+)
 
 RESPONSE_TEXT_COLUMNS = ("model_response", "response", "model_output", "output", "generation")
 

@@ -10,14 +10,14 @@ checked at commit (Django creates them DEFERRABLE INITIALLY DEFERRED).
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, models
+from django.db import connection, models, transaction
 from psycopg.types.string import BytesBinaryDumper
 
-from review.models import Encounter, Event, Patient
+from review.models import Encounter, Event, Patient, RecordExcerpt
 
 from .ehr_xml import EventData
 from .timestamps import aware
@@ -277,3 +277,17 @@ def write_encounters(encounters: Sequence[Encounter | PendingEncounter]) -> None
             write((e.id, e.patient_id, e.ordinal, e.encounter_type, e.start, e.end,
                    dumps(e.care_sites), dumps(e.providers), e.event_count))
             # fmt: on
+
+
+@transaction.atomic
+def record_excerpts_invalidate(
+    *, patients: Iterable[int] = (), instructions: Iterable[int] = ()
+) -> int:
+    """Delete the stored excerpts of reloaded records and changed instructions (ids)."""
+    patients, instructions = list(patients), list(instructions)
+    deleted = 0
+    if patients:
+        deleted += RecordExcerpt.objects.filter(patient_id__in=patients).delete()[0]
+    if instructions:
+        deleted += RecordExcerpt.objects.filter(instruction_id__in=instructions).delete()[0]
+    return deleted

@@ -21,10 +21,11 @@ from review.importers.descriptions import (
 )
 from review.importers.errors import ImportFailed, Problem
 from review.importers.scratch import ScratchTable, drop_scratch_tables, scratch_tables
+from review.importers.writers import record_excerpts_invalidate
 from review.models import AuditEvent, Dataset, Event, EventNameSynonym, Patient, User
 
 from .audit import audit_record
-from .excerpts import record_excerpts_invalidate, record_excerpts_prepare
+from .excerpts import record_excerpts_prepare
 
 
 @dataclass

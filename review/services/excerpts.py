@@ -6,7 +6,7 @@ view, by anyone, reads one row. Two first views at once both compute and the lat
 with the same content.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from django.db import transaction
 from django.utils.safestring import SafeString, mark_safe
@@ -98,20 +98,6 @@ def record_excerpts_prepare(
         if progress is not None:
             progress(1)
     return prepared
-
-
-@transaction.atomic
-def record_excerpts_invalidate(
-    *, patients: Iterable[int] = (), instructions: Iterable[int] = ()
-) -> int:
-    """Delete the stored excerpts of reloaded records and changed instructions (ids)."""
-    patients, instructions = list(patients), list(instructions)
-    deleted = 0
-    if patients:
-        deleted += RecordExcerpt.objects.filter(patient_id__in=patients).delete()[0]
-    if instructions:
-        deleted += RecordExcerpt.objects.filter(instruction_id__in=instructions).delete()[0]
-    return deleted
 
 
 def record_excerpt_cached(instruction: Instruction, patient: Patient) -> Excerpt:

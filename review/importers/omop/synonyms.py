@@ -3,15 +3,17 @@
 An export may carry ``concept_synonym`` beside ``concept``: the other names of each code
 ("HbA1c MFr Bld", "Glycated hemoglobin" for LOINC 4548-4). The import reads the English ones
 (a blank language counts as English) of the concepts whose name the dataset's events carry, and
-stores them, keyed by that name, through the vocabulary service, so that record search and the
+stores them (``EventNameSynonym``), keyed by that name, so that record search and the
 excerpt find an event under any name its vocabulary gives it. A file by that name without the
 table's columns is not the OMOP table, and teaches nothing.
 """
 
+from collections.abc import Iterable
 from pathlib import Path
 
-from review.models import Dataset, Event
-from review.services.vocabulary import event_name_synonyms_store
+from django.db import transaction
+
+from review.models import Dataset, Event, EventNameSynonym
 
 from ..scratch import ScratchTable
 from .cdm import SUFFIXES
@@ -69,3 +71,33 @@ def concept_synonyms_import(
             if name and name in used and synonym:
                 pairs.append((name, str(synonym)))
     return event_name_synonyms_store(dataset=dataset, pairs=pairs)
+
+
+MAX_PER_NAME = 20  # a few concepts carry hundreds of synonyms (trade names): the first 20 do
+
+
+@transaction.atomic
+def event_name_synonyms_store(*, dataset: Dataset, pairs: Iterable[tuple[str, str]]) -> int:
+    """Store (name, synonym) pairs for ``dataset``, replacing what its names had; returns how
+    many. A synonym equal to its name (ignoring case) is no synonym and is skipped."""
+    by_name: dict[str, dict[str, None]] = {}
+    for name, synonym in pairs:
+        name, synonym = name.strip(), synonym.strip()
+        if name and synonym and synonym.lower() != name.lower():
+            kept = by_name.setdefault(name, {})
+            if len(kept) < MAX_PER_NAME:
+                kept[synonym] = None
+    if not by_name:
+        return 0
+    names = list(by_name)
+    for start in range(0, len(names), 500):
+        EventNameSynonym.objects.filter(
+            dataset=dataset, name__in=names[start : start + 500]
+        ).delete()
+    rows = [
+        EventNameSynonym(dataset=dataset, name=name, synonym=synonym)
+        for name, synonyms in by_name.items()
+        for synonym in synonyms
+    ]
+    EventNameSynonym.objects.bulk_create(rows, batch_size=2000)
+    return len(rows)
