@@ -10,12 +10,10 @@ from unittest.mock import patch
 
 import pytest
 from allauth.mfa.models import Authenticator
-from django.apps import apps as django_apps
 from django.urls import reverse
 from django.utils import timezone
 
 from review.access import user_access
-from review.adapters import ENCRYPTED_PREFIX
 from review.allauth_compat import TOTP
 from review.models import AccessApplication, AuditEvent, Event, ModelResponse, Review, Role
 from review.services import accounts as services
@@ -156,27 +154,6 @@ def test_a_new_dua_version_clears_everyones_cached_access(world, client):
 
 
 # --- 2. second-factor secrets: encrypted, not shown, changes audited ----------------------------
-def test_totp_secrets_are_encrypted_at_rest_and_still_verify(world):
-    authenticator = Authenticator.objects.get(user=world.clinician, type="totp")
-    stored = authenticator.data["secret"]
-    assert stored.startswith(ENCRYPTED_PREFIX) and factories.TOTP_SECRET not in stored
-    assert TOTP(authenticator).validate_code(factories.totp_code_fresh())
-
-
-def test_the_migration_encrypts_secrets_stored_in_clear(world):
-    import importlib
-
-    migration = importlib.import_module("review.migrations.0008_encrypt_mfa_secrets")
-    Authenticator.objects.filter(user=world.clinician, type="totp").update(
-        data={"secret": factories.TOTP_SECRET}
-    )
-    migration.encrypt(django_apps, None)
-    authenticator = Authenticator.objects.get(user=world.clinician, type="totp")
-    assert authenticator.data["secret"].startswith(ENCRYPTED_PREFIX)
-    assert TOTP(authenticator).validate_code(factories.totp_code_fresh())
-    migration.encrypt(django_apps, None)  # idempotent
-    again = Authenticator.objects.get(pk=authenticator.pk)
-    assert again.data["secret"] == authenticator.data["secret"]
 
 
 def test_the_admin_never_shows_a_totp_secret(world, client):
@@ -238,40 +215,6 @@ def test_behind_one_trusted_proxy_the_audit_trail_records_the_client(world, clie
         HTTP_X_FORWARDED_FOR="198.51.100.1, 203.0.113.9",  # spoofed first hop, then the client
     )
     assert AuditEvent.objects.get(action=Action.LOGIN_FAILED).ip_address == "203.0.113.9"
-
-
-def test_failures_from_one_address_do_not_lock_out_a_clinician_elsewhere(world, client, settings):
-    # Behind the TLS proxy every request came from the proxy's address: 10 failures from one
-    # attacker refused the right password of everyone. Now limits count the client's address.
-    settings.ALLAUTH_TRUSTED_PROXY_COUNT = 1
-    for i in range(40):
-        client.post(
-            reverse("account_login"),
-            {"login": f"guess{i}@example.edu", "password": "wrong"},
-            HTTP_X_FORWARDED_FOR="203.0.113.66",
-        )
-    blocked = client.post(
-        reverse("account_login"),
-        {"login": world.clinician.email, "password": factories.PASSWORD},
-        HTTP_X_FORWARDED_FOR="203.0.113.66",
-    )
-    assert blocked.status_code in (200, 429)  # the attacker's own address is limited ...
-    response = client.post(
-        reverse("account_login"),
-        {"login": world.clinician.email, "password": factories.PASSWORD},
-        HTTP_X_FORWARDED_FOR="192.0.2.10",
-    )
-    assert response.status_code == 302  # ... the clinician's is not
-    assert reverse("mfa_authenticate") in response["Location"]
-
-
-def test_failures_per_account_are_limited(world, client):
-    for _ in range(5):
-        client.post(reverse("account_login"), {"login": world.clinician.email, "password": "wrong"})
-    checked = AuditEvent.objects.filter(action=Action.LOGIN_FAILED).count()
-    client.post(reverse("account_login"), {"login": world.clinician.email, "password": "wrong"})
-    assert checked == 5
-    assert AuditEvent.objects.filter(action=Action.LOGIN_FAILED).count() == 5  # not checked
 
 
 # --- 6. the Django admin: patient data read-only, every read and change audited -----------------
