@@ -31,34 +31,6 @@ def test_a_nul_byte_in_a_record_parameter_is_refused_not_a_server_error(world, c
     assert client.get(reverse("clinician_queue"), {"category": "x\x00"}).status_code == 200
 
 
-# --- 4. a session has an absolute lifetime from its sign-in -------------------------------------
-def test_a_busy_session_still_ends_twelve_hours_after_its_sign_in(world, client, settings):
-    import time
-
-    client.force_login(world.clinician)
-    assert client.get(reverse("clinician_queue")).status_code == 200
-    # Requests every few minutes kept moving expire_date: the session never ended. The sign-in
-    # time is kept in the session and caps it, whatever the activity since.
-    session = client.session
-    session["_signed_in_at"] = int(time.time()) - settings.SESSION_COOKIE_AGE - 1
-    session["_last_seen"] = int(time.time()) - 60
-    session.save()
-    response = client.get(reverse("clinician_queue"))
-    assert response.status_code == 302
-    assert response["Location"].startswith(reverse("account_login"))
-
-
-def test_a_session_within_its_lifetime_carries_on(world, client, settings):
-    import time
-
-    client.force_login(world.clinician)
-    session = client.session
-    assert session["_signed_in_at"] <= time.time()
-    session["_signed_in_at"] = int(time.time()) - settings.SESSION_COOKIE_AGE + 120
-    session.save()
-    assert client.get(reverse("clinician_queue")).status_code == 200
-
-
 # --- 4. the Django admin's review pages (comments about a record) are audited ------------------
 def test_reading_a_review_in_the_django_admin_is_audited(world, client):
     from review.services.reviews import review_get_or_start
