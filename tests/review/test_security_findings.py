@@ -31,20 +31,6 @@ def test_a_nul_byte_in_a_record_parameter_is_refused_not_a_server_error(world, c
     assert client.get(reverse("clinician_queue"), {"category": "x\x00"}).status_code == 200
 
 
-# --- 4. the Django admin's review pages (comments about a record) are audited ------------------
-def test_reading_a_review_in_the_django_admin_is_audited(world, client):
-    from review.services.reviews import review_get_or_start
-
-    review = review_get_or_start(assignment=world.assignment)
-    client.force_login(world.admin)
-    assert client.get(reverse("admin:review_review_changelist")).status_code == 200
-    assert client.get(reverse("admin:review_review_change", args=[review.pk])).status_code == 200
-    views = AuditEvent.objects.filter(action=Action.ADMIN_VIEWED, actor=world.admin)
-    assert {e.details["page"] for e in views} == {"list", "object"}
-    opened = views.get(details__page="object")
-    assert opened.object_type == "Review" and opened.person_id == world.patient.person_id
-
-
 # --- 4. load_demo (public credentials) only in DEBUG, and never beside real data ----------------
 @pytest.mark.parametrize("args", [(), ("--accounts-only",)])
 def test_load_demo_refuses_without_debug(settings, args):
@@ -106,21 +92,6 @@ def test_signing_up_with_a_known_email_costs_the_same_password_hashing(world, cl
 
 
 # --- 4. a dataset is deleted by command, counted, never walked by the admin ---------------------
-def test_the_admin_does_not_walk_a_dataset_to_delete_it(
-    world, client, django_assert_max_num_queries
-):
-    from review.services.reviews import review_get_or_start
-
-    review_get_or_start(assignment=world.assignment)
-    client.force_login(world.admin)
-    delete = reverse("admin:review_dataset_delete", args=[world.dataset.pk])
-    with django_assert_max_num_queries(30):
-        assert client.get(delete).status_code == 403
-    page = client.get(reverse("admin:review_dataset_change", args=[world.dataset.pk]))
-    assert (
-        b"1 reviews" in page.content
-        and b"delete_dataset matrix --yes --with-reviews" in page.content
-    )
 
 
 def test_delete_dataset_counts_then_deletes_and_audits(world):
