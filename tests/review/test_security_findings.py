@@ -31,34 +31,6 @@ def test_a_nul_byte_in_a_record_parameter_is_refused_not_a_server_error(world, c
     assert client.get(reverse("clinician_queue"), {"category": "x\x00"}).status_code == 200
 
 
-# --- 4. load_demo (public credentials) only in DEBUG, and never beside real data ----------------
-@pytest.mark.parametrize("args", [(), ("--accounts-only",)])
-def test_load_demo_refuses_without_debug(settings, args):
-    from django.core.management import CommandError, call_command
-
-    settings.DEBUG = False
-    with pytest.raises(CommandError, match="DEBUG=true"):
-        call_command("load_demo", *args)
-    from review.models import User
-
-    assert not User.objects.filter(email__endswith="@demo.medalign.local").exists()
-
-
-def test_load_demo_refuses_beside_a_real_dataset(settings):
-    from django.core.management import CommandError, call_command
-
-    from review.models import Dataset, User
-
-    settings.DEBUG = True
-    Dataset.objects.create(name="medalign-v1.3", is_synthetic=False)
-    with pytest.raises(CommandError, match="medalign-v1.3 is not synthetic"):
-        call_command("load_demo", "--accounts-only")
-    assert not User.objects.filter(email__endswith="@demo.medalign.local").exists()
-    Dataset.objects.filter(name="medalign-v1.3").delete()
-    call_command("load_demo", "--accounts-only", "--no-progress")
-    assert User.objects.filter(email__endswith="@demo.medalign.local").exists()
-
-
 # --- 4. sign-up takes as long for a known email as for a new one ---------------------------------
 def test_signing_up_with_a_known_email_costs_the_same_password_hashing(world, client, monkeypatch):
     # A new account hashes its password (hundreds of milliseconds with the real hasher); a known
@@ -89,31 +61,6 @@ def test_signing_up_with_a_known_email_costs_the_same_password_hashing(world, cl
 
     new, known = sign_up("someone-new@example.edu"), sign_up(world.clinician.email)
     assert new >= 1 and known == new
-
-
-# --- 4. a dataset is deleted by command, counted, never walked by the admin ---------------------
-
-
-def test_delete_dataset_counts_then_deletes_and_audits(world):
-    from io import StringIO
-
-    from django.core.management import CommandError, call_command
-
-    from review.models import Dataset, Event
-    from review.services.reviews import review_get_or_start
-
-    Event.objects.create(patient=world.patient, seq=1, event_type="note", text="Synthetic.")
-    review_get_or_start(assignment=world.assignment)
-    out = StringIO()
-    call_command("delete_dataset", "matrix", stdout=out)
-    assert "1 events" in out.getvalue() and Dataset.objects.filter(name="matrix").exists()
-    with pytest.raises(CommandError, match="1 reviews"):
-        call_command("delete_dataset", "matrix", "--yes")
-    call_command("delete_dataset", "matrix", "--yes", "--with-reviews", stdout=StringIO())
-    assert not Dataset.objects.filter(name="matrix").exists()
-    assert not Event.objects.filter(patient_id=world.patient.pk).exists()
-    event = AuditEvent.objects.get(action=Action.DATASET_DELETED)
-    assert event.details["dataset"] == "matrix" and event.details["deleted"]["events"] == 1
 
 
 # --- 5. a certificate must decode as the PDF or image it claims to be ---------------------------
