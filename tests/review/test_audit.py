@@ -152,7 +152,7 @@ def test_the_audit_log_page_is_a_constant_number_of_queries(
         assert client.get(reverse("audit_log")).status_code == 200
 
 
-# --- issue 24, finding 2: every page of a record read is audited --------------------------------
+# --- every page of a record read is audited -----------------------------------------------------
 @pytest.fixture
 def record_for(db):
     import json as _json

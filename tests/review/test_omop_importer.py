@@ -171,7 +171,7 @@ def test_without_a_concept_table_codes_keep_their_concept_ids(tmp_path: Path) ->
 def test_an_unknown_concept_id_falls_back_to_the_source_value_and_is_counted(
     tmp_path: Path,
 ) -> None:
-    # A gap in the vocabulary export, not in the record (issue 27): kept, named, counted.
+    # A gap in the vocabulary export, not in the record: kept, named, counted.
     rows = [[1, 11, 999999, "2020-01-01", "", "1", "", "", "X"]]
     summary = import_release(
         write_omop(tmp_path, measurement=(MEASUREMENT_HEADER, rows)), dataset_name="o"
@@ -669,7 +669,7 @@ def test_the_audit_record_of_an_import_keeps_what_each_table_read_fell_back_and_
     tmp_path: Path,
 ) -> None:
     """A data manager answering for the DUA reads the audit log, not a terminal's scrollback:
-    the per-table summary (issue 27) goes into the import's audit record, bounded."""
+    the per-table summary goes into the import's audit record, bounded."""
     from review.models import AuditEvent
     from review.services.imports import dataset_import
 

@@ -1,4 +1,8 @@
-"""Issue 24, finding 1 (and issue 28's second-factor audit): no side door past the second factor.
+"""No side door past the second factor: it belongs to the sign-in, in every role.
+
+Clinicians, researchers and admins reach protected pages, Django's admin included, only in a
+session that passed TOTP (or a recovery code) itself; setting TOTP up counts for that session
+only.
 
 The reported path: a session signed in with the password while the account was an applicant
 outlived the approval and the TOTP enrolment done elsewhere, re-authenticated with the password,
