@@ -53,7 +53,7 @@ def _image_bytes(fmt: str) -> bytes:
     return out.getvalue()
 
 
-# Certificates that decode (issue 24: a header followed by garbage is refused).
+# Certificates that decode (a header followed by garbage is refused).
 PDF_BYTES = _pdf_bytes()
 PNG_BYTES = _image_bytes("PNG")
 JPEG_BYTES = _image_bytes("JPEG")
@@ -189,8 +189,8 @@ def make_approved(
         notify=False,
         by_operator=reviewer is None,  # test fixtures: as the demo accounts are made
     )
-    # Approval ends the account's sessions with a new session epoch (issue 24): the caller's
-    # instance signs in next, so it carries the new one.
+    # Approval ends the account's sessions with a new session epoch: the caller's instance
+    # signs in next, so it carries the new one.
     user.refresh_from_db(fields=["session_epoch"])
     if expires_on is not None and expires_on != future:
         # The service refuses past dates, as it should; tests need expired approvals too.

@@ -93,7 +93,7 @@ def test_redis_replies_are_parsed_by_hiredis() -> None:
     assert redis.utils.HIREDIS_AVAILABLE
 
 
-# --- issue 24, finding 3: nothing read back from the cache is unpickled -------------------------
+# --- nothing read back from the cache is unpickled ----------------------------------------------
 class _Planted:
     """A pickle that, when loaded, creates ``path`` (what a shell command would do, harmlessly)."""
 

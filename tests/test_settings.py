@@ -184,7 +184,7 @@ def test_the_app_refuses_to_start_with_only_allowed_hosts_set(tmp_path) -> None:
         ({"SECRET_KEY": GOOD_KEY}, "MFA_ENCRYPTION_KEY must be set when DEBUG is off"),
         ({"SECRET_KEY": GOOD_KEY, "MFA_ENCRYPTION_KEY": "short"}, "is not a Fernet key"),
         ({"DEBUG": "true", "CACHE_URL": "memcached://x"}, "CACHE_URL must be a redis:// URL"),
-        # Redis beyond this machine: TLS and a password, outside DEBUG (issue 24, finding 3).
+        # Redis beyond this machine: TLS and a password, outside DEBUG.
         (
             {
                 "SECRET_KEY": GOOD_KEY,
@@ -220,7 +220,7 @@ def test_bad_values_stop_start_up_with_a_clear_error(tmp_path, env, message) -> 
     assert "ImproperlyConfigured" in result.stderr and message in result.stderr
 
 
-# --- issue 11, item 5: the demo serves the app's own error pages ----------------------------------
+# --- the demo serves the app's own error pages ----------------------------------------------------
 def test_the_demo_server_shows_its_own_error_pages(tmp_path):
     import os
     import socket

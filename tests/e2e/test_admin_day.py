@@ -1,8 +1,8 @@
-"""The admin's day (issue 28, items 5-7), in Debian's Chromium at desktop and phone sizes:
-approvals that start from what was asked, an admin told what waits, the applications kept by
-status, the lone admin warned, the reopened clinician emailed, patients named by person_id in
-the audit log, a new DUA version previewed as a difference and confirmed, and every page a role
-uses fitting a 390×844 screen (admin tables as cards, the report's plots readable).
+"""The admin's day, in Debian's Chromium at desktop and phone sizes: approvals that start from
+what was asked, an admin told what waits, the applications kept by status, the lone admin
+warned, the reopened clinician emailed, patients named by person_id in the audit log, a new DUA
+version previewed as a difference and confirmed, and every page a role uses fitting a 390×844
+screen (admin tables as cards, the report's plots readable).
 
 Set ISSUE28_SCREENSHOTS=docs to refresh the phone screenshots in docs/.
 """

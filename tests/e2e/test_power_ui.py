@@ -1,5 +1,5 @@
-"""The admin's progress page answers "how many more reviews?" (issue 26 item 2): per target,
-with and without the predictor, recalculated for another margin and predictor. In Chromium."""
+"""The admin's progress page answers "how many more reviews?": per target, with and without the
+predictor, recalculated for another margin and predictor. In Chromium."""
 
 import re
 

@@ -1,7 +1,7 @@
-"""Issue 28, items 1-4, in a real browser at desktop (1440×900) and phone (390×844) sizes: the
-excerpt a clinician reads, search by synonym, the record panel never showing the wrong events,
-and the smaller things (comment box, "Submitted" where the clinician is, "Back to timeline",
-the 24-hour save time, a second tab hearing about edits, a lapsed clinician told why).
+"""The record a clinician reads, in a real browser at desktop (1440×900) and phone (390×844)
+sizes: the excerpt, search by synonym, the record panel never showing the wrong events, and the
+smaller things (comment box, "Submitted" where the clinician is, "Back to timeline", the
+24-hour save time, a second tab hearing about edits, a lapsed clinician told why).
 
 Uses the browser fixtures of tests/e2e/conftest.py (Debian's Chromium; skipped without it).
 """

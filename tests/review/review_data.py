@@ -239,3 +239,15 @@ def make_clinical_record(dataset: Dataset, person_id: str) -> Patient:
     patient.last_event_at = CLINICAL_LAST
     patient.save()
     return patient
+
+
+def note_url(world) -> str:  # noqa: ANN001
+    """The record endpoint of a note of ``world``'s patient (tests/review/conftest.py)."""
+    from django.urls import reverse
+
+    event, _ = Event.objects.get_or_create(
+        patient=world.patient, seq=1, defaults={"event_type": "note", "text": "Synthetic note."}
+    )
+    return reverse(
+        "record_event", kwargs={"instruction_id": world.instruction.pk, "event_id": event.pk}
+    )

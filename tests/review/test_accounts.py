@@ -662,3 +662,112 @@ def test_the_readme_lists_the_demo_accounts():
     assert DEMO_PASSWORD in section
     for spec in DEMO_ACCOUNTS:
         assert spec.email in section and demo_totp_secret(spec.email) in section
+
+
+# --- applying: certificates that decode, research use within its limit ---------------------------
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("scan.png", b"\x89PNG\r\n\x1a\n" + b"\x13garbage" * 200),
+        ("scan.jpg", b"\xff\xd8\xff\xe0" + b"\x13garbage" * 200),
+        ("certificate.pdf", b"%PDF-1.7\n" + b"\x13garbage" * 200),
+    ],
+)
+def test_a_corrupt_certificate_is_refused(world, client, name, content):
+    user = factories.make_user("corrupt@example.edu")
+    with pytest.raises(services.AccountsError, match="cannot be read"):
+        services.application_submit(
+            user=user,
+            details=factories.application_details(user),
+            certificate=factories.pdf_file(name, content),
+            typed_name=user.full_name,
+            dua_version=factories.active_dua(),
+        )
+    from review.forms.accounts import ApplicationForm
+
+    form = ApplicationForm(data={}, files={"certificate": factories.pdf_file(name, content)})
+    form.is_valid()
+    assert "cannot be read" in str(form.errors["certificate"])
+    assert not AccessApplication.objects.filter(user=user).exists()
+
+
+@pytest.mark.parametrize("kind", ["pdf", "png", "jpeg"])
+def test_a_real_certificate_of_each_kind_is_accepted(world, kind):
+    content = {
+        "pdf": factories.PDF_BYTES,
+        "png": factories.PNG_BYTES,
+        "jpeg": factories.JPEG_BYTES,
+    }[kind]
+    user = factories.make_user(f"{kind}@example.edu")
+    application = services.application_submit(
+        user=user,
+        details=factories.application_details(user),
+        certificate=factories.pdf_file(f"c.{kind}", content),
+        typed_name=user.full_name,
+        dua_version=factories.active_dua(),
+    )
+    assert application.certificate_content_type.endswith(kind)
+
+
+def test_research_use_has_a_length_limit(world):
+    from review.forms.accounts import ApplicationForm
+
+    form = ApplicationForm(data={"research_use": "x" * 200_000})
+    form.is_valid()
+    assert "at most 5000 characters" in str(form.errors["research_use"])
+    user = factories.make_user("long@example.edu")
+    with pytest.raises(services.AccountsError, match="5000 characters"):
+        factories.make_application(user, research_use="x" * 200_000)
+
+
+# --- sign-up: a known email costs the same as a new one ------------------------------------------
+def test_signing_up_with_a_known_email_costs_the_same_password_hashing(world, client, monkeypatch):
+    # A new account hashes its password (hundreds of milliseconds with the real hasher); a known
+    # email used to skip it, so the answer's timing told whether the address had an account.
+    from django.contrib.auth.hashers import MD5PasswordHasher
+    from django.test import Client
+
+    calls: list[int] = []
+    real_encode = MD5PasswordHasher.encode
+
+    def counting(self, password, salt):  # noqa: ANN001, ANN202
+        calls.append(1)
+        return real_encode(self, password, salt)
+
+    monkeypatch.setattr(MD5PasswordHasher, "encode", counting)
+
+    def sign_up(email: str) -> int:
+        calls.clear()
+        response = Client().post(
+            reverse("account_signup"),
+            {
+                "email": email,
+                "password1": "a-long-new-passphrase",
+                "password2": "a-long-new-passphrase",
+            },
+        )
+        assert response.status_code == 302  # the same answer either way
+        return len(calls)
+
+    new, known = sign_up("someone-new@example.edu"), sign_up(world.clinician.email)
+    assert new >= 1 and known == new
+
+
+# --- four eyes: no admin approves or extends their own access ------------------------------------
+def test_an_admin_cannot_approve_or_extend_their_own_access(world):
+    with pytest.raises(services.AccountsError, match="Another admin"):
+        services.application_set_roles(
+            application=AccessApplication.objects.get(user=world.admin, status="approved"),
+            reviewer=world.admin,
+            roles=[Role.ADMIN, Role.CLINICIAN],
+            expires_on=timezone.localdate() + timedelta(days=3000),
+        )
+    own = factories.make_application(factories.make_user("second@example.edu"))
+    factories.open_certificate(own.user, own)
+    with pytest.raises(services.AccountsError, match="Another admin"):
+        services.application_approve(
+            application=own,
+            reviewer=own.user,
+            roles=[Role.ADMIN],
+            expires_on=timezone.localdate() + timedelta(days=30),
+        )

@@ -1,6 +1,6 @@
-"""Adaptive assignment (issue 26 item 3): the design is recorded with the study and in every
-report, each wave's probabilities are kept with a floor, drawn instructions keep the overlap,
-and the stopping rule tells the admin when the ranking is settled."""
+"""Adaptive assignment: the design is recorded with the study and in every report, each wave's
+probabilities are kept with a floor, drawn instructions keep the overlap, and the stopping rule
+tells the admin when the ranking is settled."""
 
 from io import StringIO
 

@@ -1,5 +1,5 @@
-"""The admin's day (issue 28, items 5-6) without a browser: what the e2e tests check in Chromium,
-checked here too, so that a machine without one still runs them."""
+"""The admin's day without a browser: what the e2e tests check in Chromium, checked here too,
+so that a machine without one still runs them."""
 
 import pytest
 from django.core import mail

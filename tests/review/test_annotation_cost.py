@@ -1,6 +1,6 @@
-"""What one clinician annotation costs the server (issue 12): statements per request on the
-annotation path, pinned lower than before, and the record excerpt prepared before anyone opens
-the page, so no page view ranks or renders it.
+"""What one clinician annotation costs the server: statements per request on the annotation
+path, pinned lower than before, and the record excerpt prepared before anyone opens the page,
+so no page view ranks or renders it.
 
 A closed-loop annotation is: open the review page (the excerpt inline), save the completed
 annotation once, submit. Counts are pinned with the shared cache on Redis or on the database;

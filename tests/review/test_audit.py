@@ -152,7 +152,7 @@ def test_the_audit_log_page_is_a_constant_number_of_queries(
         assert client.get(reverse("audit_log")).status_code == 200
 
 
-# --- issue 24, finding 2: every page of a record read is audited --------------------------------
+# --- every page of a record read is audited -----------------------------------------------------
 @pytest.fixture
 def record_for(db):
     import json as _json
@@ -210,3 +210,23 @@ def test_every_page_of_a_search_is_audited_without_its_terms(client, record_for)
         [first["count"], second["count"], invented["count"]]
     )
     assert all("creatinine" not in str(e.details) for e in searches)
+
+
+# --- the client's address: X-Forwarded-For believed only from trusted proxies --------------------
+def test_the_audit_trail_ignores_x_forwarded_for_unless_a_proxy_is_trusted(world, client):
+    client.post(
+        reverse("account_login"),
+        {"login": "nobody@example.edu", "password": "wrong"},
+        HTTP_X_FORWARDED_FOR="203.0.113.9",
+    )
+    assert AuditEvent.objects.get(action=Action.LOGIN_FAILED).ip_address == "127.0.0.1"
+
+
+def test_behind_one_trusted_proxy_the_audit_trail_records_the_client(world, client, settings):
+    settings.ALLAUTH_TRUSTED_PROXY_COUNT = 1
+    client.post(
+        reverse("account_login"),
+        {"login": "nobody@example.edu", "password": "wrong"},
+        HTTP_X_FORWARDED_FOR="198.51.100.1, 203.0.113.9",  # spoofed first hop, then the client
+    )
+    assert AuditEvent.objects.get(action=Action.LOGIN_FAILED).ip_address == "203.0.113.9"

@@ -12,9 +12,9 @@ Second factor: every kind is checked twice, with a session that passed TOTP (the
 with a password-only session (``without_second_factor``: approved users reach no protected page,
 they are sent to the TOTP step; Django's admin sends them to its login).
 
-Sessions older than the access or the factor (issue 24): a session signed in (password only)
-before the account was approved, or before TOTP was set up in another session, reaches on every
-URL exactly what an anonymous visitor does (``test_a_session_signed_in_before_*``); allauth's
+Sessions older than the access or the factor: a session signed in (password only) before the
+account was approved, or before TOTP was set up in another session, reaches on every URL
+exactly what an anonymous visitor does (``test_a_session_signed_in_before_*``); allauth's
 recovery-code and TOTP-deactivation pages have rows of their own.
 
 Outcomes: "200", "302", "401", "403", "404", "405" (exact status); "200|302" (any of those); LOGIN (302
@@ -687,7 +687,7 @@ def test_authorization_matrix(kind, second_factor, world, client):
     assert not failures, f"{kind}:\n  " + "\n  ".join(failures)
 
 
-# --- sessions older than the access or the factor (issue 24, finding 1) -------------------------
+# --- sessions older than the access or the factor -----------------------------------------------
 @pytest.mark.django_db
 @pytest.mark.parametrize("role", ["clinician", "researcher", "admin"])
 def test_a_session_signed_in_before_approval_reaches_only_what_anonymous_does(role, world, client):

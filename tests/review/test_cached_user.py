@@ -1,4 +1,4 @@
-"""The signed-in user read from the shared access entry (review.auth_backends, issue 12).
+"""The signed-in user read from the shared access entry (review.auth_backends).
 
 A request on the annotation path used to read its user row every time; the row now travels in
 the access entry. These tests pin that it saves the query and that nothing about signing a user

@@ -123,3 +123,26 @@ def test_the_migration_hashes_certificates_already_on_file(admin_client):
     application.refresh_from_db()
     assert application.certificate_sha256 == hashlib.sha256(OLD_PDF).hexdigest()
     assert application.certificate_uploaded_at == application.submitted_at
+
+
+def test_approval_requires_the_certificate_to_have_been_opened(world, client):
+    from review.access import user_access
+
+    pending = world.pending_application
+    with pytest.raises(services.AccountsError, match="certificate"):
+        services.application_approve(
+            application=pending,
+            reviewer=world.admin,
+            roles=[Role.CLINICIAN],
+            expires_on=timezone.localdate() + timedelta(days=30),
+        )
+    client.force_login(world.admin)
+    url = reverse("admin_application_certificate", kwargs={"application_id": pending.pk})
+    assert client.get(url).status_code == 200
+    services.application_approve(
+        application=pending,
+        reviewer=world.admin,
+        roles=[Role.CLINICIAN],
+        expires_on=timezone.localdate() + timedelta(days=30),
+    )
+    assert user_access(pending.user).is_clinician

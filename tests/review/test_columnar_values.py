@@ -1,7 +1,7 @@
 """Arrow columns to Python values, fast: the same values the library's own conversions give.
 
 ``pylist`` and the time conversions replace ``to_pylist`` in the MEDS and OMOP importers'
-inner loops (issue 27's speed); each is held here against the public call it replaces, on the
+inner loops (for speed); each is held here against the public call it replaces, on the
 values that differ between NumPy and Python: nulls, NaN, integers beyond float precision,
 non-ASCII text, times across a DST change and outside datetime64's comfortable range.
 """

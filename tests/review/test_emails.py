@@ -64,3 +64,29 @@ def test_the_decision_email_names_the_site_and_links_absolutely(settings):
     assert "MedAlign Review" in body
     assert "https://review.example.org" + reverse("application_status") in body
     assert all(url.startswith("https://review.example.org") for url in links(body)), links(body)
+
+
+@pytest.mark.parametrize(
+    ("site_url", "expected"),
+    [
+        ("", "http://review.example.org/access/"),
+        ("https://medalign.example.edu", "https://medalign.example.edu/access/"),
+    ],
+)
+def test_decision_emails_link_to_the_sites_address(
+    world, client, settings, django_capture_on_commit_callbacks, site_url, expected
+):
+    settings.SITE_URL = site_url
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "review.example.org"]
+    client.force_login(world.admin)
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            reverse("admin_application_detail", args=[world.pending_application.pk]),
+            {"decision": "reject", "reason": "Not eligible."},
+            HTTP_HOST="review.example.org",
+        )
+    assert response.status_code == 302
+    decision = [m for m in mail.outbox if m.to == [world.applicant.email]]
+    assert len(decision) == 1
+    assert expected in decision[0].body and "localhost:8000" not in decision[0].body

@@ -1,6 +1,6 @@
 """A clinician whose access lapses while a review page is open is told which requirement failed
 (approval, training certificate, DUA or second factor), in the JSON the page reads; the save
-endpoint refuses rather than storing anything, and nothing is cut (issue 28, item 4)."""
+endpoint refuses rather than storing anything, and nothing is cut."""
 
 import json
 from datetime import timedelta

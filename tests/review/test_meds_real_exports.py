@@ -1,4 +1,4 @@
-"""MEDS as real pipelines write it (issue 27).
+"""MEDS as real pipelines write it.
 
 - meds-testing-helpers' static sample (MIT; rows copied below with attribution);
 - a MIMIC-style admission with a nested emergency-department stay, in the shape MEDS_transforms'

@@ -1,5 +1,5 @@
-"""Rate limits and TOTP replay protection hold across web processes (issue 10, finding 3), and
-nothing planted in the shared cache runs in them (issue 24, finding 3).
+"""Rate limits and TOTP replay protection hold across web processes, and nothing planted in the
+shared cache runs in them.
 
 The app runs under gunicorn with three worker processes on 127.0.0.1, against the test
 database. Before the shared cache each process kept its own counts and used codes: the same TOTP
@@ -152,7 +152,7 @@ def test_a_totp_code_is_accepted_once_across_worker_processes(gunicorn):
     assert accepted == 1
 
 
-# --- issue 24, finding 3: a value planted in the shared cache is refused, not executed ----------
+# --- a value planted in the shared cache is refused, not executed -------------------------------
 def _redis_url() -> str | None:
     broker = os.environ.get("CELERY_BROKER_URL", "")
     url = broker if broker.startswith("redis://") else "redis://127.0.0.1:6379/11"

@@ -1,6 +1,6 @@
-"""The README's set-up for a newcomer (issue 28, item 8) is true: `rundemo --addr` serves on
-another address, and the TOTP one-liner it gives (standard library only, no demo command) prints
-the code the sign-in accepts."""
+"""The README's set-up for a newcomer is true: `rundemo --addr` serves on another address, and
+the TOTP one-liner it gives (standard library only, no demo command) prints the code the sign-in
+accepts."""
 
 import re
 import subprocess

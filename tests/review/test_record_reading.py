@@ -1,7 +1,7 @@
-"""The record a clinician reads (issue 28, items 1 and 2): the excerpt shows the latest notes and
-the latest values of what the instruction names, always, with older material ranked below;
-every item is dated and says how long before the record's last event it is; search and the
-excerpt match abbreviations, synonyms and stems, and never show a stem."""
+"""The record a clinician reads: the excerpt shows the latest notes and the latest values of what
+the instruction names, always, with older material ranked below; every item is dated and says
+how long before the record's last event it is; search and the excerpt match abbreviations,
+synonyms and stems, and never show a stem."""
 
 import json
 import re

@@ -358,3 +358,17 @@ def test_cursors_round_trip():
     for bad in ("x1", "t1.-2", "tabc.1", "u", "t" + "9" * 50):
         with pytest.raises(ValueError):
             Cursor.decode(bad)
+
+
+# --- a NUL byte in a parameter is a 400, never a 500 (PostgreSQL refuses NUL in text) ------------
+def test_a_nul_byte_in_a_record_parameter_is_refused_not_a_server_error(world, client):
+    client.force_login(world.clinician)
+    events = reverse("record_events", args=[world.instruction.pk])
+    assert client.get(events, {"type": "note\x00"}).status_code == 400
+    search = client.post(
+        reverse("record_search", args=[world.instruction.pk]),
+        json.dumps({"q": "chest\x00pain"}),
+        content_type="application/json",
+    )
+    assert search.status_code == 400
+    assert client.get(reverse("clinician_queue"), {"category": "x\x00"}).status_code == 200

@@ -1,5 +1,5 @@
-"""The review page's response cards (rendered in Python since issue 12: review_page.py) show
-every saved value and escape everything that came from an import or a clinician."""
+"""The review page's response cards (rendered in Python: review_page.py) show every saved value
+and escape everything that came from an import or a clinician."""
 
 import json
 import time
@@ -123,7 +123,7 @@ def test_cards_show_the_draft_and_escape_what_came_from_outside(client, world):
     assert html.count('<option value="3"') == 3 and '<option value="4"' not in html
 
 
-# --- the page's other loops, rendered by tags (issue 12): the markup the template loops wrote ---
+# --- the page's other loops, rendered by tags: the markup the template loops wrote --------------
 # The template text these tags replaced, verbatim: each tag must write exactly what it did.
 _TAG_DEFINITIONS_LOOP = (
     '<dl>{% for tag in page.tags %}<dt>{{ tag.label }}</dt><dd id="tagdef-{{ tag.slug }}">'

@@ -1,4 +1,8 @@
-"""Issue 24, finding 1 (and issue 28's second-factor audit): no side door past the second factor.
+"""No side door past the second factor: it belongs to the sign-in, in every role.
+
+Clinicians, researchers and admins reach protected pages, Django's admin included, only in a
+session that passed TOTP (or a recovery code) itself; setting TOTP up counts for that session
+only.
 
 The reported path: a session signed in with the password while the account was an applicant
 outlived the approval and the TOTP enrolment done elsewhere, re-authenticated with the password,
@@ -244,3 +248,69 @@ def test_the_sign_in_time_of_records_is_what_the_guard_reads(world, client):
     )
     session.save()
     assert client.get(reverse("mfa_view_recovery_codes")).status_code == 200
+
+
+# --- the second factor belongs to the sign-in, in every role ----------------------------------
+def test_a_password_only_session_gets_no_record_once_totp_is_enrolled_elsewhere(world, client):
+    from review.allauth_compat import TOTP
+    from tests.review.review_data import note_url
+
+    # The reported path: signed in with the password before TOTP existed, TOTP set up in another
+    # session, then this session asked for a note (it used to get 200 with the note's text).
+    Authenticator.objects.filter(user=world.clinician).delete()
+    factories.sign_in(client, world.clinician, second_factor=False)
+    TOTP.activate(world.clinician, factories.TOTP_SECRET)  # "elsewhere"
+    response = client.get(note_url(world))
+    # A JSON endpoint: a JSON 401 that sends the page's sign-in window to the TOTP step.
+    assert response.status_code == 401 and response.json()["error"] == "second_factor"
+    assert response.json()["login_url"].startswith(reverse("mfa_reauthenticate"))
+    assert b"Synthetic note" not in response.content
+    page = client.get(reverse("clinician_queue"))
+    assert page.status_code == 302
+    assert page["Location"].startswith(reverse("mfa_reauthenticate"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "url_name"),
+    [("clinician", "clinician_queue"), ("researcher", "scoring_reports"), ("admin", "audit_log")],
+)
+def test_every_role_needs_the_second_factor_in_this_session(world, client, kind, url_name):
+    factories.sign_in(client, getattr(world, kind), second_factor=False)
+    response = client.get(reverse(url_name))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("mfa_reauthenticate"))
+
+
+def test_djangos_admin_refuses_a_password_only_session(world, client):
+    factories.sign_in(client, world.admin, second_factor=False)
+    assert client.get(reverse("admin:index"))["Location"].startswith(reverse("admin:login"))
+
+
+def test_passing_totp_in_the_session_opens_the_records(world, client):
+    from tests.review.review_data import note_url
+
+    factories.sign_in(client, world.clinician, second_factor=False)
+    url = note_url(world)
+    step = client.get(url).json()["login_url"]
+    response = client.post(step, {"code": factories.totp_code_fresh()})
+    assert response.status_code == 302
+    assert client.get(url).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)  # allauth announces the new factor once it commits
+def test_setting_up_totp_passes_the_second_factor_for_that_session_only(world, client):
+    from review.allauth_compat import SECRET_SESSION_KEY
+    from tests.review.review_data import note_url
+
+    Authenticator.objects.filter(user=world.clinician).delete()
+    factories.sign_in(client, world.clinician, second_factor=False)
+    other = client.__class__()
+    factories.sign_in(other, world.clinician, second_factor=False)
+    # allauth's set-up pages: the password again (no factor yet), then a code of the new secret.
+    client.post(reverse("account_reauthenticate"), {"password": factories.PASSWORD})
+    client.get(reverse("mfa_activate_totp"))
+    code = factories.totp_code_fresh(client.session[SECRET_SESSION_KEY])
+    assert client.post(reverse("mfa_activate_totp"), {"code": code}).status_code == 302
+    assert client.get(note_url(world)).status_code == 200
+    # The other session did not show it, and a factor added ends the account's other sessions.
+    assert other.get(note_url(world)).status_code == 401

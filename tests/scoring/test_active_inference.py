@@ -1,6 +1,6 @@
-"""Active inference (issue 26 items 3-4): the estimators against ppi-python on fixed data, the
-weighted estimate's unbiasedness under the adaptive design (every path enumerated), and the
-stopping rule in a study whose truth is a tie."""
+"""Active inference: the estimators against ppi-python on fixed data, the weighted estimate's
+unbiasedness under the adaptive design (every path enumerated), and the stopping rule in a study
+whose truth is a tie."""
 
 import itertools
 
@@ -194,8 +194,8 @@ def test_bench_study_prints_its_figures_one_per_line():
 
 
 def test_strength_for_correlation_reaches_the_asked_correlation():
-    # bench_study's --predictor-correlation (issue 26: the demo's predictors measured against
-    # the truth, then replayed at that level): the strength found gives, on a fresh draw, the
+    # bench_study's --predictor-correlation (the demo's predictors measured against the truth,
+    # then replayed at that level): the strength found gives, on a fresh draw, the
     # correlation asked for, pooled or within model; the standard levels map back to themselves.
     from tests.bench.study_sim import (
         PREDICTORS,

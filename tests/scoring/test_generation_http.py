@@ -153,7 +153,7 @@ def test_endpoint_urls_are_normalized_and_odd_ones_refused() -> None:
             normalize_endpoint(bad)
 
 
-# --- issue 24, finding 4: the allowlist resolves, refuses public addresses, pins the address -----
+# --- the allowlist resolves, refuses public addresses, pins the address --------------------------
 def _resolving_to(monkeypatch, *answers: str) -> list[str]:
     """Make every name resolve to the next of ``answers`` (the last one repeats); return the
     list of names looked up."""

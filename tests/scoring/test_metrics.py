@@ -214,7 +214,7 @@ def test_bertscore_parity_with_bert_score(direct_bertscorer, capfd):
     clear_model_cache()
     backend = get_backend("bertscore", device="cpu")
     ours = backend.score(PAIRS)
-    # the library on each pair alone (issue 12): batched, its padding moves pair 3's recall
+    # the library on each pair alone: batched, its padding moves pair 3's recall
     # from 0.09691 to 0.09798, the very dependence on batch composition the app removes
     alone = [direct_bertscorer.score([x.hypothesis], [x.reference]) for x in PAIRS]
     p, r, f = (torch.cat([a[k] for a in alone]) for k in range(3))

@@ -1,5 +1,5 @@
 """The release's own clinician judgements as a report source, kept apart from the app's
-reviews, and the MedAlign paper's tables rebuilt from them (issue 25 item 1)."""
+reviews, and the MedAlign paper's tables rebuilt from them."""
 
 from pathlib import Path
 

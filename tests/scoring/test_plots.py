@@ -282,7 +282,7 @@ def test_charts_carry_no_inline_style_the_csp_would_refuse() -> None:
     assert "style=" not in svg
 
 
-# --- issue 28: a phone layout whose text keeps its size ----------------------------------------
+# --- a phone layout whose text keeps its size --------------------------------------------------
 LONG = "Learned from clinicians (pairwise LR, CV by patient)"
 
 

@@ -1,5 +1,5 @@
-"""Prediction-powered estimates and the power calculator in a report (issue 26 items 1-2): the
-predictor on every response of the study, the section, its exports, the page."""
+"""Prediction-powered estimates and the power calculator in a report: the predictor on every
+response of the study, the section, its exports, the page."""
 
 import csv
 import io

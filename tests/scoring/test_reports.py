@@ -478,7 +478,7 @@ def test_api_needs_the_owners_current_researcher_access(data, client):
     clear_cached_access(data.researcher)
     response = _api(client, "scoring_api_reports", key)
     assert response.status_code == 403 and response.json()["error"] == "no_access"
-    # A revocation ends the token itself (issue 24): it never comes back with a new approval.
+    # A revocation ends the token itself: it never comes back with a new approval.
     AccessApplication.objects.filter(pk=application.pk).update(expires_on=application.expires_on)
     clear_cached_access(data.researcher)
     application_revoke(application=application, reviewer=data.researcher, reason="Left.")
@@ -757,7 +757,7 @@ def test_a_report_can_add_the_learned_metric_and_store_it(data, client):
     assert "SECRET-" not in json.dumps(report.results)
 
 
-# --- issue 25: every section exportable; what a rerun needs ---------------------------------------
+# --- every section exportable; what a rerun needs -------------------------------------------------
 def test_every_section_is_a_csv_and_json_table_with_what_a_rerun_needs(data, client):
     ModelVariant.objects.create(
         dataset=data.dataset, model_name=MODELS[0], base_model="M", context_length=32768

@@ -1,6 +1,6 @@
-"""Inference a hostile reviewer accepts (issue 25): metrics compared on the same responses,
-PERM-BOTH and significance clusters, tie-calibrated accuracy, every metric against the
-clinicians themselves, clusters that are independent, no false certainty, reproducibility.
+"""Inference a hostile reviewer accepts: metrics compared on the same responses, PERM-BOTH and
+significance clusters, tie-calibrated accuracy, every metric against the clinicians themselves,
+clusters that are independent, no false certainty, reproducibility.
 
 Each algorithm borrowed from the literature is checked against an independent, deliberately
 plain re-derivation here (loops and scipy), never against the module's own helpers.

@@ -197,7 +197,7 @@ def test_a_worker_killed_mid_run_resumes_to_exactly_one_score_each(worker: Worke
 
 def test_the_workers_own_log_lines_are_redacted_like_the_webs(worker: Worker) -> None:
     # A task whose exception message quotes what it was given: Celery's "Task … raised
-    # unexpected: ValueError('…')" line and its traceback carried the message (issue 24, 4).
+    # unexpected: ValueError('…')" line and its traceback carried the message.
     from medalign_site.celery import app
 
     secret = "xylophonitis-of-the-left-ventricle"
