@@ -17,13 +17,13 @@ class MedAlignAdminSite(admin.AdminSite):
         # is_staff alone is not enough: access ends at once when the admin approval or the
         # training certificate expires, a new DUA is unsigned, or TOTP is not set up; and this
         # session must have passed TOTP (a password-only session never reaches the admin).
-        from review.access import second_factor_passed, user_access
+        from review.access import second_factor_satisfied, user_access
 
         user = request.user
         if not (user.is_active and user.is_staff):
             return False
         access = user_access(user)
-        return access.is_admin and not access.needs_mfa and second_factor_passed(request)
+        return access.is_admin and second_factor_satisfied(request, access)
 
     def login(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
         # Django's own login form would skip allauth's TOTP step: always sign in through allauth.
