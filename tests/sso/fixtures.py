@@ -50,6 +50,14 @@ SAML_USERS = [
 ]
 
 
+# The app's SAML entries (one IdP, trusted by "university", not by "college").
+SAML_ORGS = ("university", "college")
+
+
+def sp_entity_id(org: str) -> str:
+    return f"https://review.test/sp/{org}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -178,6 +186,7 @@ def saml_idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SAMLProvider]
     base = f"http://127.0.0.1:{port}"
     users = state / "users.json"
     users.write_text(json.dumps([{"password": PASSWORD, **u} for u in SAML_USERS]))
+    (state / "sps.json").write_text(json.dumps([sp_entity_id(org) for org in SAML_ORGS]))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.sso.saml_idp", str(state), str(port)],
@@ -227,7 +236,8 @@ def provider_entries(
                 }
             )
     if saml is not None:
-        for org, trusted in (("university", True), ("college", False)):
+        for org in SAML_ORGS:
+            trusted = org == "university"
             entries.append(
                 {
                     "id": org,
@@ -236,7 +246,7 @@ def provider_entries(
                     "entity_id": saml.entity_id,
                     "sso_url": f"{saml.base_url}/sso/redirect",
                     "x509cert": saml.cert_pem,
-                    "sp_entity_id": f"https://review.test/sp/{org}",
+                    "sp_entity_id": sp_entity_id(org),
                     "trusted_for_email": trusted,
                     "trusted_for_mfa": trusted,
                 }
@@ -308,6 +318,6 @@ def saml_sign_in(sso_url: str, email: str, password: str = PASSWORD) -> tuple[st
         timeout=30,
     )
     action = re.search(r'action="([^"]+)"', answer.text)
-    assert action, f"no form posting to the app: {answer.status_code} {answer.text[:300]}"
+    assert action, f"no form posting to the app: {answer.status_code} {answer.text[:3000]}"
     posted = {k: html.unescape(v) for k, v in _FORM_FIELD.findall(answer.text)}
     return html.unescape(action.group(1)), posted

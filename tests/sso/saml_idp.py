@@ -10,13 +10,15 @@ with xmlsec1 (Debian's), run in a process of its own by tests/sso/fixtures.py:
   hour ago; one marked "mfa" the REFEDS MFA authentication context, others password-only.
 - ``GET /metadata``: its metadata.
 
-STATE_DIR holds its key and certificate (``make_key_and_cert``) and users.json.
+STATE_DIR holds its key and certificate (``make_key_and_cert``), users.json, and sps.json (the
+entity ids of the service providers it answers: pysaml2 looks each up in its metadata).
 """
 
 import datetime
 import html
 import json
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -55,6 +57,19 @@ def make_key_and_cert(state: Path) -> None:
     (state / "idp-cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
+def _sp_metadata(entity_id: str) -> str:
+    # Only what pysaml2 looks up: the entity, and that it consumes assertions over HTTP-POST
+    # (where to is read from each request).
+    return (
+        '<md:EntityDescriptor xmlns:md="urn:oasis:names:tc:SAML:2.0:metadata" '
+        f'entityID="{html.escape(entity_id)}"><md:SPSSODescriptor '
+        'protocolSupportEnumeration="urn:oasis:names:tc:SAML:2.0:protocol">'
+        '<md:AssertionConsumerService Binding="urn:oasis:names:tc:SAML:2.0:bindings:HTTP-POST" '
+        'Location="https://review.test/acs/" index="1"/>'
+        "</md:SPSSODescriptor></md:EntityDescriptor>"
+    )
+
+
 def _server(state: Path, base: str, *, lifetime_minutes: int) -> Any:
     from saml2 import BINDING_HTTP_REDIRECT
     from saml2.config import IdPConfig
@@ -83,7 +98,9 @@ def _server(state: Path, base: str, *, lifetime_minutes: int) -> Any:
             "key_file": str(state / "idp-key.pem"),
             "cert_file": str(state / "idp-cert.pem"),
             "xmlsec_binary": "/usr/bin/xmlsec1",
-            "metadata": {},
+            "metadata": {
+                "inline": [_sp_metadata(sp) for sp in json.loads((state / "sps.json").read_text())]
+            },
         }
     )
     return Server(config=config)
@@ -120,7 +137,13 @@ class IdP:
         if path == "/sso/login":
             size = int(environ.get("CONTENT_LENGTH") or 0)
             form = {k: v[0] for k, v in parse_qs(environ["wsgi.input"].read(size).decode()).items()}
-            return self._answer(start_response, self._login(form).encode(), "text/html")
+            try:
+                page = self._login(form)
+            except Exception:
+                # Kept for the test that meets it (tests/sso/fixtures.py shows it).
+                (self.state / "errors.log").write_text(traceback.format_exc())
+                raise
+            return self._answer(start_response, page.encode(), "text/html")
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found"]
 
@@ -158,6 +181,8 @@ class IdP:
                 },
                 sign_assertion=True,
                 sign_response=True,
+                sign_alg="http://www.w3.org/2001/04/xmldsig-more#rsa-sha256",
+                digest_alg="http://www.w3.org/2001/04/xmlenc#sha256",
             )
         http = self.server.apply_binding(
             BINDING_HTTP_POST, str(response), acs, relay, response=True
