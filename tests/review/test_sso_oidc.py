@@ -11,7 +11,14 @@ from django.urls import reverse
 
 from review.models import AuditEvent, Role, User
 from tests import factories
-from tests.sso.fixtures import oidc_idp, oidc_sign_in, provider_entries, use_providers  # noqa: F401
+from tests.sso.fixtures import (  # noqa: F401
+    oidc_come_back,
+    oidc_idp,
+    oidc_sign_in,
+    oidc_start,
+    provider_entries,
+    use_providers,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("sso")]
 
@@ -21,17 +28,7 @@ def _providers(settings, oidc_idp):  # noqa: F811
     use_providers(settings, provider_entries(oidc_idp))
 
 
-def start(client, provider_id: str) -> str:
-    """Press the provider's button on the sign-in page: the provider's authorization URL."""
-    response = client.post(reverse("openid_connect_login", args=[provider_id]))
-    assert response.status_code == 302, response.content[:300]
-    return response["Location"]
-
-
-def come_back(client, url: str):
-    parts = urlsplit(url)
-    assert parts.path.startswith("/accounts/oidc/"), url
-    return client.get(parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()})
+start, come_back = oidc_start, oidc_come_back
 
 
 def sign_in(client, provider_id: str, email: str):

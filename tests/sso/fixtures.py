@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import pytest
 import requests
@@ -295,6 +295,21 @@ def oidc_sign_in(authorize_url: str, email: str, password: str = PASSWORD) -> st
             return target
         answer = browser.get(target, allow_redirects=False, timeout=30)
     raise AssertionError("the provider redirected in circles")
+
+
+def oidc_start(client: Any, provider_id: str) -> str:
+    """Press the provider's button on the app's sign-in page (a POST): the provider's
+    authorization URL the app sends the browser to."""
+    response = client.post(f"/accounts/oidc/{provider_id}/login/")
+    assert response.status_code == 302, response.content[:300]
+    return str(response["Location"])
+
+
+def oidc_come_back(client: Any, url: str) -> Any:
+    """The browser arriving back at the app's callback from the provider."""
+    parts = urlsplit(url)
+    assert parts.path.startswith("/accounts/oidc/"), url
+    return client.get(parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()})
 
 
 _FORM_FIELD = re.compile(r'name="(SAMLResponse|RelayState)" value="([^"]*)"')
