@@ -220,6 +220,8 @@ REFUSALS = {
     "email_in_use": "An account with this email address exists here, and this identity provider "
     "is not trusted to prove email addresses. Sign in as you did before, or ask an admin.",
     "no_email": "The identity provider sent no email address, which an account here needs.",
+    "connect": "An identity provider is joined to an account by signing in through it (with "
+    "the same verified email), not from a signed-in session.",
 }
 
 
@@ -298,7 +300,12 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):  # type: ignore[misc]
         # the provider says so (OIDC's email_verified; a trusted SAML provider's assertion).
         for address in sociallogin.email_addresses:
             address.verified = bool(address.verified) and idp.trusted_for_email
-        if sociallogin.is_existing or sociallogin.state.get("process") == "connect":
+        if sociallogin.state.get("process") == "connect":
+            # Joining a provider to a signed-in account is not offered: a session that showed
+            # only a password could join the intruder's own identity at a provider trusted for
+            # MFA, and sign in through it later without the account's TOTP.
+            self._refuse(request, idp.id, "connect", email)
+        if sociallogin.is_existing:
             return
         if not email:
             self._refuse(request, idp.id, "no_email", email)

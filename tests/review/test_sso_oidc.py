@@ -253,3 +253,19 @@ def test_the_sign_in_page_shows_each_providers_button(client):
     page = client.get(reverse("account_login")).content.decode()
     assert "Hospital sign-in" in page and "Partner sign-in" in page
     assert 'name="password"' in page  # local passwords stay on unless turned off
+
+
+def test_a_signed_in_session_cannot_join_a_provider_identity_to_its_account(client):
+    # A session that showed only a password could otherwise join an identity at a provider
+    # trusted for MFA, and later sign in through it without the account's TOTP.
+    user = factories.make_user("clinician2@hospital.example", roles=[Role.CLINICIAN])
+    factories.sign_in(client, user, second_factor=False)
+    response = client.post(
+        reverse("openid_connect_login", args=["hospital"]), {"process": "connect"}
+    )
+    back = come_back(client, oidc_sign_in(response["Location"], "clinician@hospital.example"))
+
+    assert back.status_code == 401
+    assert "not from a signed-in session" in back.content.decode()
+    assert not SocialAccount.objects.exists()
+    assert refusals("connect")
