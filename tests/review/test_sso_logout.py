@@ -17,9 +17,8 @@ from django.urls import reverse
 
 from review.models import AuditEvent, Role
 from tests import factories
-from tests.sso.fixtures import (  # noqa: F401
+from tests.sso.fixtures import (
     oidc_come_back,
-    oidc_idp,
     oidc_sign_in,
     oidc_start,
     provider_entries,
@@ -31,12 +30,12 @@ EVENT = "http://schemas.openid.net/event/backchannel-logout"
 
 
 @pytest.fixture(autouse=True)
-def _providers(settings, oidc_idp):  # noqa: F811
+def _providers(settings, oidc_idp):
     use_providers(settings, provider_entries(oidc_idp))
 
 
 @pytest.fixture
-def signed_in(oidc_idp):  # noqa: F811
+def signed_in(oidc_idp):
     """Two browsers signed in as one clinician through the hospital's provider; its sub."""
     factories.make_user("clinician@hospital.example", roles=[Role.CLINICIAN])
     browsers = [Client(), Client()]
@@ -74,7 +73,7 @@ def still_signed_in(browser: Client) -> bool:
     return browser.get(reverse("clinician_queue")).status_code == 200
 
 
-def test_the_providers_logout_token_ends_every_session_of_that_person(oidc_idp, signed_in):  # noqa: F811
+def test_the_providers_logout_token_ends_every_session_of_that_person(oidc_idp, signed_in):
     browsers, sub = signed_in
 
     response = logout("hospital", token(oidc_idp, sub=sub))
@@ -114,7 +113,7 @@ def _other_key() -> str:
         (lambda idp, sub: "not-a-jwt", "not a JWT"),
     ],
 )
-def test_a_bad_logout_token_ends_nothing_and_says_why(oidc_idp, signed_in, make, says):  # noqa: F811
+def test_a_bad_logout_token_ends_nothing_and_says_why(oidc_idp, signed_in, make, says):
     browsers, sub = signed_in
 
     response = logout("hospital", make(oidc_idp, sub))
@@ -138,7 +137,7 @@ def _tampered(good: str, sub: str) -> str:
     return ".".join([header, forged, signature])
 
 
-def test_a_logout_token_works_once(oidc_idp, signed_in):  # noqa: F811
+def test_a_logout_token_works_once(oidc_idp, signed_in):
     _browsers, sub = signed_in
     once = token(oidc_idp, sub=sub)
     assert logout("hospital", once).status_code == 200
@@ -146,7 +145,7 @@ def test_a_logout_token_works_once(oidc_idp, signed_in):  # noqa: F811
     assert again.status_code == 400 and "used before" in again.json()["error_description"]
 
 
-def test_a_logout_token_for_an_unknown_provider_is_refused(oidc_idp, signed_in):  # noqa: F811
+def test_a_logout_token_for_an_unknown_provider_is_refused(oidc_idp, signed_in):
     browsers, sub = signed_in
     response = logout("elsewhere", token(oidc_idp, sub=sub))
     assert response.status_code == 400

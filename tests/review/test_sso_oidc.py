@@ -11,9 +11,8 @@ from django.urls import reverse
 
 from review.models import AuditEvent, Role, User
 from tests import factories
-from tests.sso.fixtures import (  # noqa: F401
+from tests.sso.fixtures import (
     oidc_come_back,
-    oidc_idp,
     oidc_sign_in,
     oidc_start,
     provider_entries,
@@ -24,7 +23,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("sso")]
 
 
 @pytest.fixture(autouse=True)
-def _providers(settings, oidc_idp):  # noqa: F811
+def _providers(settings, oidc_idp):
     use_providers(settings, provider_entries(oidc_idp))
 
 
@@ -186,7 +185,7 @@ def test_a_sign_in_the_provider_refuses_is_refused_here_with_nothing_stored(clie
     assert refusals("refused_by_provider")[0].details["error"] == "access_denied"
 
 
-def test_a_person_disabled_at_the_provider_loses_access_at_the_next_sign_in(client, oidc_idp):  # noqa: F811
+def test_a_person_disabled_at_the_provider_loses_access_at_the_next_sign_in(client, oidc_idp):
     user = factories.make_user("clinician2@hospital.example", roles=[Role.CLINICIAN])
     sign_in(client, "hospital", "clinician2@hospital.example")
     client.logout()
@@ -234,7 +233,7 @@ def test_an_unknown_provider_is_not_found(client):
     assert callback.status_code == 404
 
 
-def test_a_provider_added_in_the_database_is_not_used(client, oidc_idp):  # noqa: F811
+def test_a_provider_added_in_the_database_is_not_used(client, oidc_idp):
     from allauth.socialaccount.models import SocialApp
 
     # Only SSO_PROVIDERS names providers: a row in Django's admin is one nobody set trust for.

@@ -11,13 +11,13 @@ from django.urls import reverse
 
 from review.models import AuditEvent, Role, User
 from tests import factories
-from tests.sso.fixtures import provider_entries, saml_idp, saml_sign_in, use_providers  # noqa: F401
+from tests.sso.fixtures import provider_entries, saml_sign_in, use_providers
 
 pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("sso")]
 
 
 @pytest.fixture(autouse=True)
-def _providers(settings, saml_idp, client):  # noqa: F811
+def _providers(settings, saml_idp, client):
     use_providers(settings, provider_entries(saml=saml_idp))
     # python3-saml reads the Host header itself (browsers always send one), and wants a name
     # with a dot in it.
