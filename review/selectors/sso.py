@@ -18,7 +18,7 @@ def user_with_email(email: str) -> User | None:
     if found is not None:
         return found
     address = EmailAddress.objects.filter(email__iexact=email).select_related("user").first()
-    return address.user if address is not None else None  # type: ignore[return-value]
+    return address.user if address is not None else None
 
 
 def identity_provider_ids_for(user: User) -> list[str]:
