@@ -251,8 +251,6 @@ def _exception_reason(exception: BaseException | None) -> str:
         if isinstance(seen, RequestException):
             return "unreachable"
         seen = seen.__cause__ or seen.__context__
-    if exception is not None and "state" in str(exception).lower():
-        return "state"
     return "invalid_response"
 
 
@@ -344,6 +342,9 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):  # type: ignore[misc]
                 list(context["saml_errors"]), str(context.get("saml_last_error_reason") or "")
             )
             details["errors"] = [str(e)[:40] for e in context["saml_errors"]][:5]
+        elif "state_id" in context:
+            # No sign-in of this browser's has that state: started elsewhere, or replayed.
+            reason = "state"
         elif error == AuthError.CANCELLED or (exception is None and "error" in request.GET):
             reason = "refused_by_provider"
             # The provider's own error code (OAuth's "access_denied", "login_required"…).
@@ -351,11 +352,7 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):  # type: ignore[misc]
                 c for c in request.GET.get("error", "")[:40] if c.isalnum() or c == "_"
             )
         elif exception is None:
-            reason = (
-                "state"
-                if context.get("state") is None and request.GET.get("state")
-                else "invalid_response"
-            )
+            reason = "invalid_response"
         else:
             reason = _exception_reason(exception)
             details["exception"] = type(exception).__name__

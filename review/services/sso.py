@@ -10,6 +10,7 @@ import secrets
 import time
 from typing import Any
 
+from allauth.account.models import EmailAddress
 from allauth.socialaccount.models import SocialLogin
 from django.conf import settings
 from django.core import signing
@@ -54,13 +55,31 @@ def sso_identity_link(
     *, request: HttpRequest, sociallogin: SocialLogin, user: User, idp: IdentityProvider
 ) -> None:
     """Join a provider's identity to the existing account holding its verified email (the
-    provider is trusted for email), and audit it."""
+    provider is trusted for email), and audit it.
+
+    An account whose address was never confirmed here may have been made by someone else in
+    the owner's name, waiting for them: its password is wiped and its sessions end, so only
+    the provider's sign-in reaches it from now on (allauth does the same for its own email
+    matching).
+    """
+    email = sociallogin.email_addresses[0].email
+    confirmed = EmailAddress.objects.filter(user=user, email__iexact=email, verified=True)
+    if not confirmed.exists():
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+        user_sessions_end(
+            user=user, reason="joined to an identity provider by an unconfirmed address"
+        )
     sociallogin.connect(request, user)
     audit_record(
         action=AuditEvent.Action.SSO_LINKED,
         actor=user,
         request=request,
-        details={"provider": idp.id, "by": "verified email"},
+        details={
+            "provider": idp.id,
+            "by": "verified email",
+            "address_confirmed_here": confirmed.exists(),
+        },
     )
 
 

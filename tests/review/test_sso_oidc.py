@@ -99,6 +99,20 @@ def test_a_trusted_provider_joins_the_account_with_that_verified_email_and_totp_
     assert event.details["second_factor"] == "totp"
 
 
+def test_an_account_made_with_an_unconfirmed_address_loses_its_password_when_joined(client):
+    # Someone made an account in the clinician's name and could not confirm the address: it
+    # waits, with the maker's password, for the clinician's first sign-in.
+    planted = factories.make_user("clinician2@hospital.example", verified=False)
+
+    sign_in(client, "hospital", "clinician2@hospital.example")
+
+    planted.refresh_from_db()
+    assert SocialAccount.objects.get(provider="hospital").user == planted
+    assert not planted.has_usable_password()
+    event = AuditEvent.objects.get(action=AuditEvent.Action.SSO_LINKED)
+    assert event.details["address_confirmed_here"] is False
+
+
 def test_an_untrusted_provider_never_joins_an_account_by_its_email(client):
     factories.make_user("clinician2@hospital.example", roles=[Role.CLINICIAN])
     accounts = User.objects.count()
@@ -183,6 +197,18 @@ def test_a_sign_in_the_provider_refuses_is_refused_here_with_nothing_stored(clie
     assert "did not sign you in" in response.content.decode()
     assert not User.objects.exists() and not SocialAccount.objects.exists()
     assert refusals("refused_by_provider")[0].details["error"] == "access_denied"
+
+
+def test_an_answer_to_a_sign_in_this_browser_did_not_start_is_refused(client):
+    # A code (valid or not) with a state this session never stashed: a sign-in started in
+    # another browser and sent to this one, or a replay.
+    response = client.get(
+        reverse("openid_connect_callback", args=["hospital"]), {"code": "x", "state": "y"}
+    )
+    assert response.status_code == 401
+    assert "does not match one started in this browser" in response.content.decode()
+    assert refusals("state")
+    assert not User.objects.exists()
 
 
 def test_a_person_disabled_at_the_provider_loses_access_at_the_next_sign_in(client, oidc_idp):

@@ -64,7 +64,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait(url: str, process: subprocess.Popen[bytes], what: str) -> None:
+def _wait(url: str, process: subprocess.Popen[bytes], what: str, log: Path) -> None:
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -74,7 +74,7 @@ def _wait(url: str, process: subprocess.Popen[bytes], what: str) -> None:
             pass
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
-            err = process.stderr.read().decode() if process.stderr else ""
+            err = log.read_text(errors="replace") if log.exists() else ""
             raise RuntimeError(f"the test {what} did not start: {err[-2000:]}")
         time.sleep(0.2)
 
@@ -150,16 +150,23 @@ def oidc_idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OIDCProvider]
     port = free_port()
     idp = OIDCProvider(base_url=f"http://127.0.0.1:{port}", state=state, env=env)
     idp.setup(oidc_spec())
+    # Its log goes to a file: runserver logs every request, and a pipe nobody reads fills up
+    # and stops the server mid-suite.
     process = subprocess.Popen(
         [sys.executable, "-m", "django", "runserver", "--noreload", f"127.0.0.1:{port}"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=(state / "server.log").open("wb"),
         start_new_session=True,
     )
     try:
-        _wait(f"{idp.base_url}/.well-known/openid-configuration", process, "OpenID Provider")
+        _wait(
+            f"{idp.base_url}/.well-known/openid-configuration",
+            process,
+            "OpenID Provider",
+            state / "server.log",
+        )
         yield idp
     finally:
         _stop(process)
@@ -193,11 +200,11 @@ def saml_idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SAMLProvider]
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=(state / "server.log").open("wb"),
         start_new_session=True,
     )
     try:
-        _wait(f"{base}/metadata", process, "SAML IdP")
+        _wait(f"{base}/metadata", process, "SAML IdP", state / "server.log")
         yield SAMLProvider(
             base_url=base,
             entity_id=f"{base}/metadata",
