@@ -85,6 +85,23 @@ def test_the_providers_logout_token_ends_every_session_of_that_person(oidc_idp, 
     assert AuditEvent.objects.filter(action=AuditEvent.Action.SESSIONS_ENDED).exists()
 
 
+def test_a_logout_token_naming_the_providers_session_id_ends_that_persons_sessions(
+    oidc_idp, signed_in
+):
+    browsers, _sub = signed_in
+    # A provider that puts its session id (sid) in ID tokens may name a sign-out by it alone.
+    account = SocialAccount.objects.get(provider="hospital")
+    account.extra_data["id_token"]["sid"] = "idp-session-7"
+    account.save()
+
+    response = logout("hospital", token(oidc_idp, sub=None, sid="idp-session-7"))
+
+    assert response.status_code == 200
+    assert not any(still_signed_in(b) for b in browsers)
+    event = AuditEvent.objects.get(action=AuditEvent.Action.SSO_LOGOUT)
+    assert event.details["by"] == "sid"
+
+
 def _other_key() -> str:
     from cryptography.hazmat.primitives import serialization
 
