@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from review.models import AuditEvent, Role
 from tests import factories
+from tests.e2e.test_accessibility import assert_no_axe_violations
 from tests.sso.fixtures import PASSWORD, oidc_spec, provider_entries, use_providers
 
 pytestmark = [
@@ -51,7 +52,9 @@ def test_a_clinician_signs_in_through_the_hospital_and_is_signed_out_by_it(
     )
 
     page.goto(live_server.url + reverse("account_login"))
+    assert_no_axe_violations(page, "sign-in with identity providers")
     page.get_by_role("link", name="Hospital sign-in").click()
+    assert_no_axe_violations(page, "identity provider confirmation")
     page.get_by_role("button", name="Continue").click()
     # The provider's own sign-in page (another origin).
     page.wait_for_url(f"{oidc_idp.base_url}/**")
@@ -72,3 +75,9 @@ def test_a_clinician_signs_in_through_the_hospital_and_is_signed_out_by_it(
     page.reload()
     assert page.url.startswith(live_server.url + reverse("account_login"))
     assert AuditEvent.objects.filter(action=AuditEvent.Action.SSO_LOGOUT).count() == 1
+
+    # A refused sign-in says why, in the app's layout.
+    callback = reverse("openid_connect_callback", args=["hospital"])
+    page.goto(f"{live_server.url}{callback}?code=x&state=not-this-browsers")
+    assert "does not match one started in this browser" in page.get_by_role("alert").inner_text()
+    assert_no_axe_violations(page, "sign-in refused")
