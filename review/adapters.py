@@ -24,7 +24,9 @@ from django.shortcuts import render
 from requests import RequestException
 
 from review import sso
+from review.models import AuditEvent
 from review.selectors.sso import identity_provider_ids_for, user_with_email
+from review.services.audit import audit_record
 from review.services.sso import sso_identity_link, sso_refusal_record
 from review.site import site_identity, site_url
 
@@ -50,9 +52,6 @@ class AccountAdapter(DefaultAccountAdapter):  # type: ignore[misc]
     def pre_authenticate(self, request: HttpRequest, **credentials: Any) -> None:
         email = str(credentials.get("email") or "")
         if not sso.local_password_allowed(request, email):
-            from review.models import AuditEvent
-            from review.services.audit import audit_record
-
             audit_record(
                 action=AuditEvent.Action.LOGIN_FAILED,
                 actor_email=email[:254],
@@ -69,9 +68,7 @@ class AccountAdapter(DefaultAccountAdapter):  # type: ignore[misc]
         except ValidationError as exc:
             if exc.code != "too_many_login_attempts":
                 raise
-            from review.models import AuditEvent
             from review.second_factor import lockout_seconds, wait_text
-            from review.services.audit import audit_record
 
             seconds = lockout_seconds(
                 request,
@@ -225,7 +222,8 @@ REFUSALS = {
 }
 
 
-def _saml_reason(errors: list[str], reason: str) -> str:
+def _saml_reason(reason: str) -> str:
+    """A reason code from python3-saml's description of what failed."""
     text = reason.lower()
     if "signature" in text or "reference validation" in text or "digest" in text:
         return "invalid_signature"
@@ -338,9 +336,7 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):  # type: ignore[misc]
         context = extra_context or {}
         details: dict[str, Any] = {}
         if context.get("saml_errors"):
-            reason = _saml_reason(
-                list(context["saml_errors"]), str(context.get("saml_last_error_reason") or "")
-            )
+            reason = _saml_reason(str(context.get("saml_last_error_reason") or ""))
             details["errors"] = [str(e)[:40] for e in context["saml_errors"]][:5]
         elif "state_id" in context:
             # No sign-in of this browser's has that state: started elsewhere, or replayed.
