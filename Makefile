@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser wordnet icu clean
+.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser xmlsec wordnet icu clean
 
 install: $(STAMP) wordnet
 
@@ -40,6 +40,13 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null; \
 	  else echo "chromium not installed: browser tests will be skipped (apt-get install chromium)"; fi; }
 
+# Debian's xmlsec1 for the SSO tests' SAML identity provider (pysaml2 signs with it); the app
+# itself checks SAML with the xmlsec wheel. Without it those tests are skipped, with the reason.
+xmlsec:
+	@command -v xmlsec1 >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq xmlsec1) >/dev/null; \
+	  else echo "xmlsec1 not installed: the SAML sign-in tests will be skipped (apt-get install xmlsec1)"; fi; }
+
 # METEOR's WordNet: Debian's wordnet-base (WordNet 3.0, Princeton's licence) in /usr/share/wordnet;
 # NLTK's own download needs the network. Pinned; a release without that version gets its own, and
 # the sha256 of the files every METEOR score used is in its provenance. Without root: METEOR is
@@ -61,7 +68,7 @@ icu:
 	    (apt-get update -qq && apt-get install -y -qq --no-install-recommends libicu-dev pkg-config) >/dev/null; \
 	  else echo "ICU headers missing: apt-get install libicu-dev pkg-config (PyICU builds against them)" >&2; fi; }
 
-test: install browser
+test: install browser xmlsec
 	$(PY) -m pytest -n 2 --dist loadgroup
 
 test-fast: install

@@ -134,6 +134,12 @@ INSTALLED_APPS = [
     "allauth",
     "allauth.account",
     "allauth.mfa",
+    # Single sign-on (OpenID Connect, SAML 2.0): installed always, so its tables exist whether
+    # or not an installation names identity providers (SSO_PROVIDERS below); with none named,
+    # no sign-in button shows and every provider URL answers 404.
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
+    "allauth.socialaccount.providers.saml",
     "review",
     "scoring",
 ]
@@ -301,6 +307,36 @@ else:
             raise ImproperlyConfigured(
                 "MFA_ENCRYPTION_KEY is not a Fernet key (32 url-safe base64-encoded bytes)"
             ) from None
+# --- Single sign-on (docs/operating/sso.md) ------------------------------------------------------
+# Identity providers: a JSON list (SSO_PROVIDERS, or a file SSO_PROVIDERS_FILE names), checked
+# strictly by medalign_site/sso_config.py. Empty: SSO is off and sign-in is as before. A provider
+# proves who someone is; approval, the signed DUA, roles and expiry stay the app's.
+from medalign_site.sso_config import identity_providers, read_providers  # noqa: E402
+
+SSO_IDENTITY_PROVIDERS, SOCIALACCOUNT_PROVIDERS, _sso_origins = identity_providers(
+    read_providers(os.environ), debug=DEBUG
+)
+SOCIALACCOUNT_ADAPTER = "review.adapters.SocialAccountAdapter"
+# Accounts are made and joined by the adapter's rules (review.adapters), never by allauth's
+# email matching; a first sign-in with a new address makes an account that lands on the
+# application and DUA pages, as a local sign-up does.
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_EMAIL_REQUIRED = True
+SOCIALACCOUNT_STORE_TOKENS = False  # the app calls no provider API on a user's behalf
+SOCIALACCOUNT_REQUESTS_TIMEOUT = 10
+# Sign-in starts with a POST (a page with a button): a link on another site cannot start it.
+SOCIALACCOUNT_LOGIN_ON_GET = False
+# false: only the identity providers sign people in (an operator's break-glass link aside:
+# manage.py sso_break_glass); local sign-up is closed. Needs at least one provider.
+LOCAL_PASSWORDS = env_bool("LOCAL_PASSWORDS", True)
+if not LOCAL_PASSWORDS and not SSO_IDENTITY_PROVIDERS:
+    raise ImproperlyConfigured(
+        "LOCAL_PASSWORDS=false needs an identity provider in SSO_PROVIDERS: nobody could sign in"
+    )
+# How long an operator's break-glass sign-in link stays usable (it is good for one use).
+SSO_BREAK_GLASS_MINUTES = env_int("SSO_BREAK_GLASS_MINUTES", 15, minimum=1)
+
 # How many reverse proxies in front of the app append to X-Forwarded-For. 0: the header is
 # ignored (anyone can send it); 1: the address the one proxy saw. Used by allauth's rate limits
 # and by the audit trail, so a client cannot choose the address it is limited and audited by.
@@ -396,11 +432,14 @@ if not DEBUG:
         SILENCED_SYSTEM_CHECKS = ["security.W021"]
     if env_bool("BEHIND_TLS_PROXY", False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+_form_action = " ".join(["'self'", *_sso_origins])
 # A strict CSP (no inline script, no third-party origins), enforced in every mode.
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
-    "form-action 'self'; frame-ancestors 'none'"
+    # The sign-in buttons post to the app, which sends the browser on to the identity provider:
+    # browsers hold that redirect to form-action too, so the providers' origins are named.
+    f"form-action {_form_action}; frame-ancestors 'none'"
 )
 
 # --- Files ------------------------------------------------------------------------------------

@@ -56,7 +56,10 @@ APPLICATION_URL_NAME = "application_status"
 MFA_SETUP_URL_NAME = "mfa_activate_totp"
 MFA_REAUTHENTICATE_URL_NAME = "mfa_reauthenticate"
 MFA_ROLES = frozenset({Role.CLINICIAN, Role.ADMIN, Role.RESEARCHER})
-SECOND_FACTOR_TYPES = frozenset({"totp", "recovery_codes"})
+# The session record of a second factor asserted by an identity provider trusted for it
+# (review.sso): it stands for TOTP in this session, and for no other.
+IDP_SECOND_FACTOR = "idp"
+SECOND_FACTOR_TYPES = frozenset({"totp", "recovery_codes", IDP_SECOND_FACTOR})
 
 
 @dataclass(frozen=True)
@@ -366,8 +369,11 @@ def clear_all_cached_access() -> None:
     transaction.on_commit(lambda: cache.set(_ACCESS_EPOCH_KEY, uuid.uuid4().hex, None))
 
 
-def second_factor_passed(request: HttpRequest) -> bool:
-    """Whether *this session* completed a second factor (TOTP or a recovery code).
+def second_factor_passed(
+    request: HttpRequest, *, types: frozenset[str] = SECOND_FACTOR_TYPES
+) -> bool:
+    """Whether *this session* completed a second factor (TOTP, a recovery code, or the
+    multi-factor sign-in of an identity provider trusted for it).
 
     allauth records every authentication step of a session (password, mfa, reauthentication);
     a session that signed in with the password alone has no "mfa" record, whatever factors the
@@ -376,9 +382,18 @@ def second_factor_passed(request: HttpRequest) -> bool:
     from allauth.account.authentication import get_authentication_records
 
     return any(
-        record.get("method") == "mfa" and record.get("type") in SECOND_FACTOR_TYPES
+        record.get("method") == "mfa" and record.get("type") in types
         for record in get_authentication_records(request, request.user)
     )
+
+
+def second_factor_satisfied(request: HttpRequest, access: UserAccess) -> bool:
+    """Whether this session may reach protected pages as far as the second factor goes: a
+    trusted provider's multi-factor sign-in (TOTP need not be set up then), or TOTP set up and
+    passed in this session."""
+    if second_factor_passed(request, types=frozenset({IDP_SECOND_FACTOR})):
+        return True
+    return not access.needs_mfa and second_factor_passed(request)
 
 
 def second_factor_redirect(request: HttpRequest, access: UserAccess) -> HttpResponse | None:
@@ -387,6 +402,8 @@ def second_factor_redirect(request: HttpRequest, access: UserAccess) -> HttpResp
     None when this session may proceed.
     """
     if not (access.roles & MFA_ROLES):
+        return None
+    if second_factor_passed(request, types=frozenset({IDP_SECOND_FACTOR})):
         return None
     if access.needs_mfa:
         return redirect(MFA_SETUP_URL_NAME)

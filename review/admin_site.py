@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from review.access import second_factor_passed, user_access
+from review.access import second_factor_satisfied, user_access
 
 
 class MedAlignAdminSite(admin.AdminSite):
@@ -22,7 +22,7 @@ class MedAlignAdminSite(admin.AdminSite):
         if not (user.is_active and user.is_staff):
             return False
         access = user_access(user)
-        return access.is_admin and not access.needs_mfa and second_factor_passed(request)
+        return access.is_admin and second_factor_satisfied(request, access)
 
     def login(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
         # Django's own login form would skip allauth's TOTP step: always sign in through allauth.

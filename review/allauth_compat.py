@@ -13,7 +13,9 @@ checks each still behaves as this project relies on.
   sign-in does;
 - ``TOTP``, ``hotp_value``, ``format_hotp_value``, ``SECRET_SESSION_KEY``: TOTP enrolment and
   codes (the demo's enrolled accounts and ``demo_totp``);
-- ``RecoveryCodes``: recovery codes for the demo's enrolled accounts.
+- ``RecoveryCodes``: recovery codes for the demo's enrolled accounts;
+- ``jwtkit``: fetching an OpenID provider's published signing key by the token's ``kid``
+  (review.sso checks back-channel logout tokens and ID tokens with it).
 """
 
 from allauth.account.internal.flows.login import record_authentication
@@ -26,6 +28,7 @@ from allauth.mfa.totp.internal.auth import (
     format_hotp_value,
     hotp_value,
 )
+from allauth.socialaccount.internal import jwtkit
 
 __all__ = [
     "SECRET_SESSION_KEY",
@@ -34,6 +37,7 @@ __all__ = [
     "format_hotp_value",
     "get_client_ip",
     "hotp_value",
+    "jwtkit",
     "ratelimit",
     "record_authentication",
 ]

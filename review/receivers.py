@@ -10,6 +10,7 @@ a stale "approved" must never outlive a revocation.
 import time
 from typing import Any
 
+from allauth.account.signals import user_logged_in as allauth_user_logged_in
 from allauth.mfa.models import Authenticator
 from allauth.mfa.signals import (
     authentication_failed,
@@ -24,12 +25,18 @@ from django.dispatch import receiver
 from django.http import HttpRequest
 
 from medalign_site.middleware import SIGNED_IN_AT_KEY
-from review.access import clear_all_cached_access, clear_cached_access
+from review.access import (
+    IDP_SECOND_FACTOR,
+    clear_all_cached_access,
+    clear_cached_access,
+    second_factor_passed,
+)
 from review.allauth_compat import record_authentication
 from review.models import AccessApplication, AuditEvent, DUASignature, DUAVersion, ErrorTag, User
 from review.selectors.reviews import error_tags_forget
 from review.services.accounts import user_sessions_end
 from review.services.audit import audit_record
+from review.services.sso import sso_sign_in_record
 
 
 @receiver(user_logged_in, dispatch_uid="review.audit_login")
@@ -38,6 +45,27 @@ def on_login(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any)
     if request is not None and hasattr(request, "session"):
         # The session's absolute lifetime counts from here (medalign_site.middleware).
         request.session[SIGNED_IN_AT_KEY] = int(time.time())
+
+
+@receiver(allauth_user_logged_in, dispatch_uid="review.audit_sso_login")
+def on_sso_login(sender: Any, request: HttpRequest, user: Any, **kwargs: Any) -> None:
+    # Sent once every step of the sign-in is done (the TOTP step included): which provider,
+    # and what stood for the second factor.
+    sociallogin = kwargs.get("sociallogin")
+    if sociallogin is None:
+        return
+    if second_factor_passed(request, types=frozenset({IDP_SECOND_FACTOR})):
+        second_factor = "idp"
+    elif second_factor_passed(request):
+        second_factor = "totp"
+    else:
+        second_factor = "none"
+    sso_sign_in_record(
+        request=request,
+        user=user,
+        provider_id=sociallogin.account.provider,
+        second_factor=second_factor,
+    )
 
 
 @receiver(user_login_failed, dispatch_uid="review.audit_login_failed")

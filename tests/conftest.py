@@ -4,6 +4,9 @@ import os
 
 import pytest
 
+# The identity providers of the SSO tests, started once per session when a test asks for them.
+from tests.sso.fixtures import oidc_idp, saml_idp  # noqa: F401
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 

@@ -59,6 +59,11 @@ class AuditEvent(models.Model):
         RUBRIC_CHANGED = "rubric_changed", "Rubric written, reviewed or imported"
         GRADING_SAVED = "grading_saved", "Criterion grading draft saved"
         GRADING_SUBMITTED = "grading_submitted", "Criterion grading submitted"
+        SSO_LOGIN = "sso_login", "Signed in through an identity provider"
+        SSO_REFUSED = "sso_refused", "Identity provider sign-in refused"
+        SSO_LINKED = "sso_linked", "Identity provider sign-in joined to an account"
+        SSO_LOGOUT = "sso_logout", "Signed out by an identity provider"
+        BREAK_GLASS = "break_glass", "Break-glass sign-in link issued or used"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

@@ -511,6 +511,33 @@ RULES: dict[str, Rule] = {
     "mfa_download_recovery_codes": signed_in("404", anon=LOGIN),
     "mfa_generate_recovery_codes": signed_in(TOTP_STEP, anon=LOGIN),
     "mfa_deactivate_totp": signed_in(TOTP_STEP, anon=LOGIN),
+    # --- single sign-on, with no identity provider configured (the default): every provider
+    # URL answers 404; allauth's ACS only stashes what was posted and sends on to its finish
+    # page (which 404s); the back-channel logout takes a POST; a break-glass link is checked.
+    "openid_connect_login": R(
+        anon="404", unapproved="404", approved="404", kwargs=lambda w: {"provider_id": "x"}
+    ),
+    "openid_connect_callback": R(
+        anon="404", unapproved="404", approved="404", kwargs=lambda w: {"provider_id": "x"}
+    ),
+    "sso_backchannel_logout": R(
+        anon="405", unapproved="405", approved="405", kwargs=lambda w: {"provider_id": "x"}
+    ),
+    "sso_break_glass": R(
+        anon="400", unapproved="400", approved="400", kwargs=lambda w: {"token": "x"}
+    ),
+    "saml_acs": R(
+        anon="302", unapproved="302", approved="302", kwargs=lambda w: {"organization_slug": "x"}
+    ),
+    **{
+        name: R(
+            anon="404",
+            unapproved="404",
+            approved="404",
+            kwargs=lambda w: {"organization_slug": "x"},
+        )
+        for name in ("saml_finish_acs", "saml_login", "saml_metadata", "saml_sls")
+    },
     # --- Django's admin: approved admins only (staff flag and current access) ----------------
     "admin:index": R(anon=ADMIN_LOGIN, unapproved=ADMIN_LOGIN, approved=ADMIN_LOGIN, admin="200"),
     "admin:login": R(anon=LOGIN, unapproved=HOME, approved=HOME, admin="302"),
@@ -540,6 +567,10 @@ RULES: dict[str, Rule] = {
 GROUP_RULES: dict[str, Rule] = {
     "account_": R(anon=LT500, unapproved=LT500, approved=LT500),
     "mfa_": R(anon="302|404", unapproved=LT500, approved=LT500),
+    # allauth's provider pages: connections (joining is refused: review.adapters), the sign-up
+    # and error pages of a provider sign-in; and their old addresses, moved for good.
+    "socialaccount_": R(anon=LT500, unapproved=LT500, approved=LT500),
+    ":<accounts/social/": R(anon="301", unapproved="301", approved="301"),
     # Read-only models (audit, DUA, users…) answer their add/delete pages with 403.
     "admin:": R(
         anon=ADMIN_LOGIN, unapproved=ADMIN_LOGIN, approved=ADMIN_LOGIN, admin="200|302|403"
