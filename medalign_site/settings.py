@@ -425,6 +425,11 @@ RUBRIC_UPLOAD_MAX_BYTES = env_int("RUBRIC_UPLOAD_MAX_BYTES", 64 * 1024 * 1024, m
 FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_BYTES
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440, minimum=1024)
 
+# --- Operations: health (medalign_site/health.py) --------------------------------------------
+# A load balancer or monitor probes each web process on its private HTTP port: /health/ answers
+# there instead of redirecting to HTTPS (everything else still redirects).
+SECURE_REDIRECT_EXEMPT = [r"^health/$"]
+
 # --- Email ------------------------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
