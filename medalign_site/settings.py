@@ -440,6 +440,16 @@ if STORAGE_URL:
 # there instead of redirecting to HTTPS (everything else still redirects).
 SECURE_REDIRECT_EXEMPT = [r"^health/$"]
 
+# --- Operations: backups (medalign_site/backups, docs/operating/backups.md) -------------------
+# age public keys (age1…, comma-separated) every `manage.py backup` is encrypted to unless
+# --recipient is given. Empty: archives are written unencrypted (mode 600), with a warning.
+BACKUP_RECIPIENTS = env_list("BACKUP_RECIPIENTS", [])
+for _recipient in BACKUP_RECIPIENTS:
+    if not _recipient.startswith("age1"):
+        raise ImproperlyConfigured(
+            f"BACKUP_RECIPIENTS holds {_recipient[:12]!r}…, not an age public key (age1…)"
+        )
+
 # --- Email ------------------------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
