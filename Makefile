@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser wordnet icu nginx drill-deploy clean
+.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser wordnet icu nginx drill-deploy drill-restore clean
 
 install: $(STAMP) wordnet
 
@@ -52,6 +52,11 @@ nginx:
 # workers, driven through HTTPS by a clinician (tests/drills/deploy.py; as root, ~2 min).
 drill-deploy: install nginx
 	$(PY) -m tests.drills.deploy
+
+# A scripted study backed up, restored into a new database and storage, compared row by row
+# and file by file, then signed into (tests/drills/restore.py; ~2 min).
+drill-restore: install
+	$(PY) -m tests.drills.restore
 
 # METEOR's WordNet: Debian's wordnet-base (WordNet 3.0, Princeton's licence) in /usr/share/wordnet;
 # NLTK's own download needs the network. Pinned; a release without that version gets its own, and
