@@ -168,3 +168,20 @@ def test_a_loopback_endpoint_may_use_plain_http(tmp_path) -> None:
     options = json.loads(result.stdout)["default"]["OPTIONS"]
     assert options["endpoint_url"] == "http://127.0.0.1:9000"
     assert options["addressing_style"] == "path"
+
+
+@pytest.mark.django_db
+def test_djangos_admin_shows_an_application_without_a_link_to_the_bucket(endpoint, bucket) -> None:
+    # The admin's change page lists the application's fields read-only: the certificate must
+    # appear as the audited view's link, never as the storage's URL (it has none).
+    admin = factories.make_user("admin3-s3@example.edu", roles=[Role.ADMIN])
+    application = factories.make_application(factories.make_user("page-s3@example.edu"))
+    client = Client()
+    client.force_login(admin)
+
+    response = client.get(f"/admin/review/accessapplication/{application.pk}/change/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert reverse("admin_application_certificate", args=[application.pk]) in page
+    assert endpoint not in page and bucket not in page
