@@ -405,3 +405,21 @@ def test_a_recipient_that_is_not_an_age_key_is_refused_before_anything_is_writte
         _backup(source, backups, recipients=["ssh-rsa AAAA not-a-key"])
 
     assert os.listdir(backups) == []
+
+
+def test_a_failed_encryption_leaves_no_archive(source, backups, tmp_path, monkeypatch) -> None:
+    # The disk fills up a few bytes into the encrypted archive: the backup must stop with the
+    # reason, not wait on the tar it can no longer hand over, and leave nothing behind.
+    import pyrage
+
+    def full_disk(reader, out, recipients):
+        reader.read(10)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pyrage, "encrypt_io", full_disk)
+    public = _key_pair(tmp_path / "key.txt")
+
+    with pytest.raises(BackupError, match="encryption failed"):
+        _backup(source, backups, "b.tar.age", recipients=[public])
+
+    assert os.listdir(backups) == []

@@ -62,7 +62,13 @@ def archive_file_write(path: Path) -> Iterator[IO[bytes]]:
     """A new file at ``path``, mode 600, that exists under its name only once complete: written
     as ``path.partial``, flushed to disk, then renamed. On any error nothing is left."""
     partial = path.with_name(path.name + ".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise BackupError(
+            f"{partial} exists: another backup to that name is under way, or one was "
+            "interrupted (delete it)"
+        ) from None
     os.fchmod(fd, 0o600)  # whatever the umask
     out = os.fdopen(fd, "wb")
     try:
@@ -139,17 +145,30 @@ def tar_writer(out: IO[bytes], recipients: Sequence[Any]) -> Iterator[tarfile.Ta
     read_fd, write_fd = os.pipe()
     errors: list[BaseException] = []
     reader = os.fdopen(read_fd, "rb")
-    thread = _pump(lambda: pyrage.encrypt_io(reader, out, list(recipients)), errors)
-    writer = os.fdopen(write_fd, "wb")
+
+    def encrypt() -> None:
+        try:
+            pyrage.encrypt_io(reader, out, list(recipients))
+        finally:
+            # A failed encryption (a full disk) closes its end: the tar's next write then fails
+            # instead of waiting forever on a pipe nobody reads.
+            reader.close()
+
+    thread = _pump(encrypt, errors)
+    writer = os.fdopen(write_fd, "wb", buffering=0)
+    broken = False
     try:
         with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
             yield tar
+    except BrokenPipeError:
+        broken = True  # the encrypting thread stopped: why is raised below
     finally:
         writer.close()  # end of stream for the encrypting thread
         thread.join()
-        reader.close()
-    if errors:
-        raise BackupError(f"encryption failed: {type(errors[0]).__name__}") from errors[0]
+    if errors or broken:
+        cause = errors[0] if errors else None
+        reason = type(cause).__name__ if cause else "the stream to it broke"
+        raise BackupError(f"encryption failed ({reason}): nothing was written") from cause
 
 
 def archive_extract(archive: Path, into: Path, identities: Sequence[Any]) -> None:
