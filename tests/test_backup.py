@@ -423,3 +423,31 @@ def test_a_failed_encryption_leaves_no_archive(source, backups, tmp_path, monkey
         _backup(source, backups, "b.tar.age", recipients=[public])
 
     assert os.listdir(backups) == []
+
+
+def test_private_files_in_a_bucket_are_backed_up_and_restored(
+    source, target, target_storage, backups, tmp_path
+) -> None:
+    # STORAGE_URL's bucket as the source: every object under its prefix, whatever the folder.
+    from django.core.files.storage import storages
+
+    from medalign_site.storage_url import storage_from_url
+    from tests import s3
+
+    with s3.moto_endpoint() as endpoint:
+        bucket = s3.new_bucket(endpoint)
+        config = storage_from_url(s3.storage_url(endpoint, bucket, "private"), debug=True)
+        storage = storages.create_storage(config)
+        storage.save("certificates/7/abc", ContentFile(b"%PDF-1.4 a certificate"))
+        storage.save("certificates/8/def", ContentFile(b"\x89PNG a scan"))
+        s3.client(endpoint).put_object(Bucket=bucket, Key="elsewhere/x", Body=b"not ours")
+
+        archive = backup_create(
+            output=backups / "b.tar", database=source, storage=storage, base_dir=BASE_DIR
+        ).path
+        _restore(archive, target, target_storage, tmp_path)
+
+    assert _files(target_storage) == {
+        "certificates/7/abc": b"%PDF-1.4 a certificate",
+        "certificates/8/def": b"\x89PNG a scan",
+    }
