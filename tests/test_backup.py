@@ -451,3 +451,22 @@ def test_private_files_in_a_bucket_are_backed_up_and_restored(
         "certificates/7/abc": b"%PDF-1.4 a certificate",
         "certificates/8/def": b"\x89PNG a scan",
     }
+
+
+def test_the_backup_command_encrypts_to_backup_recipients(backups, settings, tmp_path) -> None:
+    settings.BACKUP_RECIPIENTS = [_key_pair(tmp_path / "key.txt")]
+    out = io.StringIO()
+
+    call_command("backup", str(backups / "nightly.tar.age"), stdout=out)
+
+    assert (backups / "nightly.tar.age").read_bytes().startswith(b"age-encryption.org/v1\n")
+    assert "not encrypted" not in out.getvalue()
+
+
+def test_a_backup_recipient_that_is_not_an_age_key_stops_start_up(tmp_path) -> None:
+    from tests.test_settings import load_settings
+
+    result = load_settings(tmp_path, DEBUG="true", BACKUP_RECIPIENTS="ssh-ed25519 AAAAC3Nz")
+
+    assert result.returncode != 0
+    assert "BACKUP_RECIPIENTS" in result.stderr and "not an age public key" in result.stderr
