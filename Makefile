@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser xmlsec wordnet icu clean
+.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser xmlsec wordnet icu nginx drill-deploy drill-restore clean
 
 install: $(STAMP) wordnet
 
@@ -47,6 +47,24 @@ xmlsec:
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq xmlsec1) >/dev/null; \
 	  else echo "xmlsec1 not installed: the SAML sign-in tests will be skipped (apt-get install xmlsec1)"; fi; }
 
+# Debian's nginx and openssl for the deployment drill (deploy/nginx), installed as `browser`
+# installs Chromium. Debian starts no service here when a policy-rc.d forbids it (containers);
+# on a plain host it starts the distribution's default site, which the drill does not use.
+nginx:
+	@{ test -x /usr/sbin/nginx && command -v openssl >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && apt-get install -y -qq --no-install-recommends nginx openssl) >/dev/null; \
+	  else echo "nginx missing: apt-get install nginx openssl (make drill-deploy needs them)" >&2; fi; }
+
+# The deployment recipe (deploy/) on loopback: nginx with TLS before two gunicorns and the
+# workers, driven through HTTPS by a clinician (tests/drills/deploy.py; as root, ~2 min).
+drill-deploy: install nginx
+	$(PY) -m tests.drills.deploy
+
+# A scripted study backed up, restored into a new database and storage, compared row by row
+# and file by file, then signed into (tests/drills/restore.py; ~2 min).
+drill-restore: install
+	$(PY) -m tests.drills.restore
+
 # METEOR's WordNet: Debian's wordnet-base (WordNet 3.0, Princeton's licence) in /usr/share/wordnet;
 # NLTK's own download needs the network. Pinned; a release without that version gets its own, and
 # the sha256 of the files every METEOR score used is in its provenance. Without root: METEOR is
@@ -68,7 +86,7 @@ icu:
 	    (apt-get update -qq && apt-get install -y -qq --no-install-recommends libicu-dev pkg-config) >/dev/null; \
 	  else echo "ICU headers missing: apt-get install libicu-dev pkg-config (PyICU builds against them)" >&2; fi; }
 
-test: install browser xmlsec
+test: install browser xmlsec nginx
 	$(PY) -m pytest -n 2 --dist loadgroup
 
 test-fast: install

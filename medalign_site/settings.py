@@ -464,6 +464,31 @@ RUBRIC_UPLOAD_MAX_BYTES = env_int("RUBRIC_UPLOAD_MAX_BYTES", 64 * 1024 * 1024, m
 FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_BYTES
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440, minimum=1024)
 
+# --- Private files on shared storage (medalign_site/storage_url.py) ---------------------------
+# Several web hosts share one S3-compatible bucket for the private files (training
+# certificates): STORAGE_URL=s3://BUCKET[/PREFIX]?endpoint_url=... Unset, they stay in
+# PRIVATE_STORAGE_ROOT on this host's disk.
+STORAGE_URL = env_str("STORAGE_URL", "")
+if STORAGE_URL:
+    from medalign_site.storage_url import storage_from_url
+
+    STORAGES["default"] = storage_from_url(STORAGE_URL, debug=DEBUG)
+
+# --- Operations: health (medalign_site/health.py) --------------------------------------------
+# A load balancer or monitor probes each web process on its private HTTP port: /health/ answers
+# there instead of redirecting to HTTPS (everything else still redirects).
+SECURE_REDIRECT_EXEMPT = [r"^health/$"]
+
+# --- Operations: backups (medalign_site/backups, docs/operating/backups.md) -------------------
+# age public keys (age1…, comma-separated) every `manage.py backup` is encrypted to unless
+# --recipient is given. Empty: archives are written unencrypted (mode 600), with a warning.
+BACKUP_RECIPIENTS = env_list("BACKUP_RECIPIENTS", [])
+for _recipient in BACKUP_RECIPIENTS:
+    if not _recipient.startswith("age1"):
+        raise ImproperlyConfigured(
+            f"BACKUP_RECIPIENTS holds {_recipient[:12]!r}…, not an age public key (age1…)"
+        )
+
 # --- Email ------------------------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")

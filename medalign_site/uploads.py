@@ -11,7 +11,7 @@ upload there, else no file at all. The limit on the whole body is the file's plu
 limit for the other fields. A body declared larger is answered 413 unread; a smaller one is
 parsed at once, through ``LimitedUploadHandler``, which keeps nothing of a file past its limit
 (and Django reads no more than Content-Length, whatever a file part claims). Behind a proxy,
-its own limit comes first (README, Security: nginx ``client_max_body_size``).
+its own limit comes first (nginx ``client_max_body_size``: deploy/nginx/medalign-proxy.conf).
 """
 
 from __future__ import annotations

@@ -185,7 +185,11 @@ class AccessApplicationAdmin(admin.ModelAdmin):
     date_hierarchy = "submitted_at"
     list_select_related = ("user", "reviewer")
     actions = ("approve", "reject", "request_changes", "revoke")
-    readonly_fields = [f.name for f in AccessApplication._meta.fields] + ["certificate_link"]
+    # The certificate appears only as the audited view's link: as a field, the admin would link
+    # the storage's URL (none for a bucket; a 404 on local disk) and bypass the audit.
+    readonly_fields = [
+        f.name for f in AccessApplication._meta.fields if f.name != "certificate"
+    ] + ["certificate_link"]
     exclude = ("certificate",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -212,6 +212,7 @@ RULES: dict[str, Rule] = {
     # --- core -------------------------------------------------------------------------------
     "home": R(anon=LOGIN, unapproved=APP, approved="200|302", admin="200"),
     "healthz": PUBLIC,
+    "health": PUBLIC,
     # --- accounts (review.views.accounts) -----------------------------------------------------
     "application_status": signed_in("200"),
     "application_apply": signed_in("200", applicant="302", approved="302"),
