@@ -55,7 +55,7 @@ from review.models import (
 APPLICATION_URL_NAME = "application_status"
 MFA_SETUP_URL_NAME = "mfa_activate_totp"
 MFA_REAUTHENTICATE_URL_NAME = "mfa_reauthenticate"
-MFA_ROLES = frozenset({Role.CLINICIAN, Role.ADMIN, Role.RESEARCHER})
+MFA_ROLES = frozenset({Role.CLINICIAN, Role.ADMIN, Role.RESEARCHER, Role.ADJUDICATOR})
 SECOND_FACTOR_TYPES = frozenset({"totp", "recovery_codes"})
 
 
@@ -81,6 +81,10 @@ class UserAccess:
     @property
     def is_admin(self) -> bool:
         return Role.ADMIN in self.roles
+
+    @property
+    def is_adjudicator(self) -> bool:
+        return Role.ADJUDICATOR in self.roles
 
     def has(self, *roles: str) -> bool:
         return bool(self.roles & set(roles))
@@ -290,12 +294,12 @@ def _evaluate(user: User, today: date) -> UserAccess:
     roles = frozenset(application.roles)
     if (
         settings.FORBID_CLINICIAN_RESEARCHER
-        and Role.CLINICIAN in roles
+        and roles & BLIND_ROLES
         and (roles & UNBLINDING_ROLES or user.is_staff or user.is_superuser)
     ):
         # An account approved before the installation forbade the combination: it keeps the
         # side that cannot bias a study.
-        roles = roles - {Role.CLINICIAN}
+        roles = roles - BLIND_ROLES
     needs_mfa = bool(roles & MFA_ROLES) and not _has_totp(user)
     return UserAccess(roles=roles, application=application, needs_mfa=needs_mfa)
 
@@ -304,6 +308,8 @@ def _evaluate(user: User, today: date) -> UserAccess:
 # researchers (reports and the responses export name models), admins (the studies pages, the
 # Django admin's responses and reviews).
 UNBLINDING_ROLES = frozenset({Role.RESEARCHER, Role.ADMIN})
+# Roles that judge responses and must stay blind to which model wrote them.
+BLIND_ROLES = frozenset({Role.CLINICIAN, Role.ADJUDICATOR})
 
 
 def unblinding_roles(user: User | Any) -> list[str]:
@@ -431,7 +437,12 @@ def role_required(*roles: str, mfa: bool = True) -> Callable[[View], View]:
     return decorator
 
 
-ROLE_PLURALS = {Role.CLINICIAN: "clinicians", Role.RESEARCHER: "researchers", Role.ADMIN: "admins"}
+ROLE_PLURALS = {
+    Role.CLINICIAN: "clinicians",
+    Role.RESEARCHER: "researchers",
+    Role.ADMIN: "admins",
+    Role.ADJUDICATOR: "adjudicators",
+}
 
 
 def role_refused(request: HttpRequest, access: UserAccess, roles: tuple[str, ...]) -> HttpResponse:
@@ -452,6 +463,10 @@ def role_refused(request: HttpRequest, access: UserAccess, roles: tuple[str, ...
 clinician_required = role_required(Role.CLINICIAN)
 researcher_required = role_required(Role.RESEARCHER)
 admin_required = role_required(Role.ADMIN)
+adjudicator_required = role_required(Role.ADJUDICATOR)
+# The record endpoints: clinicians reach the records of their assignments, adjudicators those of
+# their adjudications (``instruction_get_for_clinician``).
+record_reader_required = role_required(Role.CLINICIAN, Role.ADJUDICATOR)
 
 
 # --- scoped object access -------------------------------------------------------------------------

@@ -59,6 +59,13 @@ class AuditEvent(models.Model):
         RUBRIC_CHANGED = "rubric_changed", "Rubric written, reviewed or imported"
         GRADING_SAVED = "grading_saved", "Criterion grading draft saved"
         GRADING_SUBMITTED = "grading_submitted", "Criterion grading submitted"
+        GOLD_CHANGED = "gold_changed", "Gold or calibration item set"
+        QUALITY_POLICY_CHANGED = "quality_policy_changed", "Quality settings changed"
+        CLINICIAN_EXCLUDED = "clinician_excluded", "Clinician's reviews left out of reports"
+        CLINICIAN_READMITTED = "clinician_readmitted", "Clinician's reviews back in reports"
+        ADJUDICATION_ASSIGNED = "adjudication_assigned", "Adjudication assigned"
+        ADJUDICATION_SAVED = "adjudication_saved", "Adjudication draft saved"
+        ADJUDICATION_SUBMITTED = "adjudication_submitted", "Adjudication submitted"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(
