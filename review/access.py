@@ -40,6 +40,7 @@ from medalign_site.errors import wants_json
 from medalign_site.prepared import PreparedQuery
 from review.models import (
     AccessApplication,
+    Adjudication,
     Assignment,
     CriterionGrading,
     DUASignature,
@@ -481,8 +482,8 @@ def assignment_get_for_clinician(user: User, *, assignment_id: int) -> Assignmen
 
 
 def instruction_get_for_clinician(user: User, *, instruction_id: int) -> Instruction:
-    """An instruction the clinician is assigned to, or holds rubric work on (writing,
-    reviewing or grading its rubric); admins: any. Else 404."""
+    """An instruction the clinician is assigned to, holds rubric work on (writing, reviewing
+    or grading its rubric) or adjudicates; admins: any. Else 404."""
     qs = Instruction.objects.select_related("dataset", "patient")
     if not user_access(user).is_admin:
         # EXISTS, not a join: a clinician asked the instruction in two rounds holds two
@@ -502,6 +503,12 @@ def instruction_get_for_clinician(user: User, *, instruction_id: int) -> Instruc
         .distinct()
         .first()
     )
+    if (
+        found is None
+        and Adjudication.objects.filter(adjudicator=user, instruction_id=instruction_id).exists()
+    ):
+        # An adjudicator reads the record of the instruction they adjudicate.
+        found = Instruction.objects.select_related("dataset", "patient").get(pk=instruction_id)
     if found is None:
         raise Http404
     return found
@@ -611,3 +618,22 @@ def assignment_get_for_instruction(
     if assignment is None:
         raise Http404
     return assignment
+
+
+def adjudication_get_for_adjudicator(user: User, *, adjudication_id: int) -> Adjudication:
+    """The adjudicator's own adjudication, or 404: missing, someone else's, and one of an
+    instruction they were ever asked to review (their own review may be among those it
+    resolves) all look the same."""
+    adjudication = (
+        Adjudication.objects.select_related("instruction__dataset", "instruction__patient")
+        .filter(pk=adjudication_id, adjudicator=user)
+        .first()
+    )
+    if (
+        adjudication is None
+        or Assignment.objects.filter(
+            clinician=user, instruction_id=adjudication.instruction_id
+        ).exists()
+    ):
+        raise Http404
+    return adjudication

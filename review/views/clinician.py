@@ -23,9 +23,19 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from medalign_site.errors import json_endpoint
 from review import access
 from review.forms.clinician import AssignForm
-from review.models import AuditEvent, Dataset, Instruction, Patient, Review, Study, User
+from review.models import (
+    Assignment,
+    AuditEvent,
+    Dataset,
+    Instruction,
+    Patient,
+    Review,
+    Study,
+    User,
+)
 from review.selectors import records as record_selectors
 from review.selectors.assignments import instructions_for_assignment
+from review.selectors.quality import calibration_feedback
 from review.selectors.records import Cursor
 from review.selectors.reviews import (
     QUEUE_STATUSES,
@@ -125,6 +135,9 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
     )
     patient = instruction.patient
     excerpt_html = excerpt_services.record_excerpt_html(instruction, patient) if patient else ""
+    # Calibration is open (the clinician knows it, and sees the reference once submitted);
+    # a gold item is blind, so nothing below depends on whether the assignment is one.
+    calibration = assignment.purpose == Assignment.Purpose.CALIBRATION
     audit_record_many(
         actions=[AuditEvent.Action.INSTRUCTION_VIEWED, AuditEvent.Action.RECORD_VIEWED],
         request=request,
@@ -142,6 +155,8 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         "owner": salted_hmac("review-storage-owner", str(request.user.pk)).hexdigest()[:16],
         "status": review.status,
         "editable": review.is_editable,
+        # A calibration page reloads once submitted, to show the reference beside the review.
+        "calibration": calibration,
         "cannot_assess": page.cannot_assess,
         "cannot_assess_note": page.cannot_assess_note,
         "responses": [
@@ -184,6 +199,8 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
             "page": page,
             "excerpt_html": excerpt_html,
             "data": data,
+            "calibration": calibration,
+            "feedback": calibration_feedback(assignment, review) if calibration else None,
         },
     )
     return response
@@ -196,7 +213,7 @@ def _study_param(request: HttpRequest) -> int | None:
 
 
 @require_GET
-@access.clinician_required
+@access.record_reader_required
 def session_resumed(request: HttpRequest) -> HttpResponse:
     """Where the sign-in opened from a review page lands: it tells that page to send its edits
     (BroadcastChannel) and closes itself."""
@@ -248,7 +265,7 @@ def _cursor(request: HttpRequest) -> Cursor | None:
 
 @json_endpoint("GET")
 @require_GET
-@access.clinician_required
+@access.record_reader_required
 def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
     instruction, patient = _record_for(request, instruction_id)
     excerpt = excerpt_services.record_excerpt_cached(instruction, patient)
@@ -263,7 +280,7 @@ def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
 
 @json_endpoint("GET")
 @require_GET
-@access.clinician_required
+@access.record_reader_required
 def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
     instruction, patient = _record_for(request, instruction_id)
     try:
@@ -301,7 +318,7 @@ def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
 
 @json_endpoint("GET")
 @require_GET
-@access.clinician_required
+@access.record_reader_required
 def record_event(request: HttpRequest, instruction_id: int, event_id: int) -> JsonResponse:
     instruction, patient = _record_for(request, instruction_id)
     event = record_selectors.record_event_get(patient, event_id=event_id)
@@ -314,7 +331,7 @@ def record_event(request: HttpRequest, instruction_id: int, event_id: int) -> Js
 
 @json_endpoint("POST")
 @require_POST
-@access.clinician_required
+@access.record_reader_required
 def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
     # A POST: search terms can quote the record, and URLs end up in proxy and server logs.
     instruction, patient = _record_for(request, instruction_id)
@@ -454,10 +471,16 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
                 messages.error(request, str(exc))
                 return redirect("admin_assign")
             names = ", ".join(sorted(study_names(set(plan.studies.values())))) or "no study"
+            gold = f" and {plan.gold} gold items mixed in" if plan.gold else ""
+            known = (
+                f" ({plan.known_items} gold or calibration items are never ordinary work)"
+                if plan.known_items
+                else ""
+            )
             messages.success(
                 request,
                 f"Created {plan.created} assignments for {plan.instructions} instructions "
-                f"in {names}.",
+                f"in {names}{gold}.{known}",
             )
             return redirect("admin_assign")
         plan = assignments_plan(
