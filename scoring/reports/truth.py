@@ -49,6 +49,16 @@ def consensus_label(method: str) -> str:
     return CONSENSUS_LABELS.get(method, method)
 
 
+# How a sentence says "against <the truth>".
+AGAINST = {
+    "reviews": "each review on its own",
+    "majority": "the clinicians' majority",
+    "adjudicated": "the adjudicated judgements",
+    "dawid_skene": "the Dawid–Skene estimate",
+    "mace": "the MACE estimate",
+}
+
+
 # --- reads -------------------------------------------------------------------------------------
 def adjudicated_judgements(study: Study) -> dict[int, tuple[float, float]]:
     """Each response of a submitted adjudication of the study: its resolved (rank, correct)."""
@@ -277,8 +287,8 @@ def conclusion_changes(methods: dict[str, Any], chosen: str) -> list[str]:
         other_best = _best(entry)
         if other_best != best and other_best is not None:
             lines.append(
-                f"Best metric: {best} against the {consensus_label(chosen)}, {other_best} "
-                f"against the {consensus_label(method)}."
+                f"Best metric: {best} against {AGAINST[chosen]}, {other_best} against "
+                f"{AGAINST[method]}."
             )
         for row in entry["metrics"]:
             mine = base_rows.get(row["metric"])
@@ -287,8 +297,8 @@ def conclusion_changes(methods: dict[str, Any], chosen: str) -> list[str]:
             a, b = _verdict(mine), _verdict(row)
             if a != b:
                 lines.append(
-                    f"{row['label']}: tau {a} against the {consensus_label(chosen)}, {b} "
-                    f"against the {consensus_label(method)}."
+                    f"{row['label']}: tau {a} against {AGAINST[chosen]}, {b} against "
+                    f"{AGAINST[method]}."
                 )
     return lines
 
