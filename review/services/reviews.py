@@ -449,13 +449,13 @@ def review_state(review: Review) -> dict[str, Any]:
     }
 
 
-def time_increment(review: Any, batch: EditBatch, now: Any) -> int:
+def time_increment(review: Review | Any, batch: EditBatch, now: Any) -> int:
     """The seconds a batch adds to a review's (or an adjudication's) time spent."""
     elapsed = (now - review.updated_at).total_seconds() + SECONDS_SLACK
     # The slack forgives clock and latency jitter per save, but summed over many quick requests
     # (a new tab or sequence number each) it would grow without bound: the total never exceeds
     # the wall-clock time since the review was started.
-    left = int((now - review.started_at).total_seconds()) - review.time_spent_seconds
+    left = int((now - review.started_at).total_seconds()) - int(review.time_spent_seconds)
     return max(0, min(batch.active_seconds, MAX_SECONDS_PER_SAVE, int(elapsed), left))
 
 

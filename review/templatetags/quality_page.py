@@ -40,7 +40,7 @@ def figure(value: Figure, style: str = "number", unit: str = "") -> SafeString:
         interval = f" ({_number(value.ci_low, style)}{sep}{_number(value.ci_high, style)})"
     rests = f" · {value.n} {unit}" if unit else ""
     return format_html(
-        "<strong>{}</strong>{}<span class=\"muted small\">{}</span>",
+        '<strong>{}</strong>{}<span class="muted small">{}</span>',
         _number(value.estimate, style),
         interval,
         rests,

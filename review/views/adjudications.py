@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from medalign_site.errors import json_endpoint
 from review import access
-from review.models import Adjudication, AuditEvent, response_label
+from review.models import Adjudication, AuditEvent, User, response_label
 from review.selectors.adjudications import (
     adjudication_page_data,
     adjudication_responses,
@@ -32,11 +32,17 @@ from review.services.reviews import MAX_COMMENT_CHARS, MAX_REASON_CHARS, Invalid
 from review.urlcache import url_for
 
 
+def _user(request: HttpRequest) -> User:
+    """The signed-in user (``access.*_required`` let no one else through)."""
+    assert isinstance(request.user, User)
+    return request.user
+
+
 @require_GET
 @access.adjudicator_required
 def queue(request: HttpRequest) -> HttpResponse:
     return render(
-        request, "review/adjudicator/queue.html", {"rows": adjudicator_queue(request.user)}
+        request, "review/adjudicator/queue.html", {"rows": adjudicator_queue(_user(request))}
     )
 
 
@@ -58,7 +64,7 @@ def _evidence(adjudication: Adjudication) -> dict[str, Any]:
 @access.adjudicator_required
 def adjudication_page(request: HttpRequest, adjudication_id: int) -> HttpResponse:
     adjudication = access.adjudication_get_for_adjudicator(
-        request.user, adjudication_id=adjudication_id
+        _user(request), adjudication_id=adjudication_id
     )
     instruction = adjudication.instruction
     responses = adjudication_responses(adjudication)
@@ -86,7 +92,7 @@ def adjudication_page(request: HttpRequest, adjudication_id: int) -> HttpRespons
     data = {
         "kind": "adjudication",
         "review": adjudication.pk,
-        "owner": salted_hmac("review-storage-owner", str(request.user.pk)).hexdigest()[:16],
+        "owner": salted_hmac("review-storage-owner", str(_user(request).pk)).hexdigest()[:16],
         "status": adjudication.status,
         "editable": adjudication.is_editable,
         "fields": {"reason": page.reason},
@@ -147,12 +153,12 @@ def _json_body(request: HttpRequest) -> Any:
 @access.adjudicator_required
 def adjudication_save(request: HttpRequest, adjudication_id: int) -> JsonResponse:
     adjudication = access.adjudication_get_for_adjudicator(
-        request.user, adjudication_id=adjudication_id
+        _user(request), adjudication_id=adjudication_id
     )
     try:
         state = services.adjudication_save_draft(
             adjudication=adjudication,
-            adjudicator=request.user,
+            adjudicator=_user(request),
             payload=_json_body(request),
             request=request,
         )
@@ -165,11 +171,11 @@ def adjudication_save(request: HttpRequest, adjudication_id: int) -> JsonRespons
 @require_POST
 @access.adjudicator_required
 def adjudication_submit(request: HttpRequest, adjudication_id: int) -> JsonResponse:
-    access.adjudication_get_for_adjudicator(request.user, adjudication_id=adjudication_id)
+    access.adjudication_get_for_adjudicator(_user(request), adjudication_id=adjudication_id)
     try:
         state = services.adjudication_submit(
             adjudication_id=adjudication_id,
-            adjudicator=request.user,
+            adjudicator=_user(request),
             payload=_json_body(request),
             request=request,
         )

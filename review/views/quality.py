@@ -46,6 +46,12 @@ from review.services import quality as services
 from review.services.audit import audit_record
 
 
+def _user(request: HttpRequest) -> User:
+    """The signed-in user (``access.*_required`` let no one else through)."""
+    assert isinstance(request.user, User)
+    return request.user
+
+
 def _back(study: Study) -> str:
     return reverse("admin_quality", args=[study.dataset_id]) + f"?round={study.round}"
 
@@ -108,7 +114,7 @@ def quality_policy(request: HttpRequest, study_id: int) -> HttpResponse:
             gold_rate=form.cleaned_data["gold_percent"] / 100.0,
             adjudication_tau=form.cleaned_data["adjudication_tau"],
             drift_window=form.cleaned_data["drift_window"],
-            actor=request.user,
+            actor=_user(request),
             request=request,
         )
     except services.QualityError as exc:
@@ -136,7 +142,7 @@ def gold_from_release(request: HttpRequest, study_id: int) -> HttpResponse:
         study=study,
         instructions=instructions.order_by("instruction_id"),
         use=form.cleaned_data["use"],
-        actor=request.user,
+        actor=_user(request),
         request=request,
     )
     messages.success(
@@ -181,7 +187,7 @@ def gold_item(request: HttpRequest, study_id: int, instruction_id: int) -> HttpR
                 judgements=form.judgements(),
                 reason=form.cleaned_data["reason"],
                 senior=form.cleaned_data["senior"],
-                actor=request.user,
+                actor=_user(request),
                 request=request,
             )
         except services.QualityError as exc:
@@ -224,7 +230,7 @@ def gold_item(request: HttpRequest, study_id: int, instruction_id: int) -> HttpR
 @require_POST
 def gold_retire(request: HttpRequest, item_id: int) -> HttpResponse:
     item = get_object_or_404(GoldItem.objects.select_related("study", "instruction"), pk=item_id)
-    services.gold_item_retire(item=item, actor=request.user, request=request)
+    services.gold_item_retire(item=item, actor=_user(request), request=request)
     messages.success(request, f"#{item.instruction.instruction_id} gets no new assignments.")
     return redirect(_back(item.study))
 
@@ -240,7 +246,7 @@ def calibrate(request: HttpRequest, study_id: int) -> HttpResponse:
     clinician = form.cleaned_data["clinician"]
     try:
         n = services.calibration_assign(
-            study=study, clinician=clinician, actor=request.user, request=request
+            study=study, clinician=clinician, actor=_user(request), request=request
         )
     except services.QualityError as exc:
         messages.error(request, str(exc))
@@ -265,7 +271,7 @@ def exclude(request: HttpRequest, study_id: int) -> HttpResponse:
             study=study,
             clinician=clinician,
             reason=form.cleaned_data["reason"],
-            actor=request.user,
+            actor=_user(request),
             request=request,
         )
     except services.QualityError as exc:
@@ -293,7 +299,7 @@ def readmit(request: HttpRequest, exclusion_id: int) -> HttpResponse:
         services.clinician_readmit(
             exclusion=exclusion,
             reason=form.cleaned_data["reason"],
-            actor=request.user,
+            actor=_user(request),
             request=request,
         )
     except services.QualityError as exc:
@@ -320,7 +326,7 @@ def adjudicate(request: HttpRequest, study_id: int) -> HttpResponse:
             study=study,
             instruction_ids=form.cleaned_data["instructions"],
             adjudicator=form.cleaned_data["adjudicator"],
-            actor=request.user,
+            actor=_user(request),
             request=request,
         )
     except adjudication_services.AdjudicationError as exc:

@@ -41,6 +41,7 @@ from scoring.reports.statistics.consensus import (
     consensus,
 )
 from scoring.reports.statistics.quality import QualityRows, clinician_quality
+from scoring.reports.statistics.table import Array
 
 DEFAULT_CONSENSUS = "reviews"
 
@@ -176,7 +177,7 @@ def build_consensus(
 
 def consensus_section(
     inputs: ReportInputs,
-    scores: dict[str, np.ndarray],
+    scores: dict[str, Array],
     labels: dict[str, str],
     *,
     chosen: str,
@@ -265,9 +266,9 @@ def _finite(value: Any) -> bool:
 def _verdict(row: dict[str, Any]) -> str:
     """Whether the metric's tau is positive, negative or undecided under a truth."""
     lo, hi = row.get("ci_low"), row.get("ci_high")
-    if _finite(lo) and lo > 0:
+    if isinstance(lo, int | float) and math.isfinite(lo) and lo > 0:
         return "above zero"
-    if _finite(hi) and hi < 0:
+    if isinstance(hi, int | float) and math.isfinite(hi) and hi < 0:
         return "below zero"
     return "undecided"
 

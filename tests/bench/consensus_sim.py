@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scoring.reports.statistics import JudgementTable
+from scoring.reports.statistics.table import Array
 
 RELIABILITIES = (0.95, 0.9, 0.85, 0.75, 0.6, 0.5)
 
@@ -23,7 +24,7 @@ RELIABILITIES = (0.95, 0.9, 0.85, 0.75, 0.6, 0.5)
 @dataclass(frozen=True, eq=False)
 class Simulated:
     table: JudgementTable
-    reliability: np.ndarray  # per clinician id (0-based)
+    reliability: Array  # per clinician id (0-based)
     true_correct: dict[int, float]  # response id -> 1.0 / 0.0
     true_rank: dict[int, float]  # response id -> 1 = best
 
