@@ -441,9 +441,9 @@
     var text = (body.message || "This " + noun + " was submitted elsewhere") + ". " +
       (unapplied.length
         ? "These changes made here were not applied: " + list + ". Ask an admin to reopen the review if they matter."
-        : "Everything you changed here is in the submitted review.");
+        : "Everything you changed here is in the submitted " + noun + ".");
     setStatus("conflict", "Submitted elsewhere: read-only.");
-    notice(text, [{ label: "Show the submitted review", primary: true, run: function () { window.location.reload(); } }]);
+    notice(text, [{ label: "Show the submitted " + noun, primary: true, run: function () { window.location.reload(); } }]);
     showErrors([text], "");
   }
 

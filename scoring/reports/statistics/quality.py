@@ -150,6 +150,8 @@ class ClinicianQuality:
 
 
 def too_few(n: int, needed: int, what: str) -> str:
+    if n == 0:
+        return f"none yet: {needed} {what} needed"
     return f"too few: {n} {what}, {needed} needed"
 
 
