@@ -143,6 +143,13 @@ def gold_item_set(
         raise QualityError("Choose what the item is for and where its reference comes from.")
     if instruction.dataset_id != study.dataset_id:
         raise QualityError("The instruction is not of the study's dataset.")
+    if study.assignment_mode == Study.AssignmentMode.ADAPTIVE:
+        # Its instructions are reviewed with recorded probabilities, and its estimates weigh
+        # every review by them: an item reviewed outside that design would bias them.
+        raise QualityError(
+            f"{study.name} is assigned adaptively: gold and calibration items belong to a "
+            "uniform round."
+        )
     if source == GoldItem.Source.SENIOR:
         reason = _reason(reason, what="a senior clinician's reference")
         if senior is None or not user_access(senior).has("clinician", "adjudicator"):
