@@ -323,12 +323,12 @@ def truth_page(results: dict[str, Any]) -> dict[str, Any]:
             "chosen": section.get("chosen", DEFAULT_CONSENSUS),
             "label": section.get("label", consensus_label(DEFAULT_CONSENSUS)),
             "columns": [
-                (
-                    m,
-                    methods[m]["label"],
-                    methods[m].get("available", False),
-                    methods[m].get("note", ""),
-                )
+                {
+                    "method": m,
+                    "label": methods[m]["label"],
+                    "available": methods[m].get("available", False),
+                    "note": methods[m].get("note", ""),
+                }
                 for m in order
             ],
             "rows": [

@@ -111,6 +111,11 @@ def test_a_chosen_consensus_is_what_the_correlation_table_uses_and_is_named_ever
     page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
     assert "Metrics scored against: <strong>majority of clinicians</strong>" in page
     assert 'data-testid="truth-table"' in page
+    assert '<th scope="col">Majority of clinicians (this report)</th>' in page
+    assert '<th scope="col">MACE latent-class estimate</th>' in page
+    assert (
+        "Adjudicated where adjudicated, else the majority: no adjudication submitted yet." in page
+    )
 
 
 def test_gold_reviews_are_analysed_only_when_asked(w):
