@@ -341,9 +341,11 @@ def truth_page(results: dict[str, Any]) -> dict[str, Any]:
                 }
                 for key in metrics
             ],
-            "reliability": {
-                m: methods[m].get("reliability", []) for m in order if methods[m].get("reliability")
-            },
+            "reliability": [
+                (methods[m]["label"], methods[m]["reliability"])
+                for m in order
+                if methods[m].get("reliability")
+            ],
             "changes": section.get("changes", []),
             "adjudications": results.get("adjudications") or [],
             "gold": results.get("gold") or [],
