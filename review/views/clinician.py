@@ -27,6 +27,7 @@ from review.models import (
     Assignment,
     AuditEvent,
     Dataset,
+    GoldItem,
     Instruction,
     Patient,
     Review,
@@ -35,7 +36,12 @@ from review.models import (
 )
 from review.selectors import records as record_selectors
 from review.selectors.assignments import instructions_for_assignment
-from review.selectors.quality import calibration_feedback
+from review.selectors.quality import (
+    CalibrationSummary,
+    calibration_feedback,
+    calibration_summaries,
+    gold_items_available,
+)
 from review.selectors.records import Cursor
 from review.selectors.reviews import (
     QUEUE_STATUSES,
@@ -446,6 +452,7 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
     plan = None
     study = None
     design = None
+    calibration: list[tuple[str, CalibrationSummary]] = []
     unblinding: list[tuple[str, str]] = []
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -493,6 +500,7 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
         # The round the plan fills, named before anything is created.
         study = study or study_current(data["dataset"])
         design = _design(data["dataset"], study, instructions, clinicians)
+        calibration = _calibration(study, clinicians)
     return render(
         request,
         "review/admin/assign.html",
@@ -505,8 +513,19 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
             # Chosen accounts that can read model names: assigned if the admin goes on, with
             # their reviews flagged and left out of reports.
             "unblinding": unblinding,
+            # Where the round has calibration items: each chosen clinician's results first.
+            "calibration": calibration,
         },
     )
+
+
+def _calibration(
+    study: Study | None, clinicians: list[User]
+) -> list[tuple[str, CalibrationSummary]]:
+    if study is None or not gold_items_available(study.pk, use=GoldItem.Use.CALIBRATION):
+        return []
+    found = calibration_summaries(study)
+    return [(c.email, found.get(c.pk) or CalibrationSummary()) for c in clinicians]
 
 
 def _design(

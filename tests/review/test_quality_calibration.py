@@ -118,3 +118,21 @@ def test_a_calibration_item_keeps_its_use_once_assigned(w):
             study=w.study, instruction=instruction, use="gold", source="release",
             judgements=judgements, reason="", actor=w.admin,
         )  # fmt: skip
+
+
+def test_the_assign_preview_shows_each_clinicians_calibration_first(client, w):
+    newcomer, other = w.clinicians
+    services.calibration_assign(study=w.study, clinician=newcomer, actor=w.admin)
+    submit(Assignment.objects.filter(clinician=newcomer, purpose="calibration").first(), RELEASE)
+    factories.sign_in(client, w.admin)
+    form = {
+        "dataset": w.dataset.pk,
+        "study": w.study.pk,
+        "overlap": 1,
+        "clinicians": [newcomer.pk, other.pk],
+        "action": "preview",
+    }
+    page = client.post(reverse("admin_assign"), form).content.decode()
+    assert 'data-testid="assign-calibration"' in page
+    assert f"{newcomer.email}: 1 of 2 done, verdicts as the reference 4 of 4" in page
+    assert f"{other.email}: not calibrated" in page
