@@ -65,9 +65,10 @@ def _wants_json(request: HttpRequest) -> bool:
         request.content_type == "application/json"
         or "application/json" in accept
         or request.path.startswith("/reviews/")
-        # The grading page's autosave and submit (its page, /gradings/<id>/, is HTML).
+        # The grading and adjudication pages' autosave and submit (the pages are HTML).
         or (
-            request.path.startswith("/gradings/") and request.path.endswith(("/draft/", "/submit/"))
+            request.path.startswith(("/gradings/", "/adjudications/"))
+            and request.path.endswith(("/draft/", "/submit/"))
         )
         or "/record/" in request.path
     )

@@ -40,6 +40,7 @@ from medalign_site.errors import wants_json
 from medalign_site.prepared import PreparedQuery
 from review.models import (
     AccessApplication,
+    Adjudication,
     Assignment,
     CriterionGrading,
     DUASignature,
@@ -55,7 +56,7 @@ from review.models import (
 APPLICATION_URL_NAME = "application_status"
 MFA_SETUP_URL_NAME = "mfa_activate_totp"
 MFA_REAUTHENTICATE_URL_NAME = "mfa_reauthenticate"
-MFA_ROLES = frozenset({Role.CLINICIAN, Role.ADMIN, Role.RESEARCHER})
+MFA_ROLES = frozenset({Role.CLINICIAN, Role.ADMIN, Role.RESEARCHER, Role.ADJUDICATOR})
 # The session record of a second factor asserted by an identity provider trusted for it
 # (review.sso): it stands for TOTP in this session, and for no other.
 IDP_SECOND_FACTOR = "idp"
@@ -84,6 +85,10 @@ class UserAccess:
     @property
     def is_admin(self) -> bool:
         return Role.ADMIN in self.roles
+
+    @property
+    def is_adjudicator(self) -> bool:
+        return Role.ADJUDICATOR in self.roles
 
     def has(self, *roles: str) -> bool:
         return bool(self.roles & set(roles))
@@ -293,12 +298,12 @@ def _evaluate(user: User, today: date) -> UserAccess:
     roles = frozenset(application.roles)
     if (
         settings.FORBID_CLINICIAN_RESEARCHER
-        and Role.CLINICIAN in roles
+        and roles & BLIND_ROLES
         and (roles & UNBLINDING_ROLES or user.is_staff or user.is_superuser)
     ):
         # An account approved before the installation forbade the combination: it keeps the
         # side that cannot bias a study.
-        roles = roles - {Role.CLINICIAN}
+        roles = roles - BLIND_ROLES
     needs_mfa = bool(roles & MFA_ROLES) and not _has_totp(user)
     return UserAccess(roles=roles, application=application, needs_mfa=needs_mfa)
 
@@ -307,6 +312,8 @@ def _evaluate(user: User, today: date) -> UserAccess:
 # researchers (reports and the responses export name models), admins (the studies pages, the
 # Django admin's responses and reviews).
 UNBLINDING_ROLES = frozenset({Role.RESEARCHER, Role.ADMIN})
+# Roles that judge responses and must stay blind to which model wrote them.
+BLIND_ROLES = frozenset({Role.CLINICIAN, Role.ADJUDICATOR})
 
 
 def unblinding_roles(user: User | Any) -> list[str]:
@@ -448,7 +455,12 @@ def role_required(*roles: str, mfa: bool = True) -> Callable[[View], View]:
     return decorator
 
 
-ROLE_PLURALS = {Role.CLINICIAN: "clinicians", Role.RESEARCHER: "researchers", Role.ADMIN: "admins"}
+ROLE_PLURALS = {
+    Role.CLINICIAN: "clinicians",
+    Role.RESEARCHER: "researchers",
+    Role.ADMIN: "admins",
+    Role.ADJUDICATOR: "adjudicators",
+}
 
 
 def role_refused(request: HttpRequest, access: UserAccess, roles: tuple[str, ...]) -> HttpResponse:
@@ -469,6 +481,10 @@ def role_refused(request: HttpRequest, access: UserAccess, roles: tuple[str, ...
 clinician_required = role_required(Role.CLINICIAN)
 researcher_required = role_required(Role.RESEARCHER)
 admin_required = role_required(Role.ADMIN)
+adjudicator_required = role_required(Role.ADJUDICATOR)
+# The record endpoints: clinicians reach the records of their assignments, adjudicators those of
+# their adjudications (``instruction_get_for_clinician``).
+record_reader_required = role_required(Role.CLINICIAN, Role.ADJUDICATOR)
 
 
 # --- scoped object access -------------------------------------------------------------------------
@@ -483,8 +499,8 @@ def assignment_get_for_clinician(user: User, *, assignment_id: int) -> Assignmen
 
 
 def instruction_get_for_clinician(user: User, *, instruction_id: int) -> Instruction:
-    """An instruction the clinician is assigned to, or holds rubric work on (writing,
-    reviewing or grading its rubric); admins: any. Else 404."""
+    """An instruction the clinician is assigned to, holds rubric work on (writing, reviewing
+    or grading its rubric) or adjudicates; admins: any. Else 404."""
     qs = Instruction.objects.select_related("dataset", "patient")
     if not user_access(user).is_admin:
         # EXISTS, not a join: a clinician asked the instruction in two rounds holds two
@@ -504,6 +520,12 @@ def instruction_get_for_clinician(user: User, *, instruction_id: int) -> Instruc
         .distinct()
         .first()
     )
+    if (
+        found is None
+        and Adjudication.objects.filter(adjudicator=user, instruction_id=instruction_id).exists()
+    ):
+        # An adjudicator reads the record of the instruction they adjudicate.
+        found = Instruction.objects.select_related("dataset", "patient").get(pk=instruction_id)
     if found is None:
         raise Http404
     return found
@@ -613,3 +635,22 @@ def assignment_get_for_instruction(
     if assignment is None:
         raise Http404
     return assignment
+
+
+def adjudication_get_for_adjudicator(user: User, *, adjudication_id: int) -> Adjudication:
+    """The adjudicator's own adjudication, or 404: missing, someone else's, and one of an
+    instruction they were ever asked to review (their own review may be among those it
+    resolves) all look the same."""
+    adjudication = (
+        Adjudication.objects.select_related("instruction__dataset", "instruction__patient")
+        .filter(pk=adjudication_id, adjudicator=user)
+        .first()
+    )
+    if (
+        adjudication is None
+        or Assignment.objects.filter(
+            clinician=user, instruction_id=adjudication.instruction_id
+        ).exists()
+    ):
+        raise Http404
+    return adjudication

@@ -1,6 +1,15 @@
 from django.urls import path
 
-from review.views import accounts, clinician, core, manage, rubrics, studies
+from review.views import (
+    accounts,
+    adjudications,
+    clinician,
+    core,
+    manage,
+    quality,
+    rubrics,
+    studies,
+)
 
 urlpatterns = [
     path("", core.home, name="home"),
@@ -135,5 +144,75 @@ urlpatterns += [
     ),
 ]
 
+# --- quality: gold, calibration, exclusions, adjudication (review.views.quality, .adjudications)
+urlpatterns += [
+    path("manage/quality/<int:dataset_id>/", quality.quality_page, name="admin_quality"),
+    path(
+        "manage/quality/study/<int:study_id>/settings/",
+        quality.quality_policy,
+        name="admin_quality_policy",
+    ),
+    path(
+        "manage/quality/study/<int:study_id>/gold/release/",
+        quality.gold_from_release,
+        name="admin_quality_gold_release",
+    ),
+    path(
+        "manage/quality/study/<int:study_id>/gold/<int:instruction_id>/",
+        quality.gold_item,
+        name="admin_quality_gold_item",
+    ),
+    path(
+        "manage/quality/gold/<int:item_id>/retire/",
+        quality.gold_retire,
+        name="admin_quality_gold_retire",
+    ),
+    path(
+        "manage/quality/study/<int:study_id>/calibrate/",
+        quality.calibrate,
+        name="admin_quality_calibrate",
+    ),
+    path(
+        "manage/quality/study/<int:study_id>/exclude/",
+        quality.exclude,
+        name="admin_quality_exclude",
+    ),
+    path(
+        "manage/quality/exclusions/<int:exclusion_id>/readmit/",
+        quality.readmit,
+        name="admin_quality_readmit",
+    ),
+    path(
+        "manage/quality/study/<int:study_id>/adjudicate/",
+        quality.adjudicate,
+        name="admin_quality_adjudicate",
+    ),
+    path("adjudications/", adjudications.queue, name="adjudication_queue"),
+    path(
+        "adjudications/<int:adjudication_id>/",
+        adjudications.adjudication_page,
+        name="adjudication_page",
+    ),
+    path(
+        "adjudications/<int:adjudication_id>/draft/",
+        adjudications.adjudication_save,
+        name="adjudication_save",
+    ),
+    path(
+        "adjudications/<int:adjudication_id>/submit/",
+        adjudications.adjudication_submit,
+        name="adjudication_submit",
+    ),
+]
+
 # Keep the imports used until the sections above are filled in.
-__all__ = ["accounts", "clinician", "core", "manage", "rubrics", "studies"]
+__all__ = [
+    "accounts",
+    "adjudications",
+    "clinician",
+    "core",
+    "manage",
+    "quality",
+    "rubrics",
+    "studies",
+]

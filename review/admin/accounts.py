@@ -180,7 +180,14 @@ class AccessApplicationAdmin(admin.ModelAdmin):
         "expires_on",
         "certificate_expires_on",
     )
-    list_filter = ("status", "requested_role", "is_clinician", "is_researcher", "is_admin")
+    list_filter = (
+        "status",
+        "requested_role",
+        "is_clinician",
+        "is_researcher",
+        "is_admin",
+        "is_adjudicator",
+    )
     search_fields = ("user__email", "full_name", "institution", "institutional_email")
     date_hierarchy = "submitted_at"
     list_select_related = ("user", "reviewer")

@@ -7,6 +7,14 @@ from .accounts import (
     User,
 )
 from .audit import AuditEvent
+from .quality import (
+    AdjudicatedJudgement,
+    Adjudication,
+    ClinicianExclusion,
+    GoldItem,
+    GoldJudgement,
+    QualityPolicy,
+)
 from .records import (
     Dataset,
     Encounter,
@@ -25,8 +33,11 @@ from .vocabulary import EventNameSynonym
 
 __all__ = [
     "AccessApplication",
+    "AdjudicatedJudgement",
+    "Adjudication",
     "Assignment",
     "AuditEvent",
+    "ClinicianExclusion",
     "Criterion",
     "CriterionGrade",
     "CriterionGrading",
@@ -35,11 +46,14 @@ __all__ = [
     "Dataset",
     "Encounter",
     "EventNameSynonym",
+    "GoldItem",
+    "GoldJudgement",
     "ErrorTag",
     "Event",
     "Instruction",
     "ModelResponse",
     "Patient",
+    "QualityPolicy",
     "RecordExcerpt",
     "ReferenceResponse",
     "RejectedEmailDomain",

@@ -99,6 +99,10 @@ class Role(models.TextChoices):
     CLINICIAN = "clinician", "Clinician"
     RESEARCHER = "researcher", "Researcher"
     ADMIN = "admin", "Admin"
+    # Resolves clinicians' disagreements (review.models.quality.Adjudication): reads the
+    # instruction, the record, the responses (blinded) and the other clinicians' judgements,
+    # never their own reviews'.
+    ADJUDICATOR = "adjudicator", "Adjudicator"
 
 
 class DUAVersion(models.Model):
@@ -219,6 +223,7 @@ class AccessApplication(models.Model):
     is_clinician = models.BooleanField(default=False)
     is_researcher = models.BooleanField(default=False)
     is_admin = models.BooleanField(default=False)
+    is_adjudicator = models.BooleanField(default=False)
     expires_on = models.DateField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -237,6 +242,7 @@ class AccessApplication(models.Model):
                 (Role.CLINICIAN, self.is_clinician),
                 (Role.RESEARCHER, self.is_researcher),
                 (Role.ADMIN, self.is_admin),
+                (Role.ADJUDICATOR, self.is_adjudicator),
             )
             if flag
         ]

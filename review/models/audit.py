@@ -64,6 +64,13 @@ class AuditEvent(models.Model):
         SSO_LINKED = "sso_linked", "Identity provider sign-in joined to an account"
         SSO_LOGOUT = "sso_logout", "Signed out by an identity provider"
         BREAK_GLASS = "break_glass", "Break-glass sign-in link issued or used"
+        GOLD_CHANGED = "gold_changed", "Gold or calibration item set"
+        QUALITY_POLICY_CHANGED = "quality_policy_changed", "Quality settings changed"
+        CLINICIAN_EXCLUDED = "clinician_excluded", "Clinician's reviews left out of reports"
+        CLINICIAN_READMITTED = "clinician_readmitted", "Clinician's reviews back in reports"
+        ADJUDICATION_ASSIGNED = "adjudication_assigned", "Adjudication assigned"
+        ADJUDICATION_SAVED = "adjudication_saved", "Adjudication draft saved"
+        ADJUDICATION_SUBMITTED = "adjudication_submitted", "Adjudication submitted"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

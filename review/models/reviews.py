@@ -34,7 +34,17 @@ class ErrorTag(models.Model):
 
 class Assignment(models.Model):
     """A clinician asked to review an instruction in a study. Never the same pair twice in one
-    study; a new round (another study) may ask again, with its own response set."""
+    study; a new round (another study) may ask again, with its own response set.
+
+    ``purpose`` says why (review.models.quality): an ordinary review; a gold item, mixed blind
+    into the queue (nothing the clinician receives differs; reports leave it out unless asked);
+    or a calibration item, which the clinician knows as one and gets feedback on.
+    """
+
+    class Purpose(models.TextChoices):
+        REVIEW = "review", "Review"
+        GOLD = "gold", "Gold item (blind)"
+        CALIBRATION = "calibration", "Calibration"
 
     study = models.ForeignKey(Study, on_delete=models.RESTRICT, related_name="assignments")
     instruction = models.ForeignKey(
@@ -51,6 +61,7 @@ class Assignment(models.Model):
         related_name="+",
     )
     created_at = models.DateTimeField(default=timezone.now)
+    purpose = models.CharField(max_length=12, choices=Purpose.choices, default=Purpose.REVIEW)
 
     class Meta:
         ordering = ["clinician", "id"]

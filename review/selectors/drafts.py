@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from medalign_site.prepared import PreparedQuery
-from review.models import CriterionGrade, CriterionGrading, ResponseJudgement, Review
+from review.models import Adjudication, CriterionGrade, CriterionGrading, ResponseJudgement, Review
 
 JUDGEMENT_FIELDS = ("rank", "is_correct", "tags", "comment")
 
 
-def draft_values(review: Review) -> dict[str, Any]:
+def draft_values(review: Review | Adjudication) -> dict[str, Any]:
     """The draft's current values by key, without their times: what the page overlays."""
     return {key: pair[0] for key, pair in review.draft.get("fields", {}).items()}
 

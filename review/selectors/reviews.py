@@ -42,6 +42,9 @@ class QueueItem:
     # Set where the clinician is asked the same instruction in several rounds: the row names its
     # round and its link carries ``?study=`` (without it the page opens the latest round).
     round_label: str = ""
+    # A calibration item (open: the clinician gets feedback on it). A gold item is blind and
+    # reads as any other row.
+    calibration: bool = False
 
 
 @dataclass
@@ -90,6 +93,7 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
             "review__reopen_reason",
             "study__id",
             "study__round",
+            "purpose",
         )
         .order_by("id")
     )
@@ -119,8 +123,11 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
                     if per_instruction[a.instruction_id] > 1 and a.study is not None
                     else ""
                 ),
+                calibration=a.purpose == Assignment.Purpose.CALIBRATION,
             )
         )
+    # Calibration first: a new clinician calibrates before their other work.
+    every.sort(key=lambda item: not item.calibration)
     counts = {s: sum(1 for i in every if i.status == s) for s in QUEUE_STATUSES}
     items = [
         i
@@ -153,16 +160,23 @@ def clinician_next_instruction(
     every = list(
         Assignment.objects.filter(clinician=user)
         .order_by("id")
-        .values_list("id", "instruction_id", "study_id", "review__status")
+        .values_list("id", "instruction_id", "study_id", "review__status", "purpose")
     )
-    held = Counter(instruction_id for _, instruction_id, _, _ in every)
+    # Calibration first, as the queue lists it; then by id.
+    every.sort(key=lambda row: row[4] != Assignment.Purpose.CALIBRATION)
+    place = {row[0]: k for k, row in enumerate(every)}
+    held = Counter(row[1] for row in every)
     rows = [r for r in every if r[3] != Review.Status.SUBMITTED]
     if after_assignment is not None:
-        later = [r for r in rows if r[0] > after_assignment]
-        rows = later + [r for r in rows if r[0] < after_assignment]
+        here = place.get(after_assignment)
+        if here is None:
+            later = [r for r in rows if r[0] > after_assignment]
+            rows = later + [r for r in rows if r[0] < after_assignment]
+        else:
+            rows = [r for r in rows if place[r[0]] > here] + [r for r in rows if place[r[0]] < here]
     if not rows:
         return None
-    _, instruction_id, study_id, _ = rows[0]
+    _, instruction_id, study_id, _, _ = rows[0]
     return instruction_id, (study_id if held[instruction_id] > 1 else None)
 
 

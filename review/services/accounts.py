@@ -25,7 +25,12 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
-from review.access import UNBLINDING_ROLES, clear_all_cached_access, clear_cached_access
+from review.access import (
+    BLIND_ROLES,
+    UNBLINDING_ROLES,
+    clear_all_cached_access,
+    clear_cached_access,
+)
 from review.models import (
     AccessApplication,
     AuditEvent,
@@ -391,6 +396,7 @@ def application_approve(
     application.is_clinician = Role.CLINICIAN in role_set
     application.is_researcher = Role.RESEARCHER in role_set
     application.is_admin = Role.ADMIN in role_set
+    application.is_adjudicator = Role.ADJUDICATOR in role_set
     application.expires_on = expires_on
     _decide(
         application,
@@ -485,8 +491,11 @@ def application_set_roles(
     application.is_clinician = Role.CLINICIAN in role_set
     application.is_researcher = Role.RESEARCHER in role_set
     application.is_admin = Role.ADMIN in role_set
+    application.is_adjudicator = Role.ADJUDICATOR in role_set
     application.expires_on = expires_on
-    application.save(update_fields=["is_clinician", "is_researcher", "is_admin", "expires_on"])
+    application.save(
+        update_fields=["is_clinician", "is_researcher", "is_admin", "is_adjudicator", "expires_on"]
+    )
     _sync_staff(application.user)
     _role_changed(application, reviewer, before=before, request=request)
     return application
@@ -629,7 +638,7 @@ def _check_roles(roles: Iterable[str]) -> set[str]:
     unknown = role_set - set(Role.values)
     if unknown:
         raise AccountsError(f"Unknown role(s): {', '.join(sorted(unknown))}.")
-    if settings.FORBID_CLINICIAN_RESEARCHER and Role.CLINICIAN in role_set:
+    if settings.FORBID_CLINICIAN_RESEARCHER and role_set & BLIND_ROLES:
         other = sorted(str(r) for r in role_set & UNBLINDING_ROLES)
         if other:
             raise AccountsError(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.db.models import Count
 from django.http import HttpRequest
+from django.utils import timezone
 
 from review.access import user_access
 from review.models import (
@@ -19,7 +20,9 @@ from review.models import (
     StudyResponse,
     User,
 )
+from review.selectors.quality import known_instruction_ids
 from review.selectors.studies import study_current
+from review.services.quality import gold_pairs_for, interleave
 from review.services.studies import study_first_round
 
 from .audit import audit_record
@@ -44,6 +47,11 @@ class AssignmentPlan:
     shared_instructions: int = 0
     # The other rounds those clinicians hold the instructions in (round numbers).
     shared_rounds: list[int] = field(default_factory=list)
+    # Gold and calibration items among the instructions: never assigned as ordinary work
+    # (review.services.quality mixes gold in, blind).
+    known_items: int = 0
+    # Gold assignments made beside the new ones (``assignments_create``).
+    gold: int = 0
 
     @property
     def created(self) -> int:
@@ -116,6 +124,10 @@ def assignments_plan(
         key=lambda c: c.pk,
     )
     plan = AssignmentPlan(overlap=overlap, instructions=len(instruction_ids), studies=studies)
+    known = known_instruction_ids(set(studies.values()))
+    if known:
+        plan.known_items = sum(1 for i in instruction_ids if (studies[i], i) in known)
+        instruction_ids = [i for i in instruction_ids if (studies[i], i) not in known]
     holders: dict[int, set[int]] = defaultdict(set)
     elsewhere: dict[int, set[int]] = defaultdict(set)  # held in another round
     held_elsewhere: list[tuple[int, int, int]] = []
@@ -226,19 +238,38 @@ def assignments_create(
             "This study is assigned adaptively: its instructions go out in waves, from its "
             "studies page or 'manage.py assign'."
         )
-    Assignment.objects.bulk_create(
+    # One creation time for the batch, and gold (if the study mixes it in) at random places
+    # among the new work: nothing in when or where an assignment arrived sets gold apart.
+    now = timezone.now()
+    gold = gold_pairs_for(
+        (plan.studies[instruction_id], instruction_id, clinician_id)
+        for instruction_id, clinician_id in plan.pairs
+    )
+    plan.gold = len(gold)
+    rows = interleave(
         [
             Assignment(
                 study_id=plan.studies[instruction_id],
                 instruction_id=instruction_id,
                 clinician_id=clinician_id,
                 assigned_by=actor,
+                created_at=now,
             )
             for instruction_id, clinician_id in plan.pairs
         ],
-        batch_size=500,
-        ignore_conflicts=True,
+        [
+            Assignment(
+                study_id=study_id,
+                instruction_id=instruction_id,
+                clinician_id=clinician_id,
+                assigned_by=actor,
+                created_at=now,
+                purpose=Assignment.Purpose.GOLD,
+            )
+            for study_id, instruction_id, clinician_id in gold
+        ],
     )
+    Assignment.objects.bulk_create(rows, batch_size=500, ignore_conflicts=True)
     audit_record(
         action=AuditEvent.Action.ASSIGNMENTS_CREATED,
         actor=actor,
@@ -252,6 +283,9 @@ def assignments_create(
             "repeat_reviewers": repeat_reviewers,
             "repeats_left_out": plan.repeats_left_out,
             "per_clinician": plan.per_clinician,
+            # Admins may know; clinicians never see the audit log.
+            "gold": plan.gold,
+            "known_items_left_out": plan.known_items,
         },
     )
     return plan

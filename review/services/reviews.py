@@ -76,6 +76,8 @@ SAVE_AUDIT_INTERVAL = timedelta(minutes=1)
 PAYLOAD_KEYS = {"edits", "tab", "seq", "active_seconds"}
 EDIT_KEYS = {"handle", "field", "value", "at"}
 REVIEW_FIELDS = ("cannot_assess", "cannot_assess_note")
+# An adjudication's review-level field (review.services.adjudications): why it resolves so.
+MAX_REASON_CHARS = 5000
 
 
 class ReviewError(Exception):
@@ -302,6 +304,8 @@ def _value(field: str, value: Any, where: str, *, n: int) -> Any:
         if value not in Review.CannotAssess.values:
             raise InvalidReview(f"{where} is not a known reason", field=where)
         return value
+    if field == "reason":
+        return _str(value, where, max_chars=MAX_REASON_CHARS)
     return _str(value, where, max_chars=MAX_NOTE_CHARS)  # cannot_assess_note
 
 
@@ -339,10 +343,18 @@ def batch_envelope(payload: Any) -> BatchEnvelope:
 
 def review_validate(review: Review, payload: Any) -> EditBatch:
     """Check an edit batch against the review; InvalidReview naming the first problem."""
+    return edits_validate(handles=review.handles, payload=payload)
+
+
+def edits_validate(
+    *, handles: list[str], payload: Any, fields: tuple[str, ...] = REVIEW_FIELDS
+) -> EditBatch:
+    """Check an edit batch of a page that judges the responses ``handles`` (the review page,
+    the adjudication page), with ``fields`` as the page's own fields beside the responses'."""
     envelope = batch_envelope(payload)
     items, tab, seq, active = envelope.items, envelope.tab, envelope.seq, envelope.active_seconds
-    handles = set(review.handles)
-    n = len(review.handles)
+    n = len(handles)
+    known = set(handles)
     now_ms = int(time.time() * 1000)
     edits = []
     refused: list[tuple[int, str]] = []
@@ -353,10 +365,10 @@ def review_validate(review: Review, payload: Any) -> EditBatch:
         field = item.get("field")
         handle = item.get("handle")
         if field in JUDGEMENT_FIELDS:
-            if not isinstance(handle, str) or handle not in handles:  # a list is unhashable
+            if not isinstance(handle, str) or handle not in known:  # a list is unhashable
                 raise InvalidReview(f"{where}.handle is not a response of this review", field=where)
             key = f"{handle}.{field}"
-        elif field in REVIEW_FIELDS and handle is None:
+        elif field in fields and handle is None:
             key = str(field)
         else:
             raise InvalidReview(f"{where}.field is not something a review has", field=where)
@@ -372,7 +384,7 @@ def review_validate(review: Review, payload: Any) -> EditBatch:
     return EditBatch(edits=edits, tab=tab, seq=seq, active_seconds=active, refused=tuple(refused))
 
 
-def _unstorable(batch: EditBatch, state: dict[str, Any]) -> InvalidReview:
+def unstorable_refusal(batch: EditBatch, state: dict[str, Any]) -> InvalidReview:
     """The answer to a batch with edits whose text cannot be stored, once the rest is saved:
     400 naming the first (``field``) and all of them (``refused``), with the saved state."""
     names = [f"edits[{i}]" for i, _ in batch.refused]
@@ -437,12 +449,13 @@ def review_state(review: Review) -> dict[str, Any]:
     }
 
 
-def _time_increment(review: Review, batch: EditBatch, now: Any) -> int:
+def time_increment(review: Review | Any, batch: EditBatch, now: Any) -> int:
+    """The seconds a batch adds to a review's (or an adjudication's) time spent."""
     elapsed = (now - review.updated_at).total_seconds() + SECONDS_SLACK
     # The slack forgives clock and latency jitter per save, but summed over many quick requests
     # (a new tab or sequence number each) it would grow without bound: the total never exceeds
     # the wall-clock time since the review was started.
-    left = int((now - review.started_at).total_seconds()) - review.time_spent_seconds
+    left = int((now - review.started_at).total_seconds()) - int(review.time_spent_seconds)
     return max(0, min(batch.active_seconds, MAX_SECONDS_PER_SAVE, int(elapsed), left))
 
 
@@ -488,7 +501,7 @@ def review_save_draft(
     batch = review_validate(review, payload)
     state = _save_batch(review, clinician, batch, request)
     if batch.refused:
-        raise _unstorable(batch, state)
+        raise unstorable_refusal(batch, state)
     return state
 
 
@@ -503,7 +516,7 @@ def _save_batch(
             return review_state(review)  # a tab catching up with the others: nothing to write
         draft, changed, count_time = draft_merge(review.draft, batch)
         now = timezone.now()
-        increment = _time_increment(review, batch, now) if count_time else 0
+        increment = time_increment(review, batch, now) if count_time else 0
         audit = changed and (
             review.save_audited_at is None or now - review.save_audited_at >= SAVE_AUDIT_INTERVAL
         )
@@ -566,7 +579,7 @@ def review_submit(
         if not batch.refused or review.status == Review.Status.SUBMITTED:
             return _submit(review, clinician, batch, request)
         state = _save_batch(review, clinician, batch, request)  # the row is locked: one try
-    raise _unstorable(batch, state)
+    raise unstorable_refusal(batch, state)
 
 
 def _submit(
@@ -584,7 +597,7 @@ def _submit(
     _check_complete(values, reason, note)
     now = timezone.now()
     if count_time:
-        review.time_spent_seconds += _time_increment(review, batch, now)
+        review.time_spent_seconds += time_increment(review, batch, now)
     _write_judgements(review, values, judgements)
     review.cannot_assess, review.cannot_assess_note = reason, note
     review.draft = {}

@@ -8,7 +8,7 @@ escaped exactly as Django's autoescape does (``html.escape``), and the text goes
 own ``linebreaks``.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date
 from functools import lru_cache
 from html import escape
@@ -22,6 +22,7 @@ from django.utils.html import linebreaks
 from django.utils.safestring import SafeString, mark_safe
 
 from review.models import ErrorTag, Review
+from review.selectors.adjudications import AdjudicationPage, ReviewerJudgement
 from review.selectors.reviews import ResponseView, ReviewPage
 from review.services.reviews import MAX_COMMENT_CHARS
 
@@ -52,7 +53,7 @@ def _count(text: str, limit: int) -> str:
     return f"{len(text):,} / {limit:,} characters"
 
 
-def _card(r: ResponseView, n: int, tags: tuple[tuple[str, str, str], ...]) -> str:
+def _card(r: ResponseView, n: int, tags: tuple[tuple[str, str, str], ...], extra: str = "") -> str:
     handle, label = escape(r.handle), escape(r.label)
     options = "".join(
         f'<option value="{i}"{" selected" if r.rank == i else ""}>{i}</option>'
@@ -86,7 +87,7 @@ def _card(r: ResponseView, n: int, tags: tuple[tuple[str, str, str], ...]) -> st
         f'data-compare aria-haspopup="dialog">Compare…</button>'
         f"\n      </header>"
         f"\n      {_MASKED_NOTE if r.masked else ''}"
-        f'\n      <div class="response-text">{linebreaks(r.text, autoescape=True)}</div>'
+        f'\n      <div class="response-text">{linebreaks(r.text, autoescape=True)}</div>{extra}'
         f'\n      <div class="response-foot">'
         f'\n        <details class="tags-box"{" open" if r.tag_slugs else ""}>'
         f'\n          <summary>Error tags <span class="tag-count" data-tag-count>{count}</span>'
@@ -112,16 +113,58 @@ def _card(r: ResponseView, n: int, tags: tuple[tuple[str, str, str], ...]) -> st
     )
 
 
-def response_cards_html(responses: Sequence[ResponseView], tags: Sequence[ErrorTag]) -> SafeString:
-    """Every response's card in the order shown: rank picker, verdict, text, tags, comment."""
+def response_cards_html(
+    responses: Sequence[ResponseView],
+    tags: Sequence[ErrorTag],
+    extras: Mapping[str, SafeString] | None = None,
+) -> SafeString:
+    """Every response's card in the order shown: rank picker, verdict, text, tags, comment.
+    ``extras`` (safe markup by handle) goes under a response's text: the adjudication page's
+    other clinicians' judgements."""
     tag_parts = _tag_inputs(tuple((t.slug, t.label, t.description) for t in tags))
     n = len(responses)
-    return mark_safe("".join(_card(r, n, tag_parts) for r in responses))  # noqa: S308 - escaped above
+    extra = extras or {}
+    return mark_safe(  # noqa: S308 - escaped above; extras are SafeStrings
+        "".join(_card(r, n, tag_parts, str(extra.get(r.handle, ""))) for r in responses)
+    )
 
 
 @register.simple_tag
 def response_cards(page: ReviewPage) -> SafeString:
     return response_cards_html(page.responses, page.tags)
+
+
+def _verdict(value: bool | None) -> str:
+    return "not marked" if value is None else "correct" if value else "incorrect"
+
+
+def _reviewers_html(label: str, judgements: Sequence[ReviewerJudgement]) -> str:
+    """The other clinicians' judgements of one response, as a list (it stacks on a phone)."""
+    items = []
+    for j in judgements:
+        rank = f"rank {j.rank}" if j.rank is not None else "not ranked"
+        tags = f" · {escape(', '.join(j.tags))}" if j.tags else ""
+        comment = f'<br><span class="muted">“{escape(j.comment)}”</span>' if j.comment else ""
+        items.append(
+            f"<li><strong>{escape(j.reviewer)}</strong>: {rank} · {_verdict(j.is_correct)}"
+            f"{tags}{comment}</li>"
+        )
+    return (
+        f'\n      <div class="reviewers" data-testid="reviewer-judgements">'
+        f'<p class="small"><strong>The reviewers on Response {escape(label)}</strong></p>'
+        f'<ul class="reviewer-list small">{"".join(items)}</ul></div>'
+    )
+
+
+@register.simple_tag
+def adjudication_cards(page: AdjudicationPage) -> SafeString:
+    """The adjudication page's cards: the review page's, each with the disagreeing
+    clinicians' judgements of that response under its text."""
+    extras = {
+        r.handle: mark_safe(_reviewers_html(r.label, page.judged_by.get(r.handle, [])))  # noqa: S308
+        for r in page.responses
+    }
+    return response_cards_html(page.responses, page.tags, extras)
 
 
 # --- the rest of the page's loops (same reasoning: a few hundred template nodes per view) -------

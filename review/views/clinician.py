@@ -23,9 +23,25 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from medalign_site.errors import json_endpoint
 from review import access
 from review.forms.clinician import AssignForm
-from review.models import AuditEvent, Dataset, Instruction, Patient, Review, Study, User
+from review.models import (
+    Assignment,
+    AuditEvent,
+    Dataset,
+    GoldItem,
+    Instruction,
+    Patient,
+    Review,
+    Study,
+    User,
+)
 from review.selectors import records as record_selectors
 from review.selectors.assignments import instructions_for_assignment
+from review.selectors.quality import (
+    CalibrationSummary,
+    calibration_feedback,
+    calibration_summaries,
+    gold_items_available,
+)
 from review.selectors.records import Cursor
 from review.selectors.reviews import (
     QUEUE_STATUSES,
@@ -125,6 +141,9 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
     )
     patient = instruction.patient
     excerpt_html = excerpt_services.record_excerpt_html(instruction, patient) if patient else ""
+    # Calibration is open (the clinician knows it, and sees the reference once submitted);
+    # a gold item is blind, so nothing below depends on whether the assignment is one.
+    calibration = assignment.purpose == Assignment.Purpose.CALIBRATION
     audit_record_many(
         actions=[AuditEvent.Action.INSTRUCTION_VIEWED, AuditEvent.Action.RECORD_VIEWED],
         request=request,
@@ -142,6 +161,8 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         "owner": salted_hmac("review-storage-owner", str(request.user.pk)).hexdigest()[:16],
         "status": review.status,
         "editable": review.is_editable,
+        # A calibration page reloads once submitted, to show the reference beside the review.
+        "calibration": calibration,
         "cannot_assess": page.cannot_assess,
         "cannot_assess_note": page.cannot_assess_note,
         "responses": [
@@ -184,6 +205,8 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
             "page": page,
             "excerpt_html": excerpt_html,
             "data": data,
+            "calibration": calibration,
+            "feedback": calibration_feedback(assignment, review) if calibration else None,
         },
     )
     return response
@@ -196,7 +219,7 @@ def _study_param(request: HttpRequest) -> int | None:
 
 
 @require_GET
-@access.clinician_required
+@access.record_reader_required
 def session_resumed(request: HttpRequest) -> HttpResponse:
     """Where the sign-in opened from a review page lands: it tells that page to send its edits
     (BroadcastChannel) and closes itself."""
@@ -248,7 +271,7 @@ def _cursor(request: HttpRequest) -> Cursor | None:
 
 @json_endpoint("GET")
 @require_GET
-@access.clinician_required
+@access.record_reader_required
 def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
     instruction, patient = _record_for(request, instruction_id)
     excerpt = excerpt_services.record_excerpt_cached(instruction, patient)
@@ -263,7 +286,7 @@ def record_excerpt(request: HttpRequest, instruction_id: int) -> JsonResponse:
 
 @json_endpoint("GET")
 @require_GET
-@access.clinician_required
+@access.record_reader_required
 def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
     instruction, patient = _record_for(request, instruction_id)
     try:
@@ -301,7 +324,7 @@ def record_events(request: HttpRequest, instruction_id: int) -> JsonResponse:
 
 @json_endpoint("GET")
 @require_GET
-@access.clinician_required
+@access.record_reader_required
 def record_event(request: HttpRequest, instruction_id: int, event_id: int) -> JsonResponse:
     instruction, patient = _record_for(request, instruction_id)
     event = record_selectors.record_event_get(patient, event_id=event_id)
@@ -314,7 +337,7 @@ def record_event(request: HttpRequest, instruction_id: int, event_id: int) -> Js
 
 @json_endpoint("POST")
 @require_POST
-@access.clinician_required
+@access.record_reader_required
 def record_search(request: HttpRequest, instruction_id: int) -> JsonResponse:
     # A POST: search terms can quote the record, and URLs end up in proxy and server logs.
     instruction, patient = _record_for(request, instruction_id)
@@ -429,6 +452,7 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
     plan = None
     study = None
     design = None
+    calibration: list[tuple[str, CalibrationSummary]] = []
     unblinding: list[tuple[str, str]] = []
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -454,10 +478,16 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
                 messages.error(request, str(exc))
                 return redirect("admin_assign")
             names = ", ".join(sorted(study_names(set(plan.studies.values())))) or "no study"
+            gold = f" and {plan.gold} gold items mixed in" if plan.gold else ""
+            known = (
+                f" ({plan.known_items} gold or calibration items are never ordinary work)"
+                if plan.known_items
+                else ""
+            )
             messages.success(
                 request,
                 f"Created {plan.created} assignments for {plan.instructions} instructions "
-                f"in {names}.",
+                f"in {names}{gold}.{known}",
             )
             return redirect("admin_assign")
         plan = assignments_plan(
@@ -470,6 +500,7 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
         # The round the plan fills, named before anything is created.
         study = study or study_current(data["dataset"])
         design = _design(data["dataset"], study, instructions, clinicians)
+        calibration = _calibration(study, clinicians)
     return render(
         request,
         "review/admin/assign.html",
@@ -482,8 +513,19 @@ def admin_assign(request: HttpRequest) -> HttpResponse:
             # Chosen accounts that can read model names: assigned if the admin goes on, with
             # their reviews flagged and left out of reports.
             "unblinding": unblinding,
+            # Where the round has calibration items: each chosen clinician's results first.
+            "calibration": calibration,
         },
     )
+
+
+def _calibration(
+    study: Study | None, clinicians: list[User]
+) -> list[tuple[str, CalibrationSummary]]:
+    if study is None or not gold_items_available(study.pk, use=GoldItem.Use.CALIBRATION):
+        return []
+    found = calibration_summaries(study)
+    return [(c.email, found.get(c.pk) or CalibrationSummary()) for c in clinicians]
 
 
 def _design(

@@ -38,6 +38,10 @@ TABLES = (
     "rubric_agreement",
     "prediction_powered",
     "power",
+    "consensus",
+    "reliability",
+    "adjudications",
+    "gold",
 )
 FORMATS = ("csv", "json")
 TABLE_LABELS = {
@@ -59,6 +63,10 @@ TABLE_LABELS = {
     "rubric_agreement": "Rubric grader against clinicians",
     "prediction_powered": "Prediction-powered estimates",
     "power": "Reviews still needed",
+    "consensus": "Metrics against each consensus",
+    "reliability": "Clinicians' estimated reliability (latent-class)",
+    "adjudications": "Adjudication trail",
+    "gold": "Agreement with gold, per clinician",
 }
 
 CORRELATION_COLUMNS = [
@@ -152,6 +160,7 @@ CONTEXT_COLUMNS = [
     "cluster_unit",
     "min_clusters",
     "simulated_reviews",
+    "consensus",
 ]
 # The report's other sections, each a table of its own (the page shows them; a rerun needs them).
 SECTION_COLUMNS: dict[str, list[str]] = {
@@ -230,6 +239,21 @@ SECTION_COLUMNS: dict[str, list[str]] = {
         "classical_beyond_study", "ppi_units", "ppi_more_reviews", "ppi_beyond_study",
         "confidence", "power", "margin", "metric_a", "metric_b",
     ],
+    "consensus": [
+        "truth", "truth_label", "chosen", "available", "note", "metric", "label", "mean_tau",
+        "ci_low", "ci_high", "n_reviews", "n_clusters", "interval_note", "n_undecided",
+        "n_adjudicated_instructions",
+    ],
+    "reliability": ["truth", "clinician", "correct", "ranking"],
+    "adjudications": [
+        "adjudication_id", "instruction_id", "adjudicator", "reviewers", "review_ids", "status",
+        "submitted_at", "split_responses", "min_tau", "threshold", "response_id", "model", "rank",
+        "correct", "reason_length",
+    ],
+    "gold": [
+        "clinician", "gold_items", "verdicts", "agreement", "ci_low", "ci_high", "interval",
+        "note", "tau", "tau_ci_low", "tau_ci_high", "tau_note",
+    ],
 }  # fmt: skip
 
 
@@ -267,6 +291,9 @@ def _context(report: CorrelationReport) -> dict[str, Any]:
         "cluster_unit": clustering.get("unit", "instruction"),
         "min_clusters": clustering.get("min_clusters"),
         "simulated_reviews": report.provenance.get("counts", {}).get("reviews_simulated", 0),
+        # The truth the report scored metrics against (reports made before there was a choice
+        # scored each review on its own).
+        "consensus": report.parameters.get("consensus", "reviews"),
     }
 
 
@@ -382,6 +409,10 @@ def _section_rows(report: CorrelationReport, table: str) -> list[dict[str, Any]]
         return [{**t, **predictor, **common} for t in plan.get("targets", [])]
     if table == "reviews":
         return _review_rows(report)
+    if table in ("consensus", "reliability"):
+        return _consensus_rows(report, table)
+    if table in ("adjudications", "gold"):
+        return list(results.get(table) or [])
     if table == "rubric_scores":
         return _rubric_score_rows(results.get("rubrics") or {})
     if table == "rubric_agreement":
@@ -392,6 +423,30 @@ def _section_rows(report: CorrelationReport, table: str) -> list[dict[str, Any]]
             for name, v in (report.provenance.get("model_variants") or {}).items()
         ]
     raise ValueError(f"unknown table {table!r}")
+
+
+def _consensus_rows(report: CorrelationReport, table: str) -> list[dict[str, Any]]:
+    """Every metric against every consensus (``consensus``), or each clinician's estimated
+    reliability under each latent-class model (``reliability``)."""
+    section = report.results.get("consensus") or {}
+    chosen = section.get("chosen")
+    out: list[dict[str, Any]] = []
+    for method, entry in (section.get("methods") or {}).items():
+        if table == "reliability":
+            out += [{"truth": method, **row} for row in entry.get("reliability", [])]
+            continue
+        base = {
+            "truth": method,
+            "truth_label": entry.get("label"),
+            "chosen": method == chosen,
+            "available": entry.get("available"),
+            "note": entry.get("note", ""),
+            "n_undecided": entry.get("n_undecided"),
+            "n_adjudicated_instructions": entry.get("n_adjudicated_instructions"),
+        }
+        rows = entry.get("metrics") or []
+        out += [{**base, **row} for row in rows] if rows else [base]
+    return out
 
 
 def _rubric_score_rows(section: dict[str, Any]) -> list[dict[str, Any]]:
@@ -598,8 +653,10 @@ def _public_parameters(report: CorrelationReport) -> dict[str, Any]:
         "n_permutations",
         "learned_metric",
         "ppi_predictor",
+        "include_gold",
     )
     out = {k: p.get(k) for k in keys}
+    out["consensus"] = p.get("consensus", "reviews")
     clustering = report.results.get("clustering") or {}
     out["cluster_unit"] = clustering.get("unit")
     out["response_set"] = report.provenance.get("response_set")

@@ -7,6 +7,7 @@ from django.db.models import QuerySet
 
 from review.models import Dataset, Study
 from scoring.reports.services import REPORT_MAX_RESAMPLES
+from scoring.reports.statistics.consensus import CONSENSUS_LABELS, CONSENSUS_METHODS
 
 
 class ReportForm(forms.Form):
@@ -86,6 +87,20 @@ class ReportForm(forms.Form):
         help_text="Which scores stand in for the clinicians on instructions nobody reviewed: "
         "“auto” (the LLM jury, else the learned metric, else COMET, BERTScore…, in that "
         "fixed order), “none”, “learned”, or a metric's key as in the exports (e.g. comet).",
+    )
+    consensus = forms.ChoiceField(
+        label="Score metrics against",
+        choices=[(m, CONSENSUS_LABELS[m].capitalize()) for m in CONSENSUS_METHODS],
+        initial="reviews",
+        required=False,
+        help_text="The truth the correlation table uses. Every report also sets each metric "
+        "against every consensus side by side and says where the conclusions change.",
+    )
+    include_gold = forms.BooleanField(
+        required=False,
+        label="Include the reviews of gold items",
+        help_text="Gold items are quality checks shown blind among the clinicians' work; "
+        "they are left out of the analysis unless included here.",
     )
     include_unblindable = forms.BooleanField(
         required=False,

@@ -9,7 +9,15 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from review.linear import DIGIT, SPACE, Pattern
-from review.models import Dataset, ModelResponse, ResponseJudgement, Review, Study
+from review.models import (
+    Assignment,
+    ClinicianExclusion,
+    Dataset,
+    ModelResponse,
+    ResponseJudgement,
+    Review,
+    Study,
+)
 from review.selectors.studies import study_latest_reviewed
 from scoring.jury_scores import jury_expand
 from scoring.models import (
@@ -54,6 +62,12 @@ class ReportInputs:
     # Submitted reviews outside the table, for the reviews export: "cannot assess" ones (with
     # their reason) and those left out because the reviewer could unblind.
     other_reviews: list[dict[str, Any]] = field(default_factory=list)
+    # Reviewing quality (review.models.quality): gold items' reviews left out (unless the
+    # report includes them), calibration reviews (never analysed), and the clinicians an admin
+    # left out, each with the admin's reason.
+    n_gold_excluded: int = 0
+    n_calibration_excluded: int = 0
+    exclusions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _metric_keys(configs: list[MetricConfig]) -> dict[int, str]:
@@ -177,24 +191,47 @@ def report_inputs(
     config_ids: list[int] | None = None,
     exclude_truncated: bool = False,
     include_unblindable: bool = False,
+    include_gold: bool = False,
 ) -> ReportInputs:
-    """Build the judgement table, aligned metric scores and model variants (10 queries).
+    """Build the judgement table, aligned metric scores and model variants (11 queries).
 
     ``study``: whose reviews (default: the dataset's latest round with submitted reviews).
     ``exclude_truncated`` leaves out (as missing) every score whose metric model cut a text.
     ``include_unblindable`` keeps reviews whose reviewer could read model names
     (researcher, admin or staff access: ``review.access.can_unblind``).
+    ``include_gold`` keeps the reviews of gold items (left out by default: they are quality
+    checks). Calibration reviews are never analysed, nor the reviews of a clinician an admin
+    left out of the study's reports (``ClinicianExclusion``, listed with its reason).
     """
     if study is None:
         study = study_latest_reviewed(dataset)
-    reviews = Review.objects.filter(
-        assignment__study=study, status=Review.Status.SUBMITTED, cannot_assess=""
+    exclusions = {
+        e.clinician_id: e
+        for e in ClinicianExclusion.objects.filter(study=study, lifted_at__isnull=True)
+        .select_related("clinician", "excluded_by")
+        .order_by("excluded_at")
+    }
+    left_out_purposes = [Assignment.Purpose.CALIBRATION] + (
+        [] if include_gold else [Assignment.Purpose.GOLD]
     )
-    n_unblindable = 0
+    reviews = (
+        Review.objects.filter(
+            assignment__study=study, status=Review.Status.SUBMITTED, cannot_assess=""
+        )
+        .exclude(assignment__purpose__in=left_out_purposes)
+        .exclude(assignment__clinician_id__in=list(exclusions))
+    )
+    n_unblindable = n_gold = n_calibration = 0
+    excluded_reviews: dict[int, int] = {}
     other_reviews = []
-    for review_id, code, person, pseudonym, reason, could_unblind in (
+    for review_id, code, person, pseudonym, reason, could_unblind, purpose, clinician_id in (
         Review.objects.filter(assignment__study=study, status=Review.Status.SUBMITTED)
-        .filter(Q(~Q(cannot_assess="")) | Q(reviewer_could_unblind=True))
+        .filter(
+            Q(~Q(cannot_assess=""))
+            | Q(reviewer_could_unblind=True)
+            | Q(assignment__purpose__in=left_out_purposes)
+            | Q(assignment__clinician_id__in=list(exclusions))
+        )
         .order_by("id")
         .values_list(
             "id",
@@ -203,9 +240,20 @@ def report_inputs(
             "assignment__clinician__pseudonym",
             "cannot_assess",
             "reviewer_could_unblind",
+            "assignment__purpose",
+            "assignment__clinician_id",
         )
     ):
-        if reason:
+        if purpose == Assignment.Purpose.CALIBRATION:
+            why = "calibration review (never analysed)"
+            n_calibration += 1
+        elif purpose == Assignment.Purpose.GOLD and not include_gold:
+            why = "gold item, a quality check (left out unless the report includes them)"
+            n_gold += 1
+        elif clinician_id in exclusions:
+            why = f"clinician left out by an admin: {exclusions[clinician_id].reason}"
+            excluded_reviews[clinician_id] = excluded_reviews.get(clinician_id, 0) + 1
+        elif reason:
             why = f"cannot assess: {reason}"
         elif not include_unblindable:
             why = "reviewer could read model names: researcher, admin or staff (left out)"
@@ -297,6 +345,18 @@ def report_inputs(
         n_unblindable_excluded=n_unblindable,
         patient=[p or f"(instruction {c})" for p, c in zip(columns[14], columns[3], strict=True)],
         other_reviews=other_reviews,
+        n_gold_excluded=n_gold,
+        n_calibration_excluded=n_calibration,
+        exclusions=[
+            {
+                "clinician": e.clinician.pseudonym,
+                "reason": e.reason,
+                "excluded_at": e.excluded_at.isoformat(),
+                "excluded_by": e.excluded_by.pseudonym,
+                "reviews_left_out": excluded_reviews.get(clinician_id, 0),
+            }
+            for clinician_id, e in exclusions.items()
+        ],
     )
 
 

@@ -31,9 +31,10 @@ from scoring.models import (
     ModelVariant,
     PaperModelName,
 )
-from scoring.reports import learned
+from scoring.reports import analysis, learned, truth
 from scoring.reports import statistics as st
 from scoring.reports.paper import PAPER_LABELS
+from scoring.reports.statistics.consensus import CONSENSUS_METHODS
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,11 @@ def _report_parameters(
     n_permutations: int = st.DEFAULT_PERMUTATIONS,
     source: str = "app",
     ppi_predictor: str = "auto",
+    consensus: str = truth.DEFAULT_CONSENSUS,
+    include_gold: bool = False,
 ) -> dict[str, Any]:
+    if consensus not in CONSENSUS_METHODS:
+        raise ReportError(f"the consensus is one of {', '.join(CONSENSUS_METHODS)}")
     if source not in SOURCES:
         raise ReportError(f"the judgements come from {' or '.join(SOURCES)}")
     if not 1 <= int(n_resamples) <= REPORT_MAX_RESAMPLES:
@@ -109,6 +114,10 @@ def _report_parameters(
         # The predictor of the prediction-powered estimates: "auto", "none", "learned" or a
         # metric key (scoring.reports.prediction).
         "ppi_predictor": (ppi_predictor or "auto").strip()[:100],
+        # Which truth metrics are scored against (scoring.reports.truth), and whether the
+        # reviews of gold items (quality checks) are analysed too.
+        "consensus": consensus,
+        "include_gold": bool(include_gold),
     }
 
 
@@ -133,6 +142,8 @@ def report_create(
     n_permutations: int = st.DEFAULT_PERMUTATIONS,
     source: str = "app",
     ppi_predictor: str = "auto",
+    consensus: str = truth.DEFAULT_CONSENSUS,
+    include_gold: bool = False,
 ) -> CorrelationReport:
     """A pending report; its computation is queued once the row is committed.
 
@@ -143,6 +154,8 @@ def report_create(
     reviews, so that a new, empty round is not analysed by default).
     ``include_unblindable``: keep reviews by accounts that could read model names
     (researcher, admin or staff access); left out by default.
+    ``consensus``: the truth metrics are scored against (``scoring.reports.truth``);
+    ``include_gold``: analyse the reviews of gold items too (left out by default).
     """
     if study is None:
         study = study_latest_reviewed(dataset)
@@ -162,6 +175,8 @@ def report_create(
         n_permutations=n_permutations,
         source=source,
         ppi_predictor=ppi_predictor,
+        consensus=consensus,
+        include_gold=include_gold,
     )
     report = CorrelationReport.objects.create(
         dataset=dataset,
@@ -251,6 +266,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
                 config_ids=params.get("config_ids"),
                 exclude_truncated=bool(params.get("exclude_truncated", False)),
                 include_unblindable=bool(params.get("include_unblindable", False)),
+                include_gold=bool(params.get("include_gold", False)),
             )
         if len(inputs.table) == 0:
             raise ReportError(
@@ -291,15 +307,52 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             scores[learned.LEARNED_KEY] = learned_fit["oof"]
             labels[learned.LEARNED_KEY] = learned.LEARNED_LABEL
             metric_provenance.append(learned_fit["provenance_row"])
+        # The truth metrics are scored against: each review on its own, or one consensus per
+        # response (scoring.reports.truth); the sections about the clinicians themselves
+        # (their agreement, position bias) are computed on their own reviews either way.
+        chosen = str(params.get("consensus", truth.DEFAULT_CONSENSUS))
+        adjudicated = truth.adjudicated_judgements(study) if source == "app" else {}
+        built: dict[str, Any] = {}
+        analysed, analysed_scores = inputs, scores
+        if chosen != truth.DEFAULT_CONSENSUS:
+            built[chosen] = truth.build_consensus(inputs, chosen, adjudicated)
+            analysed = truth.consensus_inputs(inputs, built[chosen])
+            analysed_scores = built[chosen].aligned(scores)
         results = compute_results(
-            table,
-            scores,
+            analysed.table,
+            analysed_scores,
             params,
             labels,
             variants=inputs.variants,
-            style=response_style(table=table),
+            style=response_style(table=analysed.table),
             cluster_unit=unit,
         )
+        boot = {
+            "n_resamples": int(params["n_resamples"]),
+            "seed": int(params["seed"]),
+            "confidence": float(params["confidence"]),
+            "min_clusters": int(params.get("min_clusters", st.MIN_CLUSTERS)),
+        }
+        if analysed is not inputs:
+            results["human_ceiling"] = analysis.clean(st.human_ceiling(table, **boot))
+            results["leave_one_out"] = analysis.clean(
+                st.leave_one_clinician_out(table, scores, **boot)
+            )
+            results["position_bias"] = analysis.clean(st.position_bias(table, **boot))
+        results["consensus"] = analysis.clean(
+            truth.consensus_section(
+                inputs, scores, labels, chosen=chosen, adjudicated=adjudicated, boot=boot,
+                built=built,
+            )
+        )  # fmt: skip
+        results["adjudications"] = analysis.clean(truth.adjudication_trail(study))
+        results["gold"] = analysis.clean(
+            truth.gold_results(
+                study,
+                dict(zip(table.clinician.tolist(), inputs.clinician_pseudonym, strict=True)),
+            )
+        )
+        results["exclusions"] = list(getattr(inputs, "exclusions", []))
         results["learned_metric"] = learned_fit["info"] if learned_fit else None
         results["source"] = {"name": source, "label": SOURCE_LABELS[source]}
         results["release_comparison"] = (
@@ -318,7 +371,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             min_clusters=int(params.get("min_clusters", st.MIN_CLUSTERS)),
         )
         results["prediction_powered"] = _prediction_powered(
-            report, study, inputs, scores, labels, params, unit, learned_fit
+            report, study, analysed, analysed_scores, labels, params, unit, learned_fit
         )
         results["responses"] = response_rows(
             inputs.table,
@@ -359,6 +412,14 @@ def report_compute(*, report_id: int) -> CorrelationReport:
             "reviews_could_unblind": {
                 "included": bool(params.get("include_unblindable", False)),
                 "excluded": inputs.n_unblindable_excluded,
+            },
+            # The truth metrics were scored against, and what reviewing quality left out.
+            "consensus": {"method": chosen, "label": truth.consensus_label(chosen)},
+            "quality": {
+                "gold_included": bool(params.get("include_gold", False)),
+                "gold_reviews_excluded": getattr(inputs, "n_gold_excluded", 0),
+                "calibration_reviews_excluded": getattr(inputs, "n_calibration_excluded", 0),
+                "clinicians_excluded": list(getattr(inputs, "exclusions", [])),
             },
             "metric_configs": inputs.metrics,
             "model_variants": {

@@ -19,6 +19,7 @@ from scoring.reports import exports, learned, selectors, services, wording
 from scoring.reports.forms import ApiTokenForm, ReportForm
 from scoring.reports.page import paper_page, report_page
 from scoring.reports.paper import paper_tables_for
+from scoring.reports.truth import consensus_label, truth_page
 
 
 def _report_or_404(report_id: int) -> CorrelationReport:
@@ -50,6 +51,8 @@ def reports(request: HttpRequest) -> HttpResponse:
                 cluster=form.cleaned_data["cluster"] or "auto",
                 min_clusters=form.cleaned_data["min_clusters"] or 10,
                 ppi_predictor=form.cleaned_data["ppi_predictor"] or "auto",
+                consensus=form.cleaned_data["consensus"] or "reviews",
+                include_gold=form.cleaned_data["include_gold"],
             )
         except services.ReportError as exc:
             form.add_error(None, str(exc))
@@ -77,10 +80,13 @@ def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
         "simulated": report.provenance.get("counts", {}).get("reviews_simulated", 0),
         # Said the same way while computing and once done (it read "instructions" before).
         "resampling_unit": wording.resampling_unit(report.parameters, report.results),
+        # The truth metrics were scored against, named on every page state.
+        "consensus_label": consensus_label(str(report.parameters.get("consensus", "reviews"))),
     }
     if report.status == CorrelationReport.Status.DONE:
         context.update(report_page(report.results))
         context["metric_provenance"] = exports.metric_provenance(report)
+        context.update(truth_page(report.results))
         context["lm_label"] = learned.LEARNED_LABEL
         context["provenance_headers"] = [
             c.replace("_", " ").capitalize() for c in exports.PROVENANCE_COLUMNS

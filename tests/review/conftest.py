@@ -7,7 +7,7 @@ import pytest
 from django.core.cache import cache
 from django.utils import timezone
 
-from review.models import Dataset, Instruction, Patient, Role
+from review.models import Adjudication, Dataset, Instruction, Patient, Role
 from tests import factories
 
 
@@ -38,7 +38,8 @@ def world(db):
     """One user of each kind and one object of each kind, for the authorization matrix.
 
     Kinds: anonymous, applicant (pending), rejected, expired, revoked, clinician_other (approved,
-    not assigned), clinician (approved, assigned to ``instruction``), researcher, admin.
+    not assigned), clinician (approved, assigned to ``instruction``), researcher, admin,
+    adjudicator (adjudicating ``instruction``, which they never reviewed).
     Features add the objects their URLs need here (a review, a scoring run…).
     """
     yesterday = timezone.localdate() - timedelta(days=1)
@@ -56,6 +57,7 @@ def world(db):
     w.clinician = factories.make_user("clinician@example.edu", roles=[Role.CLINICIAN])
     w.researcher = factories.make_user("researcher@example.edu", roles=[Role.RESEARCHER])
     w.admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN])
+    w.adjudicator = factories.make_user("adjudicator@example.edu", roles=[Role.ADJUDICATOR])
     w.anonymous = None
 
     w.dataset = Dataset.objects.create(name="matrix", is_synthetic=True)
@@ -68,4 +70,8 @@ def world(db):
         person_id=w.patient.person_id,
     )
     w.assignment = factories.assign(w.instruction, w.clinician)
+    # The adjudicator resolves a disagreement on the clinician's instruction (not theirs).
+    w.adjudication = Adjudication.objects.create(
+        study=w.assignment.study, instruction=w.instruction, adjudicator=w.adjudicator
+    )
     return w

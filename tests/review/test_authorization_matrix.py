@@ -37,7 +37,7 @@ LOGIN, APP, MFA, ADMIN_LOGIN, HOME = "login", "app", "mfa", "admin_login", "home
 TOTP_STEP = "totp_step"
 LT500 = "lt500"
 UNAPPROVED = ("applicant", "rejected", "expired", "revoked")
-APPROVED = ("clinician_other", "clinician", "researcher", "admin")
+APPROVED = ("clinician_other", "clinician", "researcher", "admin", "adjudicator")
 KINDS = ("anonymous", *UNAPPROVED, *APPROVED)
 
 
@@ -208,6 +208,26 @@ def _grading(w: Any) -> Any:
     return grading
 
 
+def _gold(w: Any) -> Any:
+    from review.models import GoldItem
+
+    item, _ = GoldItem.objects.get_or_create(
+        study=_study(w), instruction=w.instruction, defaults={"use": "gold", "source": "senior"}
+    )
+    return item
+
+
+def _exclusion(w: Any) -> Any:
+    from review.models import ClinicianExclusion
+
+    exclusion, _ = ClinicianExclusion.objects.get_or_create(
+        study=_study(w),
+        clinician=w.clinician_other,
+        defaults={"reason": "Matrix.", "excluded_by": w.admin},
+    )
+    return exclusion
+
+
 RULES: dict[str, Rule] = {
     # --- core -------------------------------------------------------------------------------
     "home": R(anon=LOGIN, unapproved=APP, approved="200|302", admin="200"),
@@ -248,6 +268,7 @@ RULES: dict[str, Rule] = {
         clinician="200",
         clinician_other="404",
         admin="200",
+        adjudicator="200",  # the record of the instruction they adjudicate
         kwargs=lambda w: {"instruction_id": w.instruction.pk},
     ),
     "record_events": R(
@@ -257,6 +278,7 @@ RULES: dict[str, Rule] = {
         clinician="200",
         clinician_other="404",
         admin="200",
+        adjudicator="200",  # the record of the instruction they adjudicate
         kwargs=lambda w: {"instruction_id": w.instruction.pk},
     ),
     "record_event": R(
@@ -266,6 +288,7 @@ RULES: dict[str, Rule] = {
         clinician="200",
         clinician_other="404",
         admin="200",
+        adjudicator="200",  # the record of the instruction they adjudicate
         kwargs=lambda w: {"instruction_id": w.instruction.pk, "event_id": _note(w).pk},
     ),
     "record_search": R(
@@ -275,6 +298,7 @@ RULES: dict[str, Rule] = {
         clinician="400",
         clinician_other="404",
         admin="400",
+        adjudicator="400",
         method="POST",
         kwargs=lambda w: {"instruction_id": w.instruction.pk},
     ),
@@ -299,7 +323,9 @@ RULES: dict[str, Rule] = {
         method="POST",
         kwargs=lambda w: {"review_id": _review(w).pk},
     ),
-    "session_resumed": R(anon=LOGIN, unapproved=APP, approved="403", clinician="200", admin="200"),
+    "session_resumed": R(
+        anon=LOGIN, unapproved=APP, approved="403", clinician="200", admin="200", adjudicator="200"
+    ),
     # --- rubrics (review.views.rubrics): only the author writes, only the named reviewer
     # reviews, only the assigned clinician grades; admins assign, import and export.
     "rubric_work": R(anon=LOGIN, unapproved=APP, approved="403", clinician="200", admin="200"),
@@ -365,6 +391,49 @@ RULES: dict[str, Rule] = {
     "admin_study_remove_model": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
     "admin_study_adaptive_design": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
     "admin_study_adaptive_wave": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
+    # --- reviewing quality (review.views.quality): admins; changes are POST only --------------
+    "admin_quality": admin_only(kwargs=lambda w: {"dataset_id": w.dataset.pk}),
+    "admin_quality_policy": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
+    "admin_quality_gold_release": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
+    "admin_quality_gold_item": admin_only(
+        kwargs=lambda w: {"study_id": _study(w).pk, "instruction_id": w.instruction.pk}
+    ),
+    "admin_quality_gold_retire": admin_only("405", kwargs=lambda w: {"item_id": _gold(w).pk}),
+    "admin_quality_calibrate": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
+    "admin_quality_exclude": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
+    "admin_quality_readmit": admin_only("405", kwargs=lambda w: {"exclusion_id": _exclusion(w).pk}),
+    "admin_quality_adjudicate": admin_only("405", kwargs=lambda w: {"study_id": _study(w).pk}),
+    # --- adjudication (review.views.adjudications): only the assigned adjudicator -------------
+    "adjudication_queue": R(
+        anon=LOGIN, unapproved=APP, approved="403", adjudicator="200", admin="200"
+    ),
+    "adjudication_page": R(
+        anon=LOGIN,
+        unapproved=APP,
+        approved="403",  # a page for adjudicators: "not available to your role"
+        adjudicator="200",
+        admin="404",  # admins pass the role, not the object: not theirs
+        kwargs=lambda w: {"adjudication_id": w.adjudication.pk},
+    ),
+    # POST without a JSON body: the adjudicator gets 400 (validation), an admin 404.
+    "adjudication_save": R(
+        anon="401",
+        unapproved="403",
+        approved="403",
+        adjudicator="400",
+        admin="404",
+        method="POST",
+        kwargs=lambda w: {"adjudication_id": w.adjudication.pk},
+    ),
+    "adjudication_submit": R(
+        anon="401",
+        unapproved="403",
+        approved="403",
+        adjudicator="400",
+        admin="404",
+        method="POST",
+        kwargs=lambda w: {"adjudication_id": w.adjudication.pk},
+    ),
     # --- scoring runs: researchers and admins ------------------------------------------------
     "scoring_runs": R(anon=LOGIN, unapproved=APP, approved="403", researcher="200", admin="200"),
     "scoring_run_detail": R(

@@ -153,8 +153,9 @@ def _done_report(d, **kw) -> CorrelationReport:
 
 # --- selector ----------------------------------------------------------------------------------
 def test_selector_builds_the_table_from_submitted_reviews(data, django_assert_max_num_queries):
-    # 8, and 2 for the study: the dataset's latest, and the reviews its report leaves out.
-    with django_assert_max_num_queries(10):
+    # 8, and 3 for the study: the dataset's latest, the clinicians an admin left out of its
+    # reports, and the reviews its report leaves out.
+    with django_assert_max_num_queries(11):
         inputs = selectors.report_inputs(dataset=data.dataset)
     t = inputs.table
     assert len(t) == 12  # 4 submitted reviews x 3; the draft and "cannot assess" are left out
@@ -384,7 +385,15 @@ def test_every_csv_carries_the_seed_and_marks_simulated_reviews(data, client):
         rows = list(csv.DictReader(io.StringIO(exports.to_csv(report, table))))
         # Every section of the report is a table; a section can be empty (no model variants
         # declared here, no rubric grades), never missing.
-        empty_here = ("variants", "context_length", "rubric_scores", "rubric_agreement")
+        empty_here = (
+            "variants",
+            "context_length",
+            "rubric_scores",
+            "rubric_agreement",
+            # Nothing was adjudicated, and no gold item set, in this data.
+            "adjudications",
+            "gold",
+        )
         assert rows or table in empty_here, table
         assert {r["seed"] for r in rows} <= {"7"}
         assert {r["report"] for r in rows} <= {str(report.pk)}

@@ -13,6 +13,9 @@
  * - the status says "saved" only when nothing is pending and the server said so;
  * - a 401 opens a sign-in window without leaving the page, and the edits go once it is done.
  * Sections: state and saving, the cards and ranking, keyboard, submit, the record panel.
+ *
+ * The adjudication page runs this same script (data.kind "adjudication"): its own fields
+ * (data.fields: a reason, required) take the place of the review's cannot-assess fields.
  */
 (function () {
   "use strict";
@@ -23,6 +26,8 @@
   var data = JSON.parse(dataEl.textContent);
   var editable = Boolean(data.editable);
   var N = data.responses.length;
+  var kind = data.kind || "review";
+  var noun = kind === "adjudication" ? "adjudication" : "review";
 
   var statusEl = document.getElementById("save-status");
   var announcer = document.getElementById("announcer");
@@ -47,11 +52,11 @@
     labels[r.handle] = r.label;
     previews[r.handle] = r.preview;
   });
-  values[""] = { cannot_assess: data.cannot_assess, cannot_assess_note: data.cannot_assess_note };
+  values[""] = data.fields ? Object.assign({}, data.fields) : { cannot_assess: data.cannot_assess, cannot_assess_note: data.cannot_assess_note };
 
   function keyOf(handle, field) { return handle ? handle + "." + field : field; }
 
-  var storageKey = "medalign-review:" + data.owner + ":" + data.review;
+  var storageKey = "medalign-" + kind + ":" + data.owner + ":" + data.review;
   var store = (function () {
     try { return window.sessionStorage; } catch (e) { return null; }
   })();
@@ -124,7 +129,8 @@
   function sendable(e) { return !overBy(e) && !e.refused; }
   function held() { return pending.filter(function (e) { return !sendable(e); }); }
   function describeField(e) {
-    return e.handle ? "the comment on Response " + labels[e.handle] : "the cannot-assess details";
+    if (e.handle) return "the comment on Response " + labels[e.handle];
+    return e.field === "reason" ? "the reason" : "the cannot-assess details";
   }
   function heldReason(e) {
     if (e.refused) return describeField(e) + " holds a character that cannot be saved (a NUL or a broken character, often from a paste)";
@@ -407,7 +413,7 @@
   var reviewChannel = null;
   if ("BroadcastChannel" in window) {
     new BroadcastChannel("medalign-session").addEventListener("message", resume);
-    reviewChannel = new BroadcastChannel("medalign-review:" + data.user + ":" + data.review);
+    reviewChannel = new BroadcastChannel("medalign-" + kind + ":" + data.user + ":" + data.review);
     reviewChannel.addEventListener("message", function (event) {
       var message = event.data || {};
       if (message.tab === tab || stopped) return;
@@ -432,18 +438,18 @@
     editable = false;
     lockPage();
     var list = unapplied.map(describeKey).join("; ");
-    var text = (body.message || "This review was submitted elsewhere") + ". " +
+    var text = (body.message || "This " + noun + " was submitted elsewhere") + ". " +
       (unapplied.length
         ? "These changes made here were not applied: " + list + ". Ask an admin to reopen the review if they matter."
-        : "Everything you changed here is in the submitted review.");
+        : "Everything you changed here is in the submitted " + noun + ".");
     setStatus("conflict", "Submitted elsewhere: read-only.");
-    notice(text, [{ label: "Show the submitted review", primary: true, run: function () { window.location.reload(); } }]);
+    notice(text, [{ label: "Show the submitted " + noun, primary: true, run: function () { window.location.reload(); } }]);
     showErrors([text], "");
   }
 
   function describeKey(key) {
     var dot = key.indexOf(".");
-    if (dot < 0) return key === "cannot_assess" ? "the cannot-assess reason" : "the cannot-assess details";
+    if (dot < 0) return key === "cannot_assess" ? "the cannot-assess reason" : key === "reason" ? "the reason" : "the cannot-assess details";
     return "Response " + labels[key.slice(0, dot)] + " " + key.slice(dot + 1).replace("is_correct", "correct/incorrect");
   }
 
@@ -502,11 +508,17 @@
   }
 
   function renderReviewFields() {
+    // The page's own fields (outside every response): the cannot-assess reason and details,
+    // or an adjudication's reason.
     var v = values[""];
-    document.getElementById("cannot-assess").value = v.cannot_assess || "";
-    var note = document.getElementById("cannot-assess-note");
-    if (document.activeElement !== note) note.value = v.cannot_assess_note || "";
-    showCount(note);
+    Array.prototype.forEach.call(form.querySelectorAll("[data-field]"), function (el) {
+      var field = el.dataset.field;
+      if (el.closest(".response") || !(field in v)) return;
+      if (el.tagName === "TEXTAREA") {
+        if (document.activeElement !== el) el.value = v[field] || "";
+        showCount(el);
+      } else el.value = v[field] || "";
+    });
   }
 
   /* text boxes: grow with their text, count characters, refuse (never cut) past the limit */
@@ -692,7 +704,7 @@
 
   // Where keyboard work starts: the response last edited in this tab (kept across reloads,
   // like the unsent edits), else the first one still missing a rank or a verdict.
-  var focusKey = "medalign-review-focus:" + data.owner + ":" + data.review;
+  var focusKey = "medalign-" + kind + "-focus:" + data.owner + ":" + data.review;
   function rememberEdited(handle) {
     if (!store) return;
     try { store.setItem(focusKey, handle); } catch (e) { /* storage off: start at the first */ }
@@ -826,6 +838,7 @@
     handles.forEach(function (h) {
       if (values[h].is_correct === null) out.push("Mark Response " + labels[h] + " correct or incorrect.");
     });
+    if (data.require_reason && !(r.reason || "").trim()) out.push("Say why you resolve the disagreement so.");
     return out.concat(tooLong());
   }
 
@@ -871,12 +884,12 @@
           forget();
           editable = false;
           lockPage();
-          setStatus("submitted", "Submitted. Thank you. The review is now read-only.");
+          setStatus("submitted", "Submitted. Thank you. The " + noun + " is now read-only.");
           notice("");
           showErrors([]);
           // Said where the clinician is (beside Submit), not only in the header far above.
           var done = document.getElementById("submit-done");
-          done.textContent = "Submitted. Thank you. The review is now read-only; the next review is one click away.";
+          done.textContent = "Submitted. Thank you. The " + noun + " is now read-only; the next " + noun + " is one click away.";
           done.hidden = false;
           var next = document.getElementById("next-review");
           next.classList.remove("quiet");
@@ -884,6 +897,9 @@
           next.focus();
           done.scrollIntoView({ block: "nearest" });
           if (reviewChannel) reviewChannel.postMessage({ tab: tab, submitted: true });
+          // A calibration review shows the reference beside the clinician's once submitted:
+          // the page the server renders now has it.
+          if (data.calibration) window.location.reload();
         } else if (res.status === 401) {
           sessionEnded(res.body);
         } else if (res.status === 409 && res.body.error === "read_only") {
