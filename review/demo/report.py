@@ -6,7 +6,7 @@ then one report computed inline. Model-based metrics remain a click away on the 
 
 from review.models import Dataset
 from scoring.models import CorrelationReport, ScoringBatch
-from scoring.reports import services
+from scoring.reports import compute, services
 from scoring.runs import scoring as scoring_runs
 
 DEMO_METRICS = ("rougeL", "bleu", "chrf")
@@ -39,7 +39,7 @@ def demo_first_report(*, dataset_name: str) -> list[str]:
         title="Demo (simulated reviews, lexical metrics)",
         enqueue=False,
     )
-    report = services.report_compute(report_id=report.pk)
+    report = compute.report_compute(report_id=report.pk)
     if report.status != CorrelationReport.Status.DONE:
         return [f"Demo report #{report.pk} failed: {report.error}"]
     return [

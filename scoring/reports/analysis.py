@@ -1,6 +1,6 @@
 """The report's computation on arrays: every statistic of a correlation report, no database.
 
-``compute_results(table, scores, params)`` is what ``services.report_compute`` stores and what
+``compute_results(table, scores, params)`` is what ``compute.report_compute`` stores and what
 ``manage.py bench_report`` times; the method is documented in ``templates/scoring/method.html``
 and the README. The returned dict is JSON-ready: numpy scalars become Python numbers and every
 non-finite float becomes ``None`` (PostgreSQL's jsonb rejects NaN).
@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from scoring.reports import prediction
 from scoring.reports import statistics as st
 
 DEFAULT_CONFIDENCE = 0.95
@@ -195,7 +196,6 @@ def prediction_powered_results(
     table: st.JudgementTable, responses: Any, **kwargs: Any
 ) -> dict[str, Any]:
     """The prediction-powered section (scoring.reports.prediction.section), JSON-ready."""
-    from scoring.reports import prediction
 
     return clean(prediction.section(table, responses, **kwargs))
 

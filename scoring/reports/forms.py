@@ -6,7 +6,7 @@ from django import forms
 from django.db.models import QuerySet
 
 from review.models import Dataset, Study
-from scoring.reports.services import REPORT_MAX_RESAMPLES
+from scoring.reports.parameters import REPORT_MAX_RESAMPLES
 from scoring.reports.statistics.consensus import CONSENSUS_LABELS, CONSENSUS_METHODS
 
 

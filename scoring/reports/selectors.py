@@ -13,13 +13,15 @@ from review.models import (
     Assignment,
     ClinicianExclusion,
     Dataset,
+    Instruction,
     ModelResponse,
+    ReferenceResponse,
     ResponseJudgement,
     Review,
     Study,
+    StudyResponse,
 )
 from review.selectors.studies import study_latest_reviewed
-from scoring.jury_scores import jury_expand
 from scoring.models import (
     ApiToken,
     CorrelationReport,
@@ -27,8 +29,9 @@ from scoring.models import (
     MetricScore,
     ModelVariant,
 )
+from scoring.reports.jury_scores import jury_expand
+from scoring.reports.rubric_scores import rubric_expand
 from scoring.reports.statistics import JudgementTable
-from scoring.rubric_scores import rubric_expand
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,7 @@ def aligned_scores(
             truncated[keys[config_id]][rows_of] = cut
             if not (cut and exclude_truncated):
                 scores[keys[config_id]][rows_of] = value
-    # The LLM jury's judges, each a column of its own (scoring.jury_scores).
+    # The LLM jury's judges, each a column of its own (scoring.reports.jury_scores).
     judge_metrics = jury_expand(
         configs=configs,
         keys=keys,
@@ -394,7 +397,6 @@ def response_style(*, table: JudgementTable) -> dict[str, np.ndarray]:
 def learned_texts(*, table: JudgementTable) -> tuple[list[str], list[str], list[str]]:
     """Per table row: the instruction's question, the response and the first reference answer
     (3 queries). For the learned metric's embeddings only: the texts never leave the worker."""
-    from review.models import Instruction, ReferenceResponse
 
     response_ids = {int(r) for r in table.response}
     instruction_ids = {int(i) for i in table.instruction}
@@ -485,7 +487,6 @@ def study_responses(
     config_ids: list[int] | None = None,
     exclude_truncated: bool = False,
 ) -> StudyResponses:
-    from review.models import StudyResponse
 
     rows = list(
         StudyResponse.objects.filter(study=study)
@@ -521,7 +522,6 @@ def study_learned_texts(
 ) -> tuple[list[str], list[str], list[str]]:
     """Per response of a study: its instruction's question, its text and the first reference
     answer (3 queries); for the learned metric's embeddings only, never leaving the worker."""
-    from review.models import Instruction, ReferenceResponse
 
     texts = dict(
         ModelResponse.objects.filter(pk__in=set(response_ids)).values_list("id", "text").order_by()

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from review import access
 from scoring.models import CorrelationReport
 from scoring.reports import exports, learned, selectors, services, wording
+from scoring.reports.errors import ReportError
 from scoring.reports.forms import ApiTokenForm, ReportForm
 from scoring.reports.page import paper_page, report_page
 from scoring.reports.paper import paper_tables_for
@@ -54,7 +55,7 @@ def reports(request: HttpRequest) -> HttpResponse:
                 consensus=form.cleaned_data["consensus"] or "reviews",
                 include_gold=form.cleaned_data["include_gold"],
             )
-        except services.ReportError as exc:
+        except ReportError as exc:
             form.add_error(None, str(exc))
         else:
             return redirect("scoring_report_detail", report_id=report.pk)
@@ -159,7 +160,7 @@ def paper_map(request: HttpRequest, dataset_id: int) -> HttpResponse:
         changes = services.paper_model_names_set(
             dataset=dataset, mapping=mapping, actor=request.user, request=request
         )
-    except services.ReportError as exc:
+    except ReportError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, "; ".join(changes) if changes else "Nothing changed.")

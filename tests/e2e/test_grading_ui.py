@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from review.demo.reviews import demo_simulated_reviews
 from review.models import CriterionGrade, Role
 from scoring.models import GraderVerdict
-from scoring.reports import services
+from scoring.reports import compute, services
 from tests import factories
 
 # The accessibility scan's browser context (it watches for CSP violations) and its tab.
@@ -91,7 +91,7 @@ def test_a_researcher_runs_the_grader_and_reads_it_beside_the_clinicians(
     report = services.report_create(
         dataset=dataset, actor=researcher, n_resamples=200, seed=1, enqueue=False
     )
-    report = services.report_compute(report_id=report.pk)
+    report = compute.report_compute(report_id=report.pk)
     assert report.status == "done", report.error
     page.goto(live_server.url + reverse("scoring_report_detail", args=[report.pk]))
     section = page.locator("section", has=page.locator("#rubrics"))

@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from scoring.reports import services
+from scoring.reports import compute, services
 from scoring.reports.prediction import study_power
 from tests.e2e.test_accessibility import assert_no_axe_violations
 from tests.scoring.ppi_data import make_study
@@ -66,7 +66,7 @@ def test_the_report_shows_prediction_powered_estimates(live_server, page):
     report = services.report_create(
         dataset=d.dataset, actor=d.researcher, n_resamples=200, seed=1, enqueue=False
     )
-    services.report_compute(report_id=report.pk)
+    compute.report_compute(report_id=report.pk)
     _sign_in(page, live_server, d.researcher)
     page.goto(live_server.url + reverse("scoring_report_detail", args=[report.pk]))
     section = page.get_by_test_id("ppi-section")

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from review.models import ModelResponse, Role
 from scoring.models import CorrelationReport
-from scoring.reports import services
+from scoring.reports import compute, services
 from tests import factories
 from tests.e2e.test_accessibility import (
     DESKTOP,
@@ -38,7 +38,7 @@ def test_the_report_reads_on_a_desktop_and_a_phone(live_server, tab):
     report = services.report_create(
         dataset=dataset, actor=None, n_resamples=500, seed=2, enqueue=False
     )
-    report = services.report_compute(report_id=report.pk)
+    report = compute.report_compute(report_id=report.pk)
     assert report.status == CorrelationReport.Status.DONE, report.error
     admin = factories.make_user("admin@example.edu", roles=[Role.ADMIN, Role.RESEARCHER])
     sign_in_with_totp(tab, live_server.url, admin.email)

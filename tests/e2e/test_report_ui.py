@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from review.demo.reviews import demo_simulated_reviews
 from review.models import Dataset, Instruction, ModelResponse, ReferenceResponse, Role
 from scoring.models import MetricConfig, MetricScore
-from scoring.reports import services
+from scoring.reports import compute, services
 from tests import factories
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -42,7 +42,7 @@ def _report():
     report = services.report_create(
         dataset=dataset, actor=None, n_resamples=200, seed=1, enqueue=False
     )
-    return services.report_compute(report_id=report.pk)
+    return compute.report_compute(report_id=report.pk)
 
 
 def _sign_in(page, live_server, user) -> None:

@@ -20,7 +20,7 @@ from review.models import (
 )
 from review.services.imports import dataset_import
 from scoring.models import CorrelationReport, MetricConfig, MetricScore, ModelVariant
-from scoring.reports import paper, services
+from scoring.reports import compute, paper, services
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +76,7 @@ def test_a_report_can_analyse_the_releases_own_judgements(release):
         dataset=release, actor=researcher, n_resamples=300, seed=1, source="release",
         enqueue=False,
     )  # fmt: skip
-    report = services.report_compute(report_id=report.pk)
+    report = compute.report_compute(report_id=report.pk)
     assert report.status == CorrelationReport.Status.DONE, report.error
     results = report.results
     assert results["source"]["name"] == "release"
@@ -114,7 +114,7 @@ def test_an_app_report_sets_the_release_beside_its_reviews_and_never_pools_them(
             payload={"edits": edits, "tab": "t", "seq": 1, "active_seconds": 5},
         )
     report = services.report_create(dataset=release, actor=None, n_resamples=200, enqueue=False)
-    report = services.report_compute(report_id=report.pk)
+    report = compute.report_compute(report_id=report.pk)
     assert report.status == CorrelationReport.Status.DONE, report.error
     assert report.results["source"]["name"] == "app"
     assert report.results["counts"]["reviews"] == 12  # the app's reviews only

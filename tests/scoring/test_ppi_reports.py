@@ -13,7 +13,7 @@ from django.utils.html import escape
 
 from review.models import ResponseJudgement
 from scoring.models import CorrelationReport
-from scoring.reports import exports, prediction, services
+from scoring.reports import compute, exports, prediction, services
 from tests import factories
 from tests.scoring.ppi_data import MODELS, N_INSTRUCTIONS, N_REVIEWED, make_study
 
@@ -24,7 +24,7 @@ def _report(d, **kw):
     report = services.report_create(
         dataset=d.dataset, actor=d.researcher, n_resamples=200, seed=3, enqueue=False, **kw
     )
-    return services.report_compute(report_id=report.pk)
+    return compute.report_compute(report_id=report.pk)
 
 
 def test_auto_picks_the_jury_then_learned_then_comet_in_a_fixed_order():

@@ -15,7 +15,7 @@ from review.models import Assignment, Role
 from review.services import adjudications as adjudication_services
 from review.services import quality as quality_services
 from scoring.models import MetricConfig, MetricScore
-from scoring.reports import exports, services
+from scoring.reports import compute, exports, services
 from scoring.reports.truth import conclusion_changes
 from tests import factories
 from tests.review.quality_data import RELEASE, make_world, submit
@@ -65,7 +65,7 @@ def _report(w, **kw):
         dataset=w.dataset, actor=w.researcher, n_resamples=200, seed=3, enqueue=False,
         min_clusters=2, **kw,
     )  # fmt: skip
-    report = services.report_compute(report_id=report.pk)
+    report = compute.report_compute(report_id=report.pk)
     assert report.status == "done", report.error
     return report
 

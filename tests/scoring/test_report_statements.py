@@ -20,7 +20,7 @@ from review.models import (
     Role,
 )
 from scoring.models import CorrelationReport, MetricConfig, MetricScore
-from scoring.reports import services, wording
+from scoring.reports import compute, services, wording
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -123,7 +123,7 @@ def test_every_section_states_each_fact_the_same_way(client):
         dataset=dataset, actor=None, n_resamples=300, seed=3, enqueue=False
     )
     _, pending_text = _page(client, pending)
-    report = services.report_compute(report_id=pending.pk)
+    report = compute.report_compute(report_id=pending.pk)
     assert report.status == CorrelationReport.Status.DONE, report.error
     page, text = _page(client, report)
 

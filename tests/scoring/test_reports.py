@@ -35,7 +35,8 @@ from review.models import (
 )
 from review.services.accounts import application_revoke
 from scoring.models import ApiToken, CorrelationReport, MetricConfig, MetricScore, ModelVariant
-from scoring.reports import exports, selectors, services
+from scoring.reports import compute, exports, selectors, services
+from scoring.reports.errors import ReportError
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -148,7 +149,7 @@ def _done_report(d, **kw) -> CorrelationReport:
     report = services.report_create(
         dataset=d.dataset, actor=d.researcher, n_resamples=N_RESAMPLES, seed=7, enqueue=False, **kw
     )
-    return services.report_compute(report_id=report.pk)
+    return compute.report_compute(report_id=report.pk)
 
 
 # --- selector ----------------------------------------------------------------------------------
@@ -291,15 +292,15 @@ def test_same_seed_gives_the_same_intervals(data):
 def test_a_report_without_reviews_fails_with_the_reason(data):
     empty = Dataset.objects.create(name="empty")
     report = services.report_create(dataset=empty, actor=data.researcher, enqueue=False)
-    report = services.report_compute(report_id=report.pk)
+    report = compute.report_compute(report_id=report.pk)
     assert report.status == CorrelationReport.Status.FAILED
     assert "no submitted reviews" in report.error
 
 
 def test_it_rejects_bad_parameters(data):
-    with pytest.raises(services.ReportError):
+    with pytest.raises(ReportError):
         services.report_create(dataset=data.dataset, actor=None, n_resamples=0, enqueue=False)
-    with pytest.raises(services.ReportError):
+    with pytest.raises(ReportError):
         services.report_create(dataset=data.dataset, actor=None, confidence=1.0, enqueue=False)
 
 
@@ -725,7 +726,7 @@ def test_truncated_pairs_are_counted_and_can_be_excluded(data, client):
         },
     )
     assert response.status_code == 302
-    excluded = services.report_compute(report_id=CorrelationReport.objects.latest("id").pk)
+    excluded = compute.report_compute(report_id=CorrelationReport.objects.latest("id").pk)
     assert excluded.parameters["exclude_truncated"] is True
     assert excluded.status == CorrelationReport.Status.DONE, excluded.error
     rows = [r for r in excluded.results["responses"] if r["response_id"] == cut.pk]

@@ -11,8 +11,8 @@ from django.utils import timezone
 from review.models import Role, Study
 from scoring.models import GraderVerdict, MetricConfig
 from scoring.reports import selectors
+from scoring.reports.rubric_scores import rubric_verdicts
 from scoring.reports.statistics.rubrics import response_scores
-from scoring.rubric_scores import rubric_verdicts
 from tests import factories
 from tests.scoring.rubric_data import (
     accepted_rubric,

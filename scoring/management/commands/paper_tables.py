@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from review.models import Dataset
 from scoring.reports import services
+from scoring.reports.errors import ReportError
 from scoring.reports.formatting import interval, number, p_value
 from scoring.reports.paper import PAPER_LABELS, paper_tables_for
 
@@ -52,7 +53,7 @@ class Command(BaseCommand):
                 changes = services.paper_model_names_set(
                     dataset=dataset, mapping=mapping, actor=None, channel="command"
                 )
-            except services.ReportError as exc:
+            except ReportError as exc:
                 raise CommandError(str(exc)) from None
             for line in changes or ["the mapping was already so: nothing changed"]:
                 self.stdout.write(f"mapped: {line}")
