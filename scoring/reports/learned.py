@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from scoring.reports.statistics import JudgementTable
+from scoring.reports.statistics import JudgementTable, per_review_tau
 
 DEFAULT_SPLITS = 5
 DEFAULT_C = 1.0
@@ -240,8 +240,6 @@ def cross_validated_scores(
     the mean per-review tau-b of every repeat, their mean and standard deviation. ``info``
     also says how many folds, reviews and pairs, and each patient's fold in the first split.
     """
-    from scoring.reports.statistics import per_review_tau
-
     started = time.perf_counter()
     x = np.asarray(features, dtype=float)
     groups = np.asarray(patient).astype(str)

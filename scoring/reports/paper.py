@@ -24,6 +24,7 @@ import numpy as np
 
 from scoring.reports import statistics as st
 from scoring.reports.analysis import clean
+from scoring.reports.release_judgements import release_inputs
 from scoring.reports.selectors import ReportInputs
 
 CITATION = (
@@ -250,7 +251,6 @@ def paper_tables(
 def paper_tables_for(dataset: Any, *, n_resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """The paper's tables for a dataset's release judgements (every response that carries
     them, whatever study it is in); ``{"empty": reason}`` when the release carries none."""
-    from scoring.reports.release_judgements import release_inputs
 
     inputs = release_inputs(dataset=dataset, study=None)
     if len(inputs.table) == 0:

@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from review.selectors.studies import studies_of, study_latest_reviewed
 from scoring.reports import statistics as st
-from scoring.reports.selectors import StudyResponses
+from scoring.reports.page import power_rows
+from scoring.reports.selectors import StudyResponses, report_inputs, study_responses
 from scoring.reports.statistics.power import DEFAULT_MARGIN, DEFAULT_POWER, power_analysis
 from scoring.reports.statistics.ppi import Predictions, estimate_targets
 from scoring.reports.statistics.table import Array
@@ -169,9 +171,6 @@ def study_power(
     round with submitted reviews), from the reviews so far
     (the app's reviews, clustered as a report does by default): the targets' plans with and
     without the predictor, and the choices the page offers. Numbers only; about 15 queries."""
-    from review.selectors.studies import studies_of, study_latest_reviewed
-    from scoring.reports.page import power_rows
-    from scoring.reports.selectors import report_inputs, study_responses
 
     rounds = list(studies_of(dataset))
     chosen = [s for s in rounds if s.pk == study_id]
