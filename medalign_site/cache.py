@@ -31,7 +31,7 @@ _DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 
 class _SharedClientRedisCacheClient(RedisCacheClient):
     """Django's client builds a new ``redis.Redis`` for every cache call, and redis-py's
-    constructor fills a table of ~200 response callbacks each time (80 us here; a signed-in
+    constructor fills a table of some 200 response callbacks each time (and a signed-in
     request makes several cache calls). One client per connection pool serves every call: a
     ``redis.Redis`` is safe to share between threads (each command takes a connection from the
     pool), and the pool itself starts afresh in a forked child."""

@@ -7,12 +7,14 @@ review endpoints answer a JSON 503 with a clear message and ``Retry-After``, whi
 while it retries, instead of an HTML 500. Nothing here renders the exception or request data.
 """
 
+import functools
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.urls import reverse
 from django.views.csrf import csrf_failure as django_csrf_failure
 from django.views.defaults import server_error as django_server_error
 
@@ -50,6 +52,27 @@ def json_endpoint(*methods: str) -> Callable[[View], View]:
         return view
 
     return mark
+
+
+def navigation_redirect(to: str | Callable[..., str]) -> Callable[[View], View]:
+    """A status endpoint that its page's script polls (``progress.json``, ``status.json``):
+    opened as a page (a copied link, the address bar) it sends the browser to the page that
+    shows the same status, instead of raw JSON. ``to`` is that page's URL name, reversed with
+    the view's keyword arguments, or a function of them returning the URL. Scripts (whose
+    ``fetch`` asks for JSON) and clients that say nothing get the JSON as before. Before the
+    view runs, so nothing is read for a stray click; the page checks access itself."""
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if is_navigation(request):
+                url = to(**kwargs) if callable(to) else reverse(to, kwargs=kwargs)
+                return HttpResponseRedirect(url)
+            return view(request, *args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 def wants_json(request: HttpRequest) -> bool:

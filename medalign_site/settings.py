@@ -222,8 +222,8 @@ else:
         if env_bool("DB_PREPARED_STATEMENTS", True):
             # Parameters bound by the server, and a statement run five times on a connection
             # prepared there (psycopg's threshold), so PostgreSQL stops parsing and planning
-            # the annotation path's fixed statements on every request: its CPU per annotation
-            # fell by 40% (BENCHMARKS.md). Django leaves both off for connection poolers in
+            # the annotation path's fixed statements on every request (docs/benchmarks.md has
+            # the figures). Django leaves both off for connection poolers in
             # transaction mode (PgBouncer), which cannot keep a prepared statement: set
             # DB_PREPARED_STATEMENTS=false behind one. A connection whose statements a migration
             # made stale is closed at the end of the request that met it (pgbackend/base.py).
@@ -533,9 +533,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # One task per pool process at a time: a long batch never holds back another that an idle worker
 # could take. The filesystem broker (the embedded, one-worker default) runs Celery's blocking
 # loop, which sends a finished task's ack only after its 2-second wait for messages ends; with
-# nothing reserved, each batch then waited up to 2 s for the next (1.0 and 2.0 s between the
-# three batches of a 606-pair bench_scoring run). There one task is reserved ahead; Redis's
-# event loop acks at once.
+# nothing reserved, each batch then waited up to that long for the next. There one task is
+# reserved ahead; Redis's event loop acks at once.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 2 if CELERY_BROKER_URL.startswith("filesystem://") else 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True

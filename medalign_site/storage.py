@@ -1,7 +1,7 @@
 """Static files storage: WhiteNoise's compressed manifest storage, each URL computed once.
 
 With DEBUG off every ``{% static %}`` goes through the manifest: the name cleaned and split, the
-hashed name looked up, the URL quoted and joined to STATIC_URL. That is ~50 µs per tag and the
+hashed name looked up, the URL quoted and joined to STATIC_URL. That is work on every tag, and the
 answer never changes while the process runs (the manifest is read once, when the storage is
 made), so it is kept. A name the manifest lacks still raises every time, and ``collectstatic``
 in the same process (which rewrites the manifest) starts the cache afresh.

@@ -18,9 +18,9 @@ if settings.DEBUG_SETTINGS:
 # Import every view module now (Django does it on the first request): a worker that has just
 # started, or all of them after a deploy, would otherwise make their first visitors wait seconds.
 get_resolver().url_patterns  # noqa: B018 - evaluated for its side effect
-# What is loaded by now (Django, the app and its libraries: ~180,000 objects) lives as long as the
-# process, yet every full collection of the cyclic GC walks all of it: ~50 ms, every few hundred
-# requests, about 0.2 ms per annotation (measured). Frozen objects are left out of collections.
+# What is loaded by now (Django, the app and its libraries) lives as long as the process, yet
+# every full collection of the cyclic GC walks all of it, every few hundred requests. Frozen
+# objects are left out of collections.
 # Under gunicorn --preload this runs in the master, before the fork, so the workers share the
 # pages those objects are on instead of copying them when a collection touches them.
 gc.collect()

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from medalign_site.errors import navigation_redirect
 from scoring.generation import views as generation_views
 from scoring.grading import views as grading_views
 from scoring.reports import api, views
@@ -11,7 +12,12 @@ urlpatterns: list = []
 urlpatterns += [
     path("reports/", views.reports, name="scoring_reports"),
     path("reports/<int:report_id>/", views.report_detail, name="scoring_report_detail"),
-    path("reports/<int:report_id>/status.json", views.report_status, name="scoring_report_status"),
+    # Opened as a page, the report's status is its page (the view lives in scoring.reports).
+    path(
+        "reports/<int:report_id>/status.json",
+        navigation_redirect("scoring_report_detail")(views.report_status),
+        name="scoring_report_status",
+    ),
     path(
         "reports/<int:report_id>/export/<str:table>.<str:fmt>",
         views.report_export,

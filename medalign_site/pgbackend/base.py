@@ -4,9 +4,8 @@ and connections that leave the pool when a migration has made their prepared sta
 **The health check.** With ``CONN_HEALTH_CHECKS`` Django runs ``SELECT 1`` before the first query
 of every request that reuses a persistent connection, so that a connection the server has ended
 (a restart, an administrator's ``pg_terminate_backend``, an idle timeout) is replaced instead of
-failing the request. On the annotation path that is one statement in every request: about a
-tenth of a millisecond of Python per request (measured), and a statement's worth of
-PostgreSQL's CPU.
+failing the request. On the annotation path that is one statement in every request: a round
+trip's worth of Python per request, and a statement's worth of PostgreSQL's CPU.
 
 A server that ends a connection says so on its socket: it sends a FATAL error message and closes
 it, so an idle connection's socket turns readable. So the socket is polled first (no wait), and

@@ -2,8 +2,7 @@
 aside while the events are copied in, then built once.
 
 Maintained row by row, the four secondary indexes and the two deferred foreign-key checks cost
-PostgreSQL several times the COPY itself (at a million events: about 30 s of index upkeep and 40 s
-of foreign-key checks at commit, against about 5 s to COPY the rows into a bare table). Built
+PostgreSQL several times the COPY itself (docs/benchmarks.md, the importer's section). Built
 once, an index is a sort; a foreign key is one join (``ALTER TABLE ... ADD CONSTRAINT`` validates
 the whole table that way), whatever the table's size. That is worth it only when the import
 brings at least as many events as the table holds (rebuilding costs the whole table), and it

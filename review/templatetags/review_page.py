@@ -2,7 +2,7 @@
 
 The cards were a template loop nested two deep (a rank option per response and an error-tag
 checkbox per tag, for every response): with six responses and a dozen tags, some 8,000 template
-nodes per page, which made up half of the page's Python CPU when profiled. The markup is
+nodes per page, the largest part of the page's Python CPU. The markup is
 the same as the template wrote, byte for byte; every value that came from the database is
 escaped exactly as Django's autoescape does (``html.escape``), and the text goes through Django's
 own ``linebreaks``.
@@ -215,9 +215,9 @@ def compare_columns(page: ReviewPage) -> SafeString:
 
 # --- the patient line: once per patient, language and timezone ---------------------------------
 # Five filters (three dates, two numbers) for a line that changes only when the record is
-# imported again: ~0.1 ms of every page view. The line is rendered by the template it replaces
-# (kept here verbatim) the first time a patient's values are seen in a language and timezone,
-# and reused while they stay the same, so its markup and escaping are the template's own.
+# imported again, yet was worked out on every page view. The line is rendered by the template
+# it replaces (kept here verbatim) the first time a patient's values are seen in a language and
+# timezone, and reused while they stay the same, so its markup and escaping are the template's.
 _PATIENT_FIELDS = (
     "person_id",
     "gender",

@@ -32,8 +32,8 @@ WordNet, offline
     ``nltk.data.path`` (and only that folder). Nothing is ever downloaded: no WordNet there means
     ``MetricUnavailable`` with the reason, and the other metrics still run.
 
-Loading WordNet takes NLTK 5-15 s on a shared 2-core machine: once per process, on the first
-``score()`` (``scoring.weights.cached_model``), never at import.
+Loading WordNet takes NLTK seconds, so it happens once per process, on the first ``score()``
+(``scoring.weights.cached_model``), never at import.
 """
 
 from __future__ import annotations

@@ -11,9 +11,11 @@ from typing import Any
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from kombu.exceptions import OperationalError as BrokerError
 
+from medalign_site.errors import navigation_redirect
 from review import access
 from review.models import Dataset
 from scoring.models import ScoringRun
@@ -138,6 +140,11 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     )
 
 
+def _run_detail_url(run_id: int, kind: str = "scoring") -> str:
+    return reverse(PAGES[kind].detail_url, kwargs={"run_id": run_id})
+
+
+@navigation_redirect(_run_detail_url)
 @require_GET
 @access.researcher_required
 def run_progress_json(request: HttpRequest, run_id: int, kind: str = "scoring") -> JsonResponse:

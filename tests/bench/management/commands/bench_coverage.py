@@ -13,7 +13,7 @@ FAMILY_NAMES = {
     "ppi": "prediction-powered, lambda cross-fitted, Student's t",
     "adaptive": "active inference, lambda fixed at 1, CR2 with Bell-McCaffrey t",
 }
-# The targets: no cell below this, and the mean over cells at least that.
+# The targets: no cell below this, and the mean over cells at least that.
 FLOOR, MEAN = 0.935, 0.945
 
 

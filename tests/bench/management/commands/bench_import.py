@@ -210,8 +210,8 @@ class Command(BaseCommand):
 def _drop_bench_dataset() -> None:
     """Delete the bench dataset, so that every import starts from the same table. On PostgreSQL
     a plain VACUUM is not enough for that: the deleted rows' pages and index pages stay
-    allocated, and code that maintains indexes row by row grows slower run after run (the code
-    before issue 27 lost 10-30% in four runs: 47k, then 40k events/s for the same cohort).
+    allocated, and code that maintains indexes row by row grows slower run after run, so two
+    versions compared on tables in different states would be compared unfairly.
     When nothing else is left in the tables, VACUUM FULL gives them back their new size, as in
     a new installation; when other datasets are there (a shared database), a plain VACUUM."""
     Dataset.objects.filter(name=DATASET).delete()

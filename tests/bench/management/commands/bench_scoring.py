@@ -356,7 +356,7 @@ class Command(BaseCommand):
             raise CommandError(f"unavailable: {run.unavailable}")
         deadline = time.monotonic() + 3600
         status = ScoringRun.objects.filter(pk=run.pk).values_list("status", flat=True)
-        # Only the status row while it runs: run_progress (5 ms of CPU a call, counting scores)
+        # Only the status row while it runs: run_progress (it counts scores)
         # ten times a second would take CPU from the worker being measured.
         while (state := status.first()) not in (ScoringRun.Status.DONE, ScoringRun.Status.FAILED):
             if time.monotonic() > deadline:

@@ -25,7 +25,7 @@ from tests.bench.study_sim import (
     strength_for_correlation,
 )
 
-# The study-design section's levels: the method section's, and the 0.70.
+# The study-design section's levels: the method section's, and the target's 0.70.
 DESIGN_LEVEL = 0.70
 TARGETS = {"gaps": "top two apart", "shares": "every share within a margin"}
 COVERAGE_FLOOR, COVERAGE_MEAN = 0.935, 0.945
@@ -183,7 +183,7 @@ class Command(BaseCommand):
                 useless.width_shares[m] / useless.width_shares["classical"] for m in METHODS
             )
             w(f"useless predictor: widest {excess:.2f}x classical's width of shares")
-        # The target (<= 0.5x) is for a predictor as good as the demo's jury or learned
+        # The target (<= 0.5x) is for a predictor as good as the demo's jury or learned
         # metric; which level that is has to be measured on real data, so name every level's.
         halves = [r for r in result.predictors if r.reviews_ratio["ppi+adaptive"] <= 0.5]
         for r in result.predictors:
