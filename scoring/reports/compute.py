@@ -11,9 +11,9 @@ from typing import Any
 import django
 import numpy
 import scipy
-from numpy.typing import NDArray
 from django.db import transaction
 from django.utils import timezone
+from numpy.typing import NDArray
 
 from medalign_site.logs import redact_exception
 from review.models import ModelResponse, Study
