@@ -51,12 +51,13 @@ def test_a_slow_masker_is_reported_over(capsys, monkeypatch):
 
     def slow_on_one_response(text, names=()):
         if text.startswith("GPT-4 GPT-4 "):  # "10 kB of 'GPT-4'"
-            time.sleep(0.008)
+            # Far above what any response costs on a loaded machine, so it is the worst case.
+            time.sleep(0.3)
         return real(text, names)
 
     monkeypatch.setattr(blinding, "model_name_spans", slow_on_one_response)
     _, _, (worst, where, verdict) = _bench(capsys)
-    assert verdict == "OVER" and worst >= 8.0 and where.startswith("10 kB of 'GPT-4'")
+    assert verdict == "OVER" and worst >= 300.0 and where.startswith("10 kB of 'GPT-4'")
 
 
 def test_a_fast_masker_is_reported_within(capsys, monkeypatch):

@@ -12,6 +12,7 @@ from review.models import ModelResponse, Role, Study, StudyResponse
 from scoring.generation import runs as generation
 from scoring.llm.backends import GenerationParams
 from scoring.models import GenerationBatch, GenerationRun
+from scoring.reports import compute
 from scoring.reports import services as reports
 from tests import factories
 from tests.scoring.generation_data import make_generation_dataset
@@ -125,7 +126,7 @@ def test_generation_runs_change_nothing_until_an_admin_adds_a_completed_one(
     report = reports.report_create(
         dataset=dataset, actor=researcher, n_resamples=100, seed=1, enqueue=False
     )
-    report = reports.report_compute(report_id=report.pk)
+    report = compute.report_compute(report_id=report.pk)
     assert report.status == "done", report.error
     _sign_in(page, live_server, researcher)
     page.goto(live_server.url + reverse("scoring_report_detail", args=[report.pk]))

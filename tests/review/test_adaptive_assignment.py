@@ -180,6 +180,7 @@ def test_an_adaptive_study_is_never_assigned_outside_its_waves(world):
 
 
 def test_a_report_of_an_adaptive_round_names_its_design(client, world):
+    from scoring.reports import compute
     from scoring.reports import services as reports
 
     dataset, study, config, clinicians, admin = world
@@ -191,7 +192,7 @@ def test_a_report_of_an_adaptive_round_names_its_design(client, world):
     report = reports.report_create(
         dataset=dataset, actor=admin, n_resamples=100, seed=1, enqueue=False
     )
-    report = reports.report_compute(report_id=report.pk)
+    report = compute.report_compute(report_id=report.pk)
     assert report.status == "done", report.error
     design = report.provenance["response_set"]
     assert design["assignment_mode"] == "adaptive"
