@@ -13,6 +13,7 @@ from django.utils.safestring import SafeString, mark_safe
 from review.models import response_label
 from scoring.reports import plots
 from scoring.reports.formatting import interval, number, p_value
+from scoring.reports.statistics import MIN_CLUSTERS
 from scoring.reports.statistics.intervals import INTERVAL_METHOD
 from scoring.reports.wording import clinician_place, clinicians_beaten
 
@@ -78,6 +79,8 @@ def report_page(results: dict[str, Any]) -> dict[str, Any]:
     bias = results.get("position_bias", {})
     return {
         "clustering": clustering,
+        # The size from which the intervals' coverage was checked by simulation (bench_coverage).
+        "default_min_clusters": MIN_CLUSTERS,
         "interval_method": INTERVAL_METHOD,
         "interval_caption": f"{INTERVAL_METHOD} intervals over {unit}s",
         "correlation_chart": _chart(

@@ -190,11 +190,22 @@ def consensus_section(
     and where the metric conclusions differ from the chosen consensus's."""
     built = dict(built or {})
     pseudonym = dict(zip(inputs.table.clinician.tolist(), inputs.clinician_pseudonym, strict=True))
+    n_clinicians = len(set(inputs.table.clinician.tolist()))
     methods: dict[str, Any] = {}
     for method in CONSENSUS_METHODS:
         entry: dict[str, Any] = {"label": consensus_label(method), "available": True, "note": ""}
         if method == "adjudicated" and not adjudicated:
             entry.update(available=False, note="no adjudication submitted yet")
+            methods[method] = entry
+            continue
+        if method in LATENT_METHODS and n_clinicians < 2:
+            # A latent-class model weighs clinicians by how far they agree with each other:
+            # one clinician's reliability is not identified (the fit reports 1.00 or anything).
+            entry.update(
+                available=False,
+                note="needs judgements from at least two clinicians (one clinician's "
+                "reliability cannot be estimated)",
+            )
             methods[method] = entry
             continue
         try:
@@ -251,7 +262,26 @@ def consensus_section(
         "label": consensus_label(chosen),
         "methods": methods,
         "changes": conclusion_changes(methods, chosen),
+        "comparison": comparison_basis(methods, chosen, n_clinicians=n_clinicians),
     }
+
+
+def comparison_basis(methods: dict[str, Any], chosen: str, *, n_clinicians: int) -> str:
+    """Whether "no consensus changes a conclusion" can be said: "compared" when at least one
+    other consensus was estimated and some interval exists to change; otherwise why not
+    ("one clinician": every consensus is that clinician's judgement; "no intervals": too few
+    clusters for any interval, so no verdict could change; "nothing else": no other consensus
+    could be estimated)."""
+    if n_clinicians < 2:
+        return "one clinician"
+    base = methods.get(chosen) or {}
+    rows = base.get("metrics") or []
+    if not any(_finite(r.get("ci_low")) and _finite(r.get("ci_high")) for r in rows):
+        return "no intervals"
+    others = [
+        m for m, e in methods.items() if m != chosen and e.get("available") and "metrics" in e
+    ]
+    return "compared" if others else "nothing else"
 
 
 def _best(entry: dict[str, Any]) -> str | None:
@@ -347,6 +377,8 @@ def truth_page(results: dict[str, Any]) -> dict[str, Any]:
                 if methods[m].get("reliability")
             ],
             "changes": section.get("changes", []),
+            # Reports computed before this field existed compared whatever they had.
+            "comparison": section.get("comparison", "compared"),
             "adjudications": results.get("adjudications") or [],
             "gold": results.get("gold") or [],
             "exclusions": results.get("exclusions") or [],

@@ -16,7 +16,7 @@ from review.services import adjudications as adjudication_services
 from review.services import quality as quality_services
 from scoring.models import MetricConfig, MetricScore
 from scoring.reports import compute, exports, services
-from scoring.reports.truth import conclusion_changes
+from scoring.reports.truth import comparison_basis, conclusion_changes
 from tests import factories
 from tests.review.quality_data import RELEASE, make_world, submit
 
@@ -240,3 +240,56 @@ def test_conclusion_changes_name_the_best_metric_and_a_sign():
         "Best metric: BLEU against each review on its own, chrF against the MACE estimate." in lines
     )
     assert conclusion_changes({"reviews": entry((0.3, 0.1, 0.5), (0.2, 0.1, 0.4))}, "reviews") == []
+
+
+def test_one_clinician_gets_no_latent_reliability_and_no_comparison_sentence(client):
+    """A latent-class model cannot estimate one clinician's reliability (it printed 1.00 for
+    Dawid-Skene and 0.74 for MACE on the same person), and "no consensus changes a
+    conclusion" is empty when every consensus is that one clinician's judgement."""
+    w = make_world(n_instructions=12, n_clinicians=1, prefix="O")
+    w.researcher = factories.make_user("o-researcher@example.edu", roles=[Role.RESEARCHER])
+    for instruction in w.instructions:
+        submit(factories.assign(instruction, w.clinicians[0]), RELEASE)
+    bleu = MetricConfig.objects.create(
+        backend="bleu", identity={}, identity_hash="o-bleu", label="BLEU"
+    )
+    for instruction in w.instructions:
+        for response in instruction.responses.all():
+            value = 10.0 - RELEASE[response.model_name][0]
+            MetricScore.objects.create(response=response, config=bleu, value=value)
+    report = _report(w)
+    methods = report.results["consensus"]["methods"]
+    for latent in ("dawid_skene", "mace"):
+        assert methods[latent]["available"] is False
+        assert "two clinicians" in methods[latent]["note"]
+        assert "reliability" not in methods[latent]
+    assert report.results["consensus"]["comparison"] == "one clinician"
+    client.force_login(w.researcher)
+    page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert "every consensus is that clinician's judgement" in page
+    assert "No consensus changes the best metric" not in page
+    assert "estimated reliability: " not in page
+
+
+def test_the_comparison_sentence_needs_an_interval_to_change():
+    rows = [{"metric": "bleu", "label": "BLEU", "mean_tau": 0.3, "ci_low": None, "ci_high": None}]
+    methods = {
+        "reviews": {"available": True, "metrics": rows},
+        "majority": {"available": True, "metrics": rows},
+    }
+    assert comparison_basis(methods, "reviews", n_clinicians=3) == "no intervals"
+    methods["reviews"]["metrics"] = [{**rows[0], "ci_low": 0.1, "ci_high": 0.5}]
+    assert comparison_basis(methods, "reviews", n_clinicians=3) == "compared"
+    del methods["majority"]
+    assert comparison_basis(methods, "reviews", n_clinicians=3) == "nothing else"
+
+
+def test_a_lowered_cluster_minimum_is_said_on_the_page(w, client):
+    report = _report(w)  # min_clusters=2, below the default
+    client.force_login(w.researcher)
+    page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert "The fewest clusters for an interval was lowered to 2" in page
+    report.results["clustering"]["min_clusters"] = 10
+    report.save(update_fields=["results"])
+    page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
+    assert "was lowered" not in page
