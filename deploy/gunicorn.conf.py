@@ -25,6 +25,10 @@ graceful_timeout = 30
 keepalive = 30
 # X-Forwarded-* are believed from the proxy's address only (nginx on this host by default).
 forwarded_allow_ips = os.environ.get("GUNICORN_FORWARDED_ALLOW_IPS", "127.0.0.1")
+# No control socket (gunicorn >= 24): its default, $HOME/.gunicorn/gunicorn.ctl, is one path for
+# every web process of the host (the second replaces the first's) and lies in the service's home,
+# which the unit makes read-only. systemctl reload/restart do what it would.
+control_socket_disable = True
 # nginx logs every request (without query strings); gunicorn logs errors to the journal.
 accesslog = None
 errorlog = "-"
