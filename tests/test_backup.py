@@ -21,6 +21,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from medalign_site.backups import BackupError, backup_create, backup_restore
+from medalign_site.backups import archive as archive_module
 from medalign_site.backups import databases as backup_databases
 from medalign_site.backups.databases import database_for
 from review.models import Role, User
@@ -470,3 +471,33 @@ def test_a_backup_recipient_that_is_not_an_age_key_stops_start_up(tmp_path) -> N
 
     assert result.returncode != 0
     assert "BACKUP_RECIPIENTS" in result.stderr and "not an age public key" in result.stderr
+
+
+# --- Pythons without tarfile's extraction filter (Debian 12 ships 3.11.2) ---------------------
+@pytest.mark.parametrize("with_filter", [True, False], ids=["filter", "no-filter"])
+def test_a_member_outside_the_folder_is_refused(tmp_path, monkeypatch, with_filter) -> None:
+    monkeypatch.setattr(archive_module, "EXTRACTION_FILTER", with_filter)
+    crafted = tmp_path / "crafted.tar"
+    with tarfile.open(crafted, "w") as tar:
+        data = b"owned"
+        info = tarfile.TarInfo("../outside.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    into = tmp_path / "into"
+    into.mkdir()
+    with crafted.open("rb") as stream, pytest.raises(BackupError, match="outside"):
+        archive_module._untar(stream, into, crafted)
+    assert not (tmp_path / "outside.txt").exists()
+
+
+def test_a_backup_restores_without_the_extraction_filter(
+    source, target, target_storage, backups, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setattr(archive_module, "EXTRACTION_FILTER", False)
+    archive = _backup(source, backups).path
+
+    result = _restore(archive, target, target_storage, tmp_path)
+
+    assert database_for(target).fingerprints() == database_for(source).fingerprints()
+    assert _files(target_storage) == _files(default_storage)
+    assert result.files == 3

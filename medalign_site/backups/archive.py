@@ -223,13 +223,31 @@ def _decrypt_error(archive: Path, exc: BaseException) -> BackupError:
     )
 
 
+# tarfile's "data" extraction filter (PEP 706) arrived in Python 3.11.4; Debian 12's python3.11
+# is 3.11.2. Without it the same rules are applied here: no path outside the folder, no
+# owner, setuid or group/other write bits from the archive.
+EXTRACTION_FILTER = hasattr(tarfile, "data_filter")
+
+
 def _untar(stream: IO[bytes], into: Path, archive: Path) -> None:
+    root = into.resolve()
     try:
         with tarfile.open(fileobj=stream, mode="r|") as tar:
             for member in tar:
                 if not (member.isfile() or member.isdir()):
                     raise BackupError(f"{archive} holds {member.name!r}, which is not a file")
-                tar.extract(member, into, filter="data")
+                target = (root / member.name).resolve()
+                if Path(member.name).is_absolute() or not target.is_relative_to(root):
+                    raise BackupError(
+                        f"{archive} holds {member.name!r}, a path outside the archive's folder"
+                    )
+                if EXTRACTION_FILTER:
+                    tar.extract(member, into, filter="data")
+                else:
+                    member.mode &= 0o755
+                    member.uid, member.gid = os.getuid(), os.getgid()
+                    member.uname = member.gname = ""
+                    tar.extract(member, into, set_attrs=member.isfile())
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise BackupError(
             f"{archive} is corrupt or truncated: it cannot be read as an archive "
