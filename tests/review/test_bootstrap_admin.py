@@ -1,3 +1,4 @@
+import os
 from datetime import timedelta
 
 import pytest
@@ -48,4 +49,18 @@ def test_it_creates_the_first_admin_and_then_refuses(tmp_path, monkeypatch) -> N
 def test_a_signature_that_does_not_match_is_refused(tmp_path, monkeypatch) -> None:
     with pytest.raises(CommandError, match="signature must match"):
         run(tmp_path, monkeypatch, name="Olga Operator", typed="Someone Else")
+    assert not User.objects.filter(email="ops@hospital.example.org").exists()
+
+
+def test_a_certificate_the_user_cannot_read_is_refused_before_anything_is_made(
+    tmp_path, monkeypatch
+) -> None:
+    # Tests run as root, who reads every file: the check's answer is what is replaced.
+    real_access = os.access
+    monkeypatch.setattr(
+        "os.access",
+        lambda path, mode: False if str(path).endswith("cert.pdf") else real_access(path, mode),
+    )
+    with pytest.raises(CommandError, match="cannot be read by this user"):
+        run(tmp_path, monkeypatch)
     assert not User.objects.filter(email="ops@hospital.example.org").exists()

@@ -7,6 +7,7 @@ exists. The new admin sets up TOTP at first sign-in (the app requires it before 
 """
 
 import getpass
+import os
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -54,6 +55,12 @@ class Command(BaseCommand):
         certificate: Path = o["certificate"]  # type: ignore[assignment]
         if not certificate.is_file():
             raise CommandError(f"no such file: {certificate}")
+        if not os.access(certificate, os.R_OK):
+            # Run as the service user, a file left in root's home cannot be read: say so before
+            # anything is created rather than fail halfway with a traceback.
+            raise CommandError(
+                f"{certificate} cannot be read by this user: copy it somewhere they can read"
+            )
         email = str(o["email"]).strip().lower()
         password = getpass.getpass(f"Password for {email}: ")
         if len(password) < 12:
