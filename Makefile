@@ -3,6 +3,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+EXTRAS ?= [dev]
 
 .PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser xmlsec wordnet icu nginx drill-deploy drill-restore clean
 
@@ -11,8 +12,11 @@ install: $(STAMP) wordnet
 $(STAMP): pyproject.toml requirements.lock | icu
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
-	# requirements.lock pins the whole resolve; torch==2.13.0 is the CPU build (no CUDA download).
-	$(PY) -m pip install --quiet -c requirements.lock -e ".[dev]"
+	# requirements.lock pins the whole resolve. torch==2.13.0 is satisfied by the CPU build
+	# where the index offers one (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu;
+	# PyPI alone gives Linux the CUDA build and its nvidia wheels). EXTRAS= leaves out the
+	# test tools on a server (docs/operating/deploy.md).
+	$(PY) -m pip install --quiet -c requirements.lock -e ".$(EXTRAS)"
 	touch $(STAMP)
 
 # DEBUG is opt-in (off unless set): the local targets below ask for it; a deployment sets
