@@ -106,7 +106,7 @@ def adjudication_page(request: HttpRequest, adjudication_id: int) -> HttpRespons
                 "is_correct": r.is_correct,
                 "tags": r.tag_slugs,
                 "comment": r.comment,
-                "preview": " ".join(r.text.split()[:8]),
+                "preview": r.preview,
             }
             for r in page.responses
         ],

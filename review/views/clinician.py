@@ -174,7 +174,7 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
                 "is_correct": r.is_correct,
                 "tags": r.tag_slugs,
                 "comment": r.comment,
-                "preview": " ".join(r.text.split()[:8]),
+                "preview": r.preview,
             }
             for r in page.responses
         ],
