@@ -34,6 +34,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 from django.utils.http import urlencode
 
 from medalign_site.errors import wants_json
@@ -422,6 +423,15 @@ def second_factor_redirect(request: HttpRequest, access: UserAccess) -> HttpResp
 
 # --- view decorators ----------------------------------------------------------------------------
 View = TypeVar("View", bound=Callable[..., HttpResponse])
+
+
+def page_owner(user: User | Any) -> str:
+    """Which account a page was opened by, as its script knows it: keys the tab's unsent edits
+    (sessionStorage), so another account signed in later in the same tab never sends them, and
+    lets the page tell "not yours" from "not found" once the browser's account has changed
+    (``X-Account`` on a refusal, review.json_auth). Not the user id: nothing on the page may
+    identify the clinician's place in any ordering."""
+    return salted_hmac("review-storage-owner", str(user.pk)).hexdigest()[:16]
 
 
 def role_required(*roles: str, mfa: bool = True) -> Callable[[View], View]:

@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from medalign_site.errors import is_navigation, wants_json
-from review.access import APPLICATION_URL_NAME, MFA_SETUP_URL_NAME, user_access
+from review.access import APPLICATION_URL_NAME, MFA_SETUP_URL_NAME, page_owner, user_access
 from review.models import AccessApplication
 
 SIGNED_OUT_MESSAGE = (
@@ -65,6 +65,18 @@ class JsonAuthMiddleware:
         return response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self._answer(request)
+        if (
+            response.status_code in (403, 404)
+            and wants_json(request)
+            and request.user.is_authenticated
+        ):
+            # Which account this refusal was for: a page opened by another account (signed in
+            # since, in another tab) tells "not yours" from "not found" and says so.
+            response["X-Account"] = page_owner(request.user)
+        return response
+
+    def _answer(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         if not wants_json(request) or "application/json" in response.get("Content-Type", ""):
             return response

@@ -10,11 +10,22 @@ the scores of changed text), and every page of it an admin opens writes an ADMIN
 naming the patient where there is one.
 """
 
+import re
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin
-from django.db.models import Model, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.contrib.admin.options import IS_FACETS_VAR, IS_POPUP_VAR, TO_FIELD_VAR
+from django.contrib.admin.views.main import (
+    ALL_VAR,
+    ERROR_FLAG,
+    ORDER_VAR,
+    PAGE_VAR,
+    SEARCH_VAR,
+)
+from django.core.exceptions import FieldDoesNotExist
+from django.db.models import Field, Model, QuerySet
+from django.http import HttpRequest, HttpResponse, QueryDict
 
 from review.models import AuditEvent
 from review.services.audit import audit_record
@@ -82,6 +93,69 @@ class AuditedAdmin(admin.ModelAdmin):
         return super().log_deletions(request, queryset)
 
 
+# The change list's own parameters (ordering, page, show all, popup, facets): field numbers and
+# names, never text from a record.
+_LIST_VARS = {ORDER_VAR, PAGE_VAR, ALL_VAR, ERROR_FLAG, IS_POPUP_VAR, TO_FIELD_VAR, IS_FACETS_VAR}
+_LIST_VALUE = re.compile(r"[\w.,-]{0,60}")
+# Filter values that cannot quote a record: numbers (ids, booleans as 0/1), True/False, dates.
+_PLAIN_VALUE = re.compile(
+    r"-?\d{1,19}|True|False|\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)?"
+    r"(?:[+-]\d{2}:?\d{2}|Z)?"
+)
+
+
+def _filtered_field(model: type[Model], lookup: str) -> "Field[Any, Any] | None":
+    """The field a filter parameter (``assignment__instruction__dataset__id__exact``) ends on."""
+    field: Field[Any, Any] | None = None
+    current: type[Model] | None = model
+    for part in lookup.split("__"):
+        if current is None:
+            break
+        try:
+            found = current._meta.get_field(part)
+        except FieldDoesNotExist:
+            break  # a lookup (exact, gte, isnull…): the field is the one before it
+        if not isinstance(found, Field):
+            break
+        field = found
+        current = found.related_model if found.is_relation else None  # type: ignore[assignment]
+    return field
+
+
+def _is_plain(model: type[Model], key: str, value: str) -> bool:
+    if key in _LIST_VARS:
+        return _LIST_VALUE.fullmatch(value) is not None
+    if _PLAIN_VALUE.fullmatch(value):
+        return True
+    # A value from a vocabulary the code fixes (a review's status), not one an import brings.
+    field = _filtered_field(model, key)
+    if field is None or not field.choices:
+        return False
+    return value in {str(k) for k, _ in field.flatchoices}
+
+
+def audited_query(model: type[Model], params: QueryDict) -> dict[str, Any]:
+    """What an audit row keeps of a change list's address: the search's length, never its
+    words, as for the clinicians' record search (a term can quote a patient's record, and the
+    audit log is exported); filters and list parameters whose values cannot carry record text
+    as they are; any other filter value by its length only."""
+    kept: list[tuple[str, str]] = []
+    withheld: dict[str, int] = {}
+    details: dict[str, Any] = {}
+    for key, values in params.lists():
+        for value in values:
+            if key == SEARCH_VAR:
+                details["search_length"] = details.get("search_length", 0) + len(value)
+            elif _is_plain(model, key, value):
+                kept.append((key, value))
+            else:
+                withheld[key] = withheld.get(key, 0) + len(value)
+    details["query"] = urlencode(kept)[:500]
+    if withheld:
+        details["withheld"] = withheld
+    return details
+
+
 class AuditedReadsAdmin(AuditedAdmin):
     """Every page of an object an admin opens (the list, the object, its history, the delete
     confirmation) writes an ADMIN_VIEWED event (patient data, and clinicians' reviews with
@@ -98,8 +172,7 @@ class AuditedReadsAdmin(AuditedAdmin):
                 details={
                     "model": self.model._meta.label,
                     "page": "list",
-                    # Filters and search name what was looked for (ids, codes), not record text.
-                    "query": request.GET.urlencode()[:500],
+                    **audited_query(self.model, request.GET),
                 },
             )
         return response

@@ -180,6 +180,20 @@ def clinician_next_instruction(
     return instruction_id, (study_id if held[instruction_id] > 1 else None)
 
 
+PREVIEW_WORDS = 8
+PREVIEW_CHARS = 80
+
+
+def response_preview(text: str) -> str:
+    """A response's first words, naming it in the ranking summary: at most ``PREVIEW_WORDS``
+    words and ``PREVIEW_CHARS`` characters, so one unbroken run of model output (10,000 digits)
+    is never copied whole into the page's data."""
+    words = " ".join(text.split(None, PREVIEW_WORDS)[:PREVIEW_WORDS])
+    if len(words) <= PREVIEW_CHARS:
+        return words
+    return words[: PREVIEW_CHARS - 1].rstrip() + "…"
+
+
 @dataclass
 class ResponseView:
     """One response as a clinician sees it: handle, neutral label, text. No model name, no id."""
@@ -193,6 +207,10 @@ class ResponseView:
     tag_slugs: list[str]
     comment: str
     masked: bool  # the text named a model, and those words are masked
+
+    @property
+    def preview(self) -> str:
+        return response_preview(self.text)
 
 
 @dataclass

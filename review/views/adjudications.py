@@ -14,7 +14,6 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_POST
 
 from medalign_site.errors import json_endpoint
@@ -92,7 +91,7 @@ def adjudication_page(request: HttpRequest, adjudication_id: int) -> HttpRespons
     data = {
         "kind": "adjudication",
         "review": adjudication.pk,
-        "owner": salted_hmac("review-storage-owner", str(_user(request).pk)).hexdigest()[:16],
+        "owner": access.page_owner(_user(request)),
         "status": adjudication.status,
         "editable": adjudication.is_editable,
         "fields": {"reason": page.reason},
@@ -106,7 +105,7 @@ def adjudication_page(request: HttpRequest, adjudication_id: int) -> HttpRespons
                 "is_correct": r.is_correct,
                 "tags": r.tag_slugs,
                 "comment": r.comment,
-                "preview": " ".join(r.text.split()[:8]),
+                "preview": r.preview,
             }
             for r in page.responses
         ],

@@ -17,7 +17,6 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
-from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from medalign_site.errors import json_endpoint
@@ -158,7 +157,7 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         # Keys the tab's unsent edits (sessionStorage), so another account signed in later in
         # the same tab never sends them. Not the user id: nothing on the page may identify the
         # clinician's place in any ordering.
-        "owner": salted_hmac("review-storage-owner", str(request.user.pk)).hexdigest()[:16],
+        "owner": access.page_owner(request.user),
         "status": review.status,
         "editable": review.is_editable,
         # A calibration page reloads once submitted, to show the reference beside the review.
@@ -174,7 +173,7 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
                 "is_correct": r.is_correct,
                 "tags": r.tag_slugs,
                 "comment": r.comment,
-                "preview": " ".join(r.text.split()[:8]),
+                "preview": r.preview,
             }
             for r in page.responses
         ],

@@ -8,7 +8,6 @@ that shows the record or responses is audited like the review page.
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from medalign_site.errors import json_endpoint
@@ -163,7 +162,7 @@ def grading_page(request: HttpRequest, grading_id: int) -> HttpResponse:
     _audit_page(request, grading, instruction)
     data = {
         "grading": grading.pk,
-        "owner": salted_hmac("review-storage-owner", str(_user(request).pk)).hexdigest()[:16],
+        "owner": access.page_owner(_user(request)),
         "editable": grading.is_editable,
         "values": page.values,
         "labels": {r.handle: r.label for r in page.responses},

@@ -134,3 +134,30 @@ def test_an_events_history_page_names_its_patient_in_the_audit(world):
     assert str(event) in response.content.decode()  # type, code and time: patient data
     row = AuditEvent.objects.filter(action=AuditEvent.Action.ADMIN_VIEWED).latest("pk")
     assert (row.details["page"], row.person_id) == ("history", patient.person_id)
+
+
+def _list_audit(client, model, query: str) -> dict:
+    url = reverse(f"admin:review_{model._meta.model_name}_changelist") + "?" + query
+    response = client.get(url)
+    assert response.status_code == 200, response.status_code
+    return AuditEvent.objects.filter(action=AuditEvent.Action.ADMIN_VIEWED).latest("pk").details
+
+
+def test_an_admin_search_is_audited_by_its_length_not_its_words(world):
+    # A search term can quote a patient's record; the audit log is exported (/manage/audit.csv).
+    # The clinicians' record search stores only its length, and so does the admin's.
+    client, _ = world
+    details = _list_audit(client, Event, "q=hemoglobin")
+    assert "hemoglobin" not in str(details)
+    assert details["search_length"] == len("hemoglobin")
+
+
+def test_filters_from_a_fixed_vocabulary_are_kept_and_free_text_ones_are_lengths(world):
+    client, _ = world
+    details = _list_audit(client, Review, "status__exact=submitted&o=2.-1&p=0&q=renal+failure")
+    assert details["query"] == "status__exact=submitted&o=2.-1&p=0"
+    assert details["search_length"] == len("renal failure")
+    # An event's type comes from the imported record: its value is not kept, only its length.
+    details = _list_audit(client, Event, "event_type__exact=hemoglobin-note")
+    assert "hemoglobin" not in str(details)
+    assert details["withheld"] == {"event_type__exact": len("hemoglobin-note")}

@@ -10,6 +10,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from review.access import page_owner
 from review.models import AuditEvent, ResponseJudgement, Review, Role
 from review.services.reviews import (
     MAX_SECONDS_PER_SAVE,
@@ -506,3 +507,16 @@ def test_a_review_opened_before_its_responses_exist_cannot_be_submitted_empty(si
     assert len(review.shown_order) == 2 == len(review.handles)
     assert post(signed_in, "review_submit", review, payload(review)).status_code == 200
     assert ResponseJudgement.objects.filter(review=review).count() == 2
+
+
+def test_a_refused_save_names_the_account_it_was_refused_to(signed_in, setup):
+    # A review page whose browser has since signed in as another account tells "not yours" from
+    # "not found" by this header, and says so instead of retrying for ever.
+    review = open_review(signed_in, setup[2])
+    opened_by = signed_in.get(reverse("clinician_review", args=[setup[2].pk])).context["data"]
+    other = setup[4]
+    signed_in.force_login(other)
+    response = post(signed_in, "review_save", review, payload(review))
+    assert response.status_code == 404
+    assert response["X-Account"] == page_owner(other) != opened_by["owner"]
+    assert not review.judgements.exclude(rank=None).exists()  # nothing saved to either account

@@ -131,7 +131,10 @@
         // A redirect or an HTML page means the session is gone.
         var status = response.type === "opaqueredirect" ? 401 : response.status;
         if (status === 200 && type.indexOf("application/json") < 0) status = 401;
-        return { status: status, body: json };
+        // A refusal names the account it was for (X-Account): another than this page's means
+        // the browser signed in as someone else since the page opened.
+        var account = response.headers.get("X-Account") || "";
+        return { status: status, body: json, otherAccount: Boolean(account) && account !== data.owner };
       });
     });
   }
@@ -156,7 +159,7 @@
     return { edits: pending.slice(), tab: tab, seq: seq, active_seconds: Math.min(activeSeconds, 86400) };
   }
   function schedule(ms) {
-    if (stopped) return;
+    if (stopped || blocked) return;
     window.clearTimeout(timer);
     timer = window.setTimeout(flush, ms);
     if (pending.length) setStatus("pending", "Saving soon: " + changes(pending.length) + " not saved yet.");
@@ -170,7 +173,7 @@
   function two(n) { return (n < 10 ? "0" : "") + n; }
   function flush() {
     timer = null;
-    if (inFlight || stopped || submitting || !editable || !pending.length) return inFlight;
+    if (inFlight || stopped || blocked || submitting || !editable || !pending.length) return inFlight;
     var sent = batch();
     setStatus("saving", "Saving…");
     inFlight = request(data.urls.save, sent)
@@ -181,6 +184,7 @@
   }
   function handle(res, sent) {
     if (res.status === 200) {
+      if (accountHeader) ownerBack();
       acknowledge(sent);
       notice("");
       if (pending.length) schedule(SAVE_DEBOUNCE_MS);
@@ -196,6 +200,7 @@
       timer = window.setTimeout(submitting ? submitNow : flush, 15000);
       return;
     }
+    if (res.otherAccount && res.body.error !== "csrf") return otherAccount();
     if (res.status === 403 && res.body.error !== "csrf") {
       // Access lapsed (revoked, expired, a new DUA): retrying cannot help until the clinician
       // acts; the edits stay in this tab.
@@ -218,6 +223,37 @@
       return;
     }
     trouble(res.body.message || "The server had a problem saving (" + res.status + ").");
+  }
+  // The browser is signed in as another account than the one that opened this page (a sign-in
+  // in another tab): the server refuses this grading to it, and would until that account signs
+  // in again. The page stops, says whose grading this is, and keeps every edit.
+  var blocked = false;
+  var accountHeader = null;
+  function accountNav() {
+    var nav = document.querySelector("[data-testid=nav-account]");
+    return { who: nav && nav.querySelector(".who"), note: nav && nav.querySelector(".menu-note") };
+  }
+  function otherAccount() {
+    blocked = true;
+    submitting = false;
+    submitBtn.disabled = !editable;
+    window.clearTimeout(timer);
+    timer = null;
+    var nav = accountNav();
+    if (!accountHeader) accountHeader = { who: nav.who ? nav.who.textContent : "", note: nav.note ? nav.note.textContent : "" };
+    var opener = accountHeader.who || "the account that opened it";
+    if (nav.who) nav.who.textContent = "Another account";
+    if (nav.note) nav.note.textContent = "This page was opened by " + opener + "; this browser is now signed in as a different account.";
+    var n = pending.length;
+    setStatus("other-account", "Not saved: this browser is signed in as a different account" + (n ? "; " + changes(n) + " kept in this tab." : "."));
+    notice("This browser is now signed in as a different account. This grading belongs to " + opener + ", the account that opened it" +
+      (n ? "; your edits are kept in this tab. Sign in as " + opener + " to save them." : ". Sign in as " + opener + " to go on."));
+  }
+  function ownerBack() {
+    var nav = accountNav();
+    if (nav.who) nav.who.textContent = accountHeader.who;
+    if (nav.note) nav.note.textContent = accountHeader.note;
+    accountHeader = null;
   }
   function trouble(message) {
     retryMs = retryMs ? Math.min(retryMs * 2, MAX_RETRY_MS) : 1000;
@@ -250,6 +286,7 @@
   function resume() {
     signinLink.hidden = true;
     notice("");
+    blocked = false;
     if (stopped) return;
     if (submitting) submitNow();
     else schedule(0);
@@ -293,7 +330,7 @@
         setStatus("submitted", "Submitted. Thank you. The grading is now read-only.");
         showErrors([]);
         announce("Grading submitted.");
-      } else if (res.status === 401 || res.status >= 500) {
+      } else if (res.status === 401 || res.status >= 500 || (res.otherAccount && res.body.error !== "csrf")) {
         handle(res, sent);
       } else if (res.status === 409 && res.body.error === "read_only") {
         submitting = false;

@@ -185,7 +185,10 @@
         // A redirect or an HTML page is never drawn: it means the session is gone.
         var status = response.type === "opaqueredirect" ? 401 : response.status;
         if (status === 200 && type.indexOf("application/json") < 0) status = 401;
-        return { status: status, body: json };
+        // A refusal names the account it was for (X-Account): another than this page's means
+        // the browser signed in as someone else since the page opened.
+        var account = response.headers.get("X-Account") || "";
+        return { status: status, body: json, otherAccount: Boolean(account) && account !== data.owner };
       });
     });
   }
@@ -276,6 +279,7 @@
   function handleSave(res, sent) {
     if (res.status === 200) {
       if (signedOut) signedIn();
+      if (accountHeader) ownerBack();
       acknowledge(sent, res.body);
       if (pending.some(sendable)) schedule(SAVE_DEBOUNCE_MS);
       else if (pending.length) showHeld();
@@ -286,6 +290,7 @@
       return;
     }
     if (res.status === 401) return sessionEnded(res.body);
+    if (res.otherAccount && res.body.error !== "csrf") return otherAccount();
     if (res.status === 403 && res.body.error === "csrf") {
       // The token changed (signed in again elsewhere): the next try reads the new cookie.
       return trouble(res.body.message || "Sending your changes again.", 500);
@@ -385,6 +390,43 @@
       { label: "Try again", run: function () { blocked = false; notice(""); resume(); } },
     ]);
     noticeBar.dataset.requirement = (body && body.requirement) || "";
+  }
+
+  // The browser is signed in as another account than the one that opened this page (a sign-in
+  // in another tab): the server refuses this review to it (404, or 403 for a role without
+  // reviews), and would until that account signs in again. Retrying cannot help, and "Not
+  // found" says nothing: the page stops, says whose review this is, and keeps every edit.
+  var accountHeader = null;
+  function otherAccount() {
+    blocked = true;
+    submitting = false;
+    submitBtn.disabled = !editable;
+    window.clearTimeout(timer);
+    timer = null;
+    if (signinDialog && signinDialog.open) signinDialog.close();
+    var nav = document.querySelector("[data-testid=nav-account]");
+    var who = nav && nav.querySelector(".who");
+    var note = nav && nav.querySelector(".menu-note");
+    if (!accountHeader) accountHeader = { who: who ? who.textContent : "", note: note ? note.textContent : "" };
+    var opener = accountHeader.who || "the account that opened it";
+    // The header named the opener as signed in; it is not, in this browser, any more.
+    if (who) who.textContent = "Another account";
+    if (note) note.textContent = "This page was opened by " + opener + "; this browser is now signed in as a different account.";
+    var n = pending.length;
+    setStatus("other-account", "Not saved: this browser is signed in as a different account" + (n ? "; " + changes(n) + " kept in this tab." : "."));
+    notice("This browser is now signed in as a different account. This " + noun + " belongs to " + opener +
+      ", the account that opened it" + (n ? "; your edits are kept in this tab. Sign in as " + opener + " to save them." : ". Sign in as " + opener + " to go on."), [
+      { label: "Try again", run: function () { notice(""); resume(); } },
+    ]);
+  }
+  function ownerBack() {
+    var nav = document.querySelector("[data-testid=nav-account]");
+    var who = nav && nav.querySelector(".who");
+    var note = nav && nav.querySelector(".menu-note");
+    if (who) who.textContent = accountHeader.who;
+    if (note) note.textContent = accountHeader.note;
+    accountHeader = null;
+    notice("");
   }
 
   var loginUrl = data.urls.login;
@@ -902,6 +944,8 @@
           if (data.calibration) window.location.reload();
         } else if (res.status === 401) {
           sessionEnded(res.body);
+        } else if (res.otherAccount && res.body.error !== "csrf") {
+          otherAccount();
         } else if (res.status === 409 && res.body.error === "read_only") {
           submitting = false;
           submittedElsewhere(res.body);
@@ -963,6 +1007,10 @@
       if (res.status === 401) {
         sessionEnded(res.body);
         throw new Error("signed out");
+      }
+      if (res.otherAccount) {
+        otherAccount();
+        throw new Error("another account");
       }
       if (res.status === 403 && res.body.error === "forbidden") {
         accessLost(res.body);
