@@ -455,7 +455,7 @@
   var reviewChannel = null;
   if ("BroadcastChannel" in window) {
     new BroadcastChannel("medalign-session").addEventListener("message", resume);
-    reviewChannel = new BroadcastChannel("medalign-" + kind + ":" + data.user + ":" + data.review);
+    reviewChannel = new BroadcastChannel("medalign-" + kind + ":" + data.owner + ":" + data.review);
     reviewChannel.addEventListener("message", function (event) {
       var message = event.data || {};
       if (message.tab === tab || stopped) return;
