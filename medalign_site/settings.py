@@ -181,8 +181,6 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "review.context_processors.navigation",
             ],
-            # {% url %} answered from a per-process cache of routes (review/urlcache.py).
-            "builtins": ["review.templatetags.cached_url"],
         },
     },
 ]
@@ -222,8 +220,8 @@ else:
         if env_bool("DB_PREPARED_STATEMENTS", True):
             # Parameters bound by the server, and a statement run five times on a connection
             # prepared there (psycopg's threshold), so PostgreSQL stops parsing and planning
-            # the annotation path's fixed statements on every request: its CPU per annotation
-            # fell by 40% (BENCHMARKS.md). Django leaves both off for connection poolers in
+            # the annotation path's fixed statements on every request (docs/benchmarks.md has
+            # the figures). Django leaves both off for connection poolers in
             # transaction mode (PgBouncer), which cannot keep a prepared statement: set
             # DB_PREPARED_STATEMENTS=false behind one. A connection whose statements a migration
             # made stale is closed at the end of the request that met it (pgbackend/base.py).
