@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXTRAS ?= [dev]
 
-.PHONY: install demo run worker test test-fast test-e2e lint format migrate check-deploy lock browser xmlsec wordnet icu nginx drill-deploy drill-restore clean
+.PHONY: install demo run worker test test-fast test-e2e test-django-next lint format migrate check-deploy lock browser xmlsec wordnet icu nginx drill-deploy drill-restore clean
 
 install: $(STAMP) wordnet
 
@@ -95,6 +95,11 @@ test: install browser xmlsec nginx
 
 test-fast: install
 	$(PY) -m pytest -m "not e2e and not worker and not slow"
+
+# medalign_site/prepared.py (Django's private API, docs/decisions/prepared-statements.md) against
+# Django's next release, installed beside the venv in var/django-next (.ci/django-next).
+test-django-next: install
+	PY=$(PY) .ci/django-next
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -1,8 +1,11 @@
 """Hot reads as fixed statements: a queryset compiled to SQL once per process, run many times.
 
-Compiling a queryset costs far more CPU than running it: the review page's four-model read takes
-about 1.3 ms to compile, 0.4 ms to send and fetch, and 2.8 ms in all through ``.get()``, against
-0.6 ms as a prepared statement (measured on PostgreSQL; BENCHMARKS.md). The
+The one module of the app built on Django's private API (the SQL compiler, the row iterables'
+populators and converters): docs/decisions/prepared-statements.md says why it is kept, and
+``make test-django-next`` runs its tests against Django's next release. Nothing else in the app
+imports those internals; a view, service or selector reaches them only through the helpers here.
+
+Compiling a queryset costs more CPU than running it (docs/benchmarks.md has the figures). The
 annotation path runs a handful of such reads per request, always of the same shape with other
 ids, so each is written once as an ordinary queryset and compiled once:
 

@@ -181,8 +181,6 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "review.context_processors.navigation",
             ],
-            # {% url %} answered from a per-process cache of routes (review/urlcache.py).
-            "builtins": ["review.templatetags.cached_url"],
         },
     },
 ]

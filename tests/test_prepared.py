@@ -4,7 +4,9 @@ Each helper must give exactly what the ORM call it replaces gives, on SQLite and
 (the suite runs on both), so every test here compares with the ORM itself.
 """
 
+import ast
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -230,3 +232,31 @@ def test_update_rows_does_what_filter_update_does(two):
     assert stored.updated_at == now
     with pytest.raises(ValueError, match="None"):
         update_rows(Review, where={"pk": review.pk, "submitted_at": None}, values=values)
+
+
+# What this module reaches into: the fence (docs/decisions/prepared-statements.md) holds while no
+# other module of the app does.
+_INTERNALS = ("django.db.models.sql", "django.db.models.query")
+
+
+def test_no_other_module_of_the_app_imports_djangos_query_internals() -> None:
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for package in ("medalign_site", "review", "scoring"):
+        for path in (root / package).rglob("*.py"):
+            if path == root / "medalign_site" / "prepared.py" or "migrations" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else []
+                )
+                found += [
+                    f"{path.relative_to(root)}: {name}"
+                    for name in names
+                    if any(name == m or name.startswith(f"{m}.") for m in _INTERNALS)
+                ]
+    assert found == []

@@ -592,7 +592,9 @@ def _submit(
         return review_state(review)
     draft, changed, count_time = draft_merge(review.draft, batch)
     review.draft = draft
-    judgements = review_judgements(review)
+    # Rows are written at submit, so a draft (never submitted: a reopened review keeps its
+    # rows and its own status) has none to read.
+    judgements = review_judgements(review) if review.status != Review.Status.DRAFT else []
     values, reason, note = review_values(review, judgements)
     _check_complete(values, reason, note)
     now = timezone.now()

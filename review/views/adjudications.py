@@ -14,6 +14,7 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from medalign_site.errors import json_endpoint
@@ -28,7 +29,6 @@ from review.services import adjudications as services
 from review.services import excerpts as excerpt_services
 from review.services.audit import audit_record_many
 from review.services.reviews import MAX_COMMENT_CHARS, MAX_REASON_CHARS, InvalidReview, ReviewError
-from review.urlcache import url_for
 
 
 def _user(request: HttpRequest) -> User:
@@ -81,9 +81,9 @@ def adjudication_page(request: HttpRequest, adjudication_id: int) -> HttpRespons
     )
     record_urls = (
         {
-            "excerpt": url_for("record_excerpt", instruction.pk),
-            "events": url_for("record_events", instruction.pk),
-            "search": url_for("record_search", instruction.pk),
+            "excerpt": reverse("record_excerpt", args=[instruction.pk]),
+            "events": reverse("record_events", args=[instruction.pk]),
+            "search": reverse("record_search", args=[instruction.pk]),
         }
         if instruction.patient_id is not None
         else {}
@@ -111,11 +111,11 @@ def adjudication_page(request: HttpRequest, adjudication_id: int) -> HttpRespons
         ],
         "urls": record_urls
         | {
-            "save": url_for("adjudication_save", adjudication.pk),
-            "submit": url_for("adjudication_submit", adjudication.pk),
-            "next": url_for("adjudication_queue"),
-            "login": url_for("account_login") + "?next=" + url_for("session_resumed"),
-            "access": url_for("application_status"),
+            "save": reverse("adjudication_save", args=[adjudication.pk]),
+            "submit": reverse("adjudication_submit", args=[adjudication.pk]),
+            "next": reverse("adjudication_queue"),
+            "login": reverse("account_login") + "?next=" + reverse("session_resumed"),
+            "access": reverse("application_status"),
         },
         "limits": {"comment": MAX_COMMENT_CHARS, "reason": MAX_REASON_CHARS},
     }

@@ -17,6 +17,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from medalign_site.errors import json_endpoint
@@ -55,7 +56,6 @@ from review.services import excerpts as excerpt_services
 from review.services import reviews as review_services
 from review.services.assignments import AssignmentError, assignments_create, assignments_plan
 from review.services.audit import audit_record, audit_record_many
-from review.urlcache import url_for
 from scoring.reports.study_design import study_design
 
 
@@ -95,7 +95,7 @@ def next_review(request: HttpRequest) -> HttpResponse:
             )
         return redirect("clinician_queue")
     instruction_pk, study_id = found
-    url = url_for("clinician_review", instruction_pk)
+    url = reverse("clinician_review", args=[instruction_pk])
     return redirect(url if study_id is None else f"{url}?study={study_id}")
 
 
@@ -179,11 +179,11 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         ],
         "urls": _record_urls(instruction)
         | {
-            "save": url_for("review_save", review.pk),
-            "submit": url_for("review_submit", review.pk),
-            "next": url_for("clinician_next") + f"?after={assignment.pk}",
-            "login": url_for("account_login") + "?next=" + url_for("session_resumed"),
-            "access": url_for("application_status"),
+            "save": reverse("review_save", args=[review.pk]),
+            "submit": reverse("review_submit", args=[review.pk]),
+            "next": reverse("clinician_next") + f"?after={assignment.pk}",
+            "login": reverse("account_login") + "?next=" + reverse("session_resumed"),
+            "access": reverse("application_status"),
         },
         # The page refuses text over these with a message, and never cuts it.
         "limits": {
@@ -229,9 +229,9 @@ def _record_urls(instruction: Instruction) -> dict[str, str]:
     if instruction.patient_id is None:
         return {}
     return {
-        "excerpt": url_for("record_excerpt", instruction.pk),
-        "events": url_for("record_events", instruction.pk),
-        "search": url_for("record_search", instruction.pk),
+        "excerpt": reverse("record_excerpt", args=[instruction.pk]),
+        "events": reverse("record_events", args=[instruction.pk]),
+        "search": reverse("record_search", args=[instruction.pk]),
     }
 
 

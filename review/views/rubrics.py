@@ -8,6 +8,7 @@ that shows the record or responses is audited like the review page.
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from medalign_site.errors import json_endpoint
@@ -29,7 +30,6 @@ from review.services import reviews as review_services
 from review.services import rubrics as services
 from review.services.audit import audit_record_many
 from review.services.rubric_jsonl import rubrics_export, rubrics_import
-from review.urlcache import url_for
 from review.views.clinician import _json_body
 
 
@@ -168,10 +168,10 @@ def grading_page(request: HttpRequest, grading_id: int) -> HttpResponse:
         "labels": {r.handle: r.label for r in page.responses},
         "criteria": [{"key": f"c{c.pk}", "points": c.points} for c in page.criteria],
         "urls": {
-            "save": url_for("grading_save", grading.pk),
-            "submit": url_for("grading_submit", grading.pk),
-            "login": url_for("account_login") + "?next=" + url_for("session_resumed"),
-            "work": url_for("rubric_work"),
+            "save": reverse("grading_save", args=[grading.pk]),
+            "submit": reverse("grading_submit", args=[grading.pk]),
+            "login": reverse("account_login") + "?next=" + reverse("session_resumed"),
+            "work": reverse("rubric_work"),
         },
     }
     return render(

@@ -14,6 +14,10 @@ fastest) with the targets: >= 10x, p95 < 300 ms on every endpoint, 0 errors, eve
 acknowledged submission stored once (the runner's database check). Exits 1 if a target is
 missed, 2 if Label Studio is not installed (its README has the commands).
 
+``--database`` and ``--redis-db`` are this app's (the runner's options); Label Studio's database
+is ``$LS_DB`` (default ls_bench, its template ``${LS_DB}_tpl``) and its port ``$LS_PORT``
+(default 8765), as in its README, so that several people can run this on one host.
+
 ``--tasks`` (default 1515) is this app's pool: a task goes to at most 20 clinicians, and
 303 tasks x 20 run out inside a minute at this app's speed (see the runner's --help).
 """
@@ -47,7 +51,11 @@ class Result:
     ran_out: bool = False  # this app: a user ran out of assignments inside the window
 
 
-def _ours(tasks: int, log_path: Path) -> Result:
+LS_DB = os.environ.get("LS_DB", "ls_bench")
+LS_PORT = os.environ.get("LS_PORT", "8765")
+
+
+def _ours(tasks: int, log_path: Path, *, database: str, redis_db: int) -> Result:
     cmd = [
         sys.executable,
         "-m",
@@ -60,6 +68,7 @@ def _ours(tasks: int, log_path: Path) -> Result:
         "--reuse-dataset",
         "--client",
         "fast",
+        *("--database", database, "--redis-db", str(redis_db)),
     ]
     with log_path.open("w") as fh:
         subprocess.run(cmd, cwd=harness.ROOT, stdout=fh, stderr=subprocess.STDOUT)
@@ -98,7 +107,10 @@ def _label_studio(work: Path, tag: str) -> Result:
         cpu_out = work / f"{tag}_cpu.txt"
         with cpu_out.open("w") as fh:
             meter = subprocess.Popen(
-                [sys.executable, str(LS / "cpu.py"), "--delay", "10", "--seconds", "45"],
+                [
+                    *(sys.executable, str(LS / "cpu.py"), "--db", LS_DB),
+                    *("--delay", "10", "--seconds", "45"),
+                ],
                 env=env,
                 stdout=fh,
                 stderr=subprocess.STDOUT,
@@ -110,7 +122,7 @@ def _label_studio(work: Path, tag: str) -> Result:
                     str(LS / "locustfile.py"),
                     "--headless",
                     *("-u", "50", "-r", "50", "-t", "60s"),
-                    *("--host", "http://127.0.0.1:8765"),
+                    *("--host", f"http://127.0.0.1:{LS_PORT}"),
                     *("--csv", str(work / tag), "--only-summary"),
                 ],
                 env={**env, "LS_BENCH_RESULTS": str(work / f"{tag}_results.json")},
@@ -131,7 +143,7 @@ def _label_studio(work: Path, tag: str) -> Result:
     counts = subprocess.run(
         [
             *("psql", "-h", harness.PG["host"], "-p", harness.PG["port"]),
-            *("-U", harness.PG["user"], "-d", "ls_bench", "-Atc"),
+            *("-U", harness.PG["user"], "-d", LS_DB, "-Atc"),
             "select count(*) = count(distinct (task_id, completed_by_id)) from task_completion",
         ],
         capture_output=True,
@@ -152,14 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--tasks", type=int, default=1515, help="this app's pool (see above)")
+    parser.add_argument("--database", default="medalign_load", help="this app's (the runner's)")
+    parser.add_argument("--redis-db", type=int, default=7, help="this app's (the runner's)")
     parser.add_argument(
         "--work", type=Path, default=Path(os.environ.get("LS_BENCH_DIR", "/tmp/ls-bench"))
     )
     args = parser.parse_args(argv)
     ls_venv = Path(os.environ.get("LS_VENV", "/tmp/lsvenv"))
-    if not (ls_venv / "bin" / "gunicorn").exists() or not harness.database_exists("ls_bench_tpl"):
+    if not (ls_venv / "bin" / "gunicorn").exists() or not harness.database_exists(f"{LS_DB}_tpl"):
         print(
-            f"Label Studio is not set up ({ls_venv}, database ls_bench_tpl): "
+            f"Label Studio is not set up ({ls_venv}, database {LS_DB}_tpl): "
             f"see {LS / 'README.md'}, 'Install and set-up (once)'",
             file=sys.stderr,
         )
@@ -168,7 +182,14 @@ def main(argv: list[str] | None = None) -> int:
     ours: list[Result] = []
     theirs: list[Result] = []
     for n in range(1, args.rounds + 1):
-        ours.append(_ours(args.tasks, args.work / f"medalign_round{n}.log"))
+        ours.append(
+            _ours(
+                args.tasks,
+                args.work / f"medalign_round{n}.log",
+                database=args.database,
+                redis_db=args.redis_db,
+            )
+        )
         log(f"round {n}: this app {ours[-1].per_second:.1f}/s")
         theirs.append(_label_studio(args.work, f"ls_round{n}"))
         log(f"round {n}: Label Studio {theirs[-1].per_second:.1f}/s")

@@ -93,6 +93,9 @@ def _areas(stats: dict) -> Counter:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--database", default="medalign_load")
+    parser.add_argument(
+        "--redis-db", type=int, default=15, help="the shared cache's Redis database"
+    )
     parser.add_argument("-n", "--annotations", type=int, default=30)
     parser.add_argument("--top", type=int, default=12, help="heaviest functions shown per step")
     parser.add_argument("--seed", type=int, default=1)
@@ -104,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     url = (
         f"postgres://{harness.PG['user']}@{harness.PG['host']}:{harness.PG['port']}/{args.database}"
     )
-    env = harness.app_env(url, "redis://127.0.0.1:6379/15", Path("/tmp/medalign-profile"))
+    env = harness.app_env(
+        url, f"redis://127.0.0.1:6379/{args.redis_db}", Path("/tmp/medalign-profile")
+    )
     harness.manage(env, "collectstatic", "--noinput", "-v", "0")  # DEBUG off: the manifest
     harness.configure_django(env)
     from django.db import connection

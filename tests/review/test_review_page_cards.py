@@ -182,19 +182,6 @@ def test_the_page_tags_write_what_the_template_loops_wrote(reason):
     assert "&lt;key&gt;" in render("{% tag_definitions page.tags %}")  # escaped, not raw
 
 
-def test_the_pages_urls_are_the_ones_reverse_gives():
-    from review.urlcache import url_for as _url
-
-    for name, ids in [
-        ("review_save", (7,)),
-        ("review_submit", (123456789,)),
-        ("record_search", (3,)),
-        ("clinician_next", ()),
-        ("session_resumed", ()),
-    ]:
-        assert _url(name, *ids) == reverse(name, args=list(ids))
-
-
 _PATIENT_LINE = """{% load humanize %}Patient {{ patient.person_id }}{% if patient.gender %} · {{ patient.gender|lower }}{% endif %}{% if patient.birth_date %} · born {{ patient.birth_date|date:"Y" }}{% endif %} · {{ patient.event_count|intcomma }} events, {{ patient.note_count|intcomma }} notes{% if patient.source_format == "meds" %} · MEDS record{% elif patient.source_format == "omop" %} · OMOP CDM record{% endif %}{% if patient.first_event_at %} · {{ patient.first_event_at|date:"M Y" }} – {{ patient.last_event_at|date:"M Y" }}{% endif %}"""  # noqa: E501 - the template's own line
 
 

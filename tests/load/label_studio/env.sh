@@ -6,7 +6,8 @@ export LS_PKG=${LS_PKG:-$LS_VENV/lib/python3.11/site-packages/label_studio}
 export DJANGO_SETTINGS_MODULE=core.settings.label_studio   # as label_studio/manage.py and the Docker image
 # (no PYTHONPATH: LS ships a sitecustomize.py in its package dir that imports coverage; run from $LS_PKG / gunicorn --chdir instead)
 export DJANGO_DB=default                                    # 'default' -> postgresql in LS settings
-export POSTGRE_NAME=ls_bench
+export LS_DB=${LS_DB:-ls_bench}             # its template: ${LS_DB}_tpl (reset_db.sh)
+export POSTGRE_NAME=$LS_DB
 export POSTGRE_USER=postgres
 export POSTGRE_PASSWORD=
 export POSTGRE_HOST=127.0.0.1
