@@ -30,6 +30,7 @@ from review.models import (
     TaxonomyEntry,
 )
 
+from .columnar import NUL_PROBLEM
 from .ehr_xml import (
     CountingReader,
     Demographics,
@@ -391,6 +392,11 @@ class ReleaseReader:
     def _response_values(self, file: str, row: Row, known: set[str]) -> dict[str, Any] | None:
         ok = True
         values: dict[str, Any] = {"text": row.get(*RESPONSE_TEXT_COLUMNS)}
+        if "\x00" in values["text"]:
+            # PostgreSQL refuses it at the database; SQLite would store it and the page show it.
+            column = next(c for c in RESPONSE_TEXT_COLUMNS if row.values.get(c) is not None)
+            self.problems.add(file, row.line, column, NUL_PROBLEM)
+            ok = False
         for target, column, parser in (
             ("context_length", "context_length", parse_optional_int),
             ("generation_length", "generation_length", parse_optional_int),

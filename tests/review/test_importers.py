@@ -291,6 +291,19 @@ def assert_nothing_stored() -> None:
             RESPONSES_HEADER + response_row("model-a", "101", "t", correct="perhaps"),
             "line 2, field 'binary_correct': 'perhaps' is not a yes/no value",
         ),
+        (
+            "clinician-reviewed-model-responses.tsv",
+            RESPONSES_HEADER
+            + response_row("model-a", "101", "fine")
+            + response_row("model-b", "101", "Hold\x00 the statin."),
+            "clinician-reviewed-model-responses.tsv, line 3, field 'model_response': holds a NUL "
+            "character, which the database cannot store",
+        ),
+        (
+            "responses.csv",
+            'model_name,instruction_id,response\nmodel-a,101,"a\x00b"\n',
+            "responses.csv, line 2, field 'response': holds a NUL character",
+        ),
     ],
 )
 def test_bad_input_is_refused_with_file_line_and_field_and_nothing_is_stored(
