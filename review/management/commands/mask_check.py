@@ -40,6 +40,7 @@ class Command(BaseCommand):
         flagged: list[int] = []
         unflagged: list[int] = []
         near: list[tuple[str, str, str]] = []
+        with_near = 0
         printed = 0
         limit = int(options["limit"])  # type: ignore[call-overload]
         rows = (
@@ -55,14 +56,17 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {instruction_id:<14} {model_name:<30} {words}")
                 printed += 1
             missed = near_misses(text, names)
+            with_near += bool(missed)
             if missed and len(near) < limit:
                 near.append((instruction_id, model_name, ", ".join(missed)))
         ModelResponse.objects.filter(pk__in=flagged).update(names_own_model=True)
         ModelResponse.objects.filter(pk__in=unflagged).update(names_own_model=False)
         self.stdout.write(
-            f"{len(flagged)} of {len(flagged) + len(unflagged)} responses name a model; each "
-            "is masked for clinicians. Confirm them in the Django admin (Model responses, "
-            "filter 'names own model')."
+            f"{len(flagged)} of {len(flagged) + len(unflagged)} responses had model names "
+            "masked for clinicians (any name of the dataset, a family or a maker). Confirm "
+            "them in the Django admin (Model responses, filter 'names own model'); "
+            f"{with_near} response{' holds' if with_near == 1 else 's hold'} near misses that "
+            "await an admin's check, left as written."
         )
         if near:
             self.stdout.write(
