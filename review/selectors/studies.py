@@ -83,13 +83,15 @@ def dataset_model_names(dataset: Dataset) -> list[str]:
 def study_masking_counts(study: Study) -> tuple[int, int]:
     """Of the study's responses, how many had model names masked for clinicians (any name of
     the dataset, a family or a maker: what masking finds in the text now, not the import's
-    flag) and how many hold near misses an admin has yet to check (``manage.py mask_check``)."""
+    flag) and how many hold near misses an admin has yet to confirm (``manage.py mask_check``
+    lists them; the Django admin's "Confirm the masking" action marks them checked)."""
     names = tuple(dataset_model_names(study.dataset))
     masked = near = 0
-    texts = ModelResponse.objects.filter(studies__study=study).values_list("text", flat=True)
-    for text in texts.iterator(chunk_size=2000):
+    rows = ModelResponse.objects.filter(studies__study=study).values_list("text", "mask_checked_at")
+    for text, checked_at in rows.iterator(chunk_size=2000):
         masked += names_a_model(text, names)
-        near += bool(near_misses(text, names))
+        # Confirmed in the Django admin ("Confirm the masking … was checked"): nothing awaits.
+        near += checked_at is None and bool(near_misses(text, names))
     return masked, near
 
 

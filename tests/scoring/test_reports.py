@@ -687,6 +687,10 @@ def test_the_report_counts_responses_shown_masked_and_the_near_misses(data, clie
     ModelResponse.objects.filter(pk=second.pk).update(
         names_own_model=True, text="Mixtrall would hold the statin."
     )
+    confirmed = data.responses[0][2]  # an admin confirmed its masking: no longer awaited
+    ModelResponse.objects.filter(pk=confirmed.pk).update(
+        text="Meditorn would agree.", mask_checked_at=timezone.now()
+    )
     report = _done_report(data)
     assert report.provenance["counts"]["responses_masked"] == 1
     assert report.provenance["counts"]["responses_near_misses"] == 1
