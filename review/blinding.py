@@ -47,9 +47,22 @@ What is masked:
 - makers that are words or common names ("Google", "Meta"): in a self-reference, after "by"
   ("trained by Google") or beside a word that makes them a maker ("Meta AI").
 
+- names of models outside the set: the medical and common families above ("MedGemma",
+  "Med42", "WizardLM", "o3-mini"; "Meerkat", "Hermes", "GLM" only as the words families are),
+  and "Sonnet", "Opus", "Haiku", "o1" in a self-reference or after "Claude"/"Anthropic"; and
+  any name a self-introduction gives ("I'm Zorblax.", "As Vantrix, I", "Regards, Parvix")
+  that is no English or clinical word. One that is ("I am Sorry.") is left as written and
+  listed as a near miss;
+- the set's names in headers and attributions: "Model: Atlas", "model=Fjord", "Response from
+  Atlas:", "The Atlas model", "Atlas (AI)", "Atlas here.", "[Beacon]" opening a line, "AI
+  assistant Atlas", "Cedar answer:"; a word of a name letter by letter ("A t l a s"), with a
+  training tag ("Fjord-Instruct", "FjordInstruct"), or with its size spaced or cut short
+  ("Atlas 70 B", "Beacon-13" of Beacon-13B).
+
 ``names_a_model`` is the same test, used to list hits for an admin to confirm (the Django admin,
 ``manage.py mask_check``), and ``near_misses`` lists what was left as written but looks like a
-name: a name's word outside a self-reference, or a word one edit from a name.
+name: a name's word outside a self-reference, an ordinary word a self-introduction gives as a
+name, or a word one edit from a name.
 """
 
 from __future__ import annotations
@@ -104,6 +117,7 @@ _SPELLED_OUT = (
     "vicuna",
     "qwen",
     "falcon",
+    "med42",
 )
 
 # Model families whose name is not an ordinary word: masked alone or with a version.
@@ -144,6 +158,22 @@ _PLAIN_FAMILIES = (
     r"nvidia",
     r"grok",
     r"copilot",
+    # Medical and other fine-tunes, which often name their base model.
+    rf"med{_SEP}42",
+    rf"med{_SEP}gemma\d{{0,3}}",
+    rf"med{_SEP}gemini",
+    rf"bio{_SEP}med{_SEP}lm",
+    rf"huatuo(?:{_SEP}{_GPT})?",
+    rf"doctor{_SEP}glm",
+    rf"wizard{_SEP}(?:lm|coder|math)",
+    rf"open{_SEP}bio(?:{_SEP}llm)?",
+    rf"nous{_SEP}(?:hermes|research)",
+    rf"palmyra{_SEP}med",
+    rf"flan{_SEP}(?:t5|palm|ul2)",
+    r"galactica",
+    r"llava",
+    # OpenAI's reasoning models with a tier ("o3-mini"): "O2" is oxygen, never one of them.
+    r"o[134]-(?:mini|preview|pro)",
     *(_letters_apart(word) for word in _SPELLED_OUT),
 )
 
@@ -170,7 +200,24 @@ _WORD_FAMILIES = (
     r"jamba",
     r"granite",
     r"nemotron",
+    r"glm",  # also a generalized linear model
+    r"kimi",
+    r"amie",
+    r"palmyra",
+    r"asclepius",
+    r"meerkat",
+    r"tulu",
+    r"hermes",
+    r"zephyr",
+    r"starling",
+    r"guanaco",
+    r"pythia",
 )
+
+# Names that are ordinary words with no version of their own ("Sonnet", "Haiku", OpenAI's
+# "o1"): masked in a self-reference only ("I'm Sonnet.", "As o1, I"), and after "Claude" or
+# "Anthropic" ("Anthropic's Sonnet").
+_SELF_ONLY = (r"sonnet", r"opus", r"haiku", r"o[134]")
 
 # Makers that are also words or common names: masked in a maker's context only.
 _MAKERS = (
@@ -234,8 +281,21 @@ _BY = (
 # After a name: what makes it a model or a maker ("Gemini, an AI model", "Meta AI").
 _AFTER_MODEL = r"ai|a\.i|llm|language\smodel|large\slanguage|assistant|chatbot"
 _AFTER_MAKER = r"model|deepmind|research|brain|cloud|platforms|labs?"
-_AFTER = rf"(?:'s)?,?\s(?:an?\s|the\s)?(?:{_AFTER_MODEL}|{_AFTER_MAKER})\b"
-_AFTER_NAME = rf"(?:'s)?,?\s(?:an?\s|the\s)?(?:{_AFTER_MODEL})\b"
+# "Atlas (AI)", "Cedar (LLM)": a bracketed word that makes a name a model.
+_AFTER_BRACKET = r"\s?\((?:ai|a\.i\.?|llm|model|bot|chatbot|assistant)\)"
+_AFTER = rf"(?:(?:'s)?,?\s(?:an?\s|the\s)?(?:{_AFTER_MODEL}|{_AFTER_MAKER})\b|{_AFTER_BRACKET})"
+_AFTER_NAME = rf"(?:(?:'s)?,?\s(?:an?\s|the\s)?(?:{_AFTER_MODEL})\b|{_AFTER_BRACKET})"
+# Headers and attributions that say a name is a model's: "Model: Atlas", "Model name: Beacon",
+# "model=Fjord", "Response from Atlas:", "AI assistant Atlas says", "[Beacon] The answer" at
+# the start of a line; and after a name: "Claude here.", "The Atlas model", "Cedar answer:".
+_HEADER = r"\bmodel(?:[\s\-]?name)?\s?[:=]\s?"
+_FROM = r"\b(?:response|answer|reply|output|message|text)\s(?:from|by)\s(?:the\s)?"
+_ASSISTANT = r"\b(?:ai\s)?(?:assistant|chatbot|bot|model|llm)\s"
+_BRACKET = r"(?:^|\n)\s?\["
+_THE = r"\bthe\s"
+_THE_AFTER = r"\s(?:model|llm|ai|assistant|chatbot|bot)\b"
+_HERE_AFTER = r"\shere\b"
+_SAYS_AFTER = r"(?:'s)?\s(?:answer|response|reply|output)\s?:"
 # Where a name after "I am" ends its clause: punctuation, the end of a line, "and I", a dash.
 _SELF_END = r"(?:\s?[,.;:!?)]|\s?(?:\n|$)|\s(?:and\s|but\s|so\s)?i\b|\s--?\s)"
 # "As X" only where the speaker follows ("As Claude, I…", "As Atlas, my advice"): "as phi
@@ -289,6 +349,23 @@ _AFTER_SELF = _pattern(rf"(?i){_SELF_END}")
 _AFTER_AS = _pattern(rf"(?i){_AS_END}")
 _AFTER_LINE = _pattern(rf"(?i){_LINE_END}")
 _AFTER_UNITS = _pattern(rf"(?i){_UNITS}")
+_PREFIX_HEADER = _pattern(rf"(?i){_HEADER}")
+_PREFIX_FROM = _pattern(rf"(?i){_FROM}")
+_PREFIX_ASSISTANT = _pattern(rf"(?i){_ASSISTANT}")
+_PREFIX_BRACKET = _pattern(rf"(?i){_BRACKET}")
+_PREFIX_THE = _pattern(rf"(?i){_THE}")
+
+# A name no list knows, as a self-introduction gives it ("I'm Zorblax.", "As Vantrix, I",
+# "Regards, Parvix-2"): a capitalised word, or a word with a digit ("o1"), its hyphenated parts,
+# up to two more capitalised words ("Nous Hermes") and a version. A name's digits are few: a
+# run of them is no name ("As gpt11111111111111111abc, I" stays as written). Whether it is a
+# name or an ordinary word ("I am Sorry.") is decided after the match (``_introduced``).
+_INTRODUCED = (
+    r"(?:(?-i:[A-Z])[A-Za-z]{0,39}|[a-z]{1,20}[0-9]{1,4}[a-z]{0,4})"
+    r"(?:[0-9]{1,4}[A-Za-z]{0,4}){0,2}"
+    r"(?:-[A-Za-z0-9]{1,20}){0,4}(?:\s(?-i:[A-Z])[A-Za-z0-9]{1,39}){0,2}"
+    rf"{_CHAIN}"
+)
 
 # ---------------------------------------------------------------------------------------------
 # Folding
@@ -478,6 +555,23 @@ def _is_size(token: str) -> bool:
     return any(ch.isdigit() for ch in token) and any(ch.isalpha() for ch in token)
 
 
+# Tags a model is trained or packaged with, never written after an ordinary word otherwise.
+_TAGS = frozenset(("instruct", "sft", "dpo", "rlhf", "hf", "gguf", "ggml", "awq", "gptq", "exl2"))
+_SIZE = linear.BytesPattern(rb"[0-9]{1,4}[a-z]{1,2}")
+
+
+def _joined(tokens: list[str]) -> str:
+    """Tokens of a name as written together; a size at the end also spaced ("70 B") or cut
+    short after a hyphen ("Beacon-13" of Beacon-13B)."""
+    *head, last = tokens
+    parts = [_token_pattern(t) for t in head]
+    if head and _SIZE.fullmatch(last.lower().encode("ascii")):
+        digits = last.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        unit = last[len(digits) :].lower()
+        return _SEP.join(parts) + rf"(?:{_SEP}{digits}[\s\-.]?{unit}|-{digits})"
+    return _SEP.join([*parts, _token_pattern(last)])
+
+
 def _names(model_names: tuple[str, ...]) -> _Names:
     """Patterns for the models of a response set. A generated response's name is
     "<model>@<context length>"; a hub id's owner ("epfl-llm/meditron-7b") is a maker, masked
@@ -502,16 +596,21 @@ def _names(model_names: tuple[str, ...]) -> _Names:
                     near.add(token.lower())
                 elif kind == "word" and not owner:
                     words.add(_token_pattern(token))
+                    if len(token) >= 4:
+                        plain.add(_letters_apart(token.lower()))  # "A t l a s"
                     # A word with the size after it in the name is the name ("Aloe-8B" of
-                    # Llama3-Aloe-8B), wherever it stands.
+                    # Llama3-Aloe-8B, "Atlas 70 B", "Beacon-13"), wherever it stands.
                     for j in range(i + 1, len(tokens)):
                         if kinds[j] != "generic":
                             break
                         if _is_size(tokens[j]):
-                            plain.add(_SEP.join(_token_pattern(t) for t in tokens[i : j + 1]))
+                            plain.add(_joined(tokens[i : j + 1]))
                             break
+                    # A word with a training tag is the name ("Fjord-Instruct", "FjordInstruct").
+                    if i + 1 < len(tokens) and tokens[i + 1].lower() in _TAGS:
+                        plain.add(_joined(tokens[i : i + 2]))
             distinct = any(k in ("plain", "builtin") for k in kinds)
-            whole = _SEP.join(_token_pattern(t) for t in tokens)
+            whole = _joined(tokens)
             has_digit = any(ch.isdigit() for ch in part)
             # Every "GPT" of a response is tried against each pattern: a name the built-in
             # rules already mask whole ("gpt-4") would only make each try twice.
@@ -551,14 +650,18 @@ class _Rule:
         self_end: bool = False,
         units: bool = False,
         capital: bool = False,
+        introduced: bool = False,
     ) -> None:
-        self.pattern = _pattern(pattern)
+        # With ``introduced``, group 1 is the name after the prefix, and group 2 a name no list
+        # knows ("I'm Zorblax."), tried where no name of the lists is: one pass for both.
+        self.pattern = linear.BytesPattern(pattern.encode("ascii"), groups=introduced)
         self.prefix = prefix
         self.head = head
         self.after = after  # must match where the name ends ("As Claude" + ", I")
         self.self_end = self_end  # the name is not followed by a hyphen ("by meta-analysis")
         self.units = units  # a lab value after it is taken off ("GPT 45 U/L")
         self.capital = capital  # the name starts with a capital ("this is Cedar")
+        self.introduced = introduced  # a name or an ordinary word (``_introduced``)
 
 
 @dataclass(frozen=True)
@@ -577,45 +680,85 @@ def _matcher(model_names: tuple[str, ...]) -> _Matcher:
     families = _alternatives(_WORD_FAMILIES)
     makers = _alternatives(_MAKERS)
     words = _alternatives(names.words)
+    self_only = _alternatives(_SELF_ONLY)
     named = f"(?:{families}|{makers})"  # what "called" and "by" may name
     anyone = f"(?:{families}|{makers}|{words})"
-    said = f"(?:{families}|{words})"
+    introduced = f"(?:{families}|{makers}|{words}|{self_only})"  # what a self-reference may
+    said = f"(?:{families}|{words}|{self_only})"
     head_named = _pattern(rf"(?i)\b{named}{_CHAIN}\b")
     head_words = _pattern(rf"(?i)\b{words}{_CHAIN}\b")
+    head_anyone = _pattern(rf"(?i)\b{anyone}{_CHAIN}\b")
     rules = (
         _Rule(rf"(?i)\b{plain}{_CHAIN}\b", units=True),
         _Rule(rf"\b(?-i:PaLM)(?i:{_CHAIN})\b", units=True),
         _Rule(rf"(?i)\b{families}{_VERSIONS}\b", units=True),
         _Rule(
-            rf"(?i)\b{_SELF}{anyone}{_CHAIN}\b",
+            rf"(?i)\b{_SELF}((?:{introduced}{_CHAIN}|({_INTRODUCED})))\b",
             prefix=_PREFIX_SELF,
             after=_AFTER_SELF,
             self_end=True,
             units=True,
+            introduced=True,
         ),
         _Rule(
-            rf"(?i)\b{_THIS_IS}{anyone}{_CHAIN}\b",
+            rf"(?i)\b{_THIS_IS}((?:{introduced}{_CHAIN}|({_INTRODUCED})))\b",
             prefix=_PREFIX_THIS_IS,
             after=_AFTER_SELF,
             self_end=True,
             units=True,
             capital=True,
+            introduced=True,
         ),
+        # Headers and attributions of the set's names, families and makers.
+        _Rule(rf"(?i){_HEADER}{anyone}{_CHAIN}\b", prefix=_PREFIX_HEADER, self_end=True),
+        _Rule(rf"(?i){_FROM}{anyone}{_CHAIN}\b", prefix=_PREFIX_FROM, self_end=True, capital=True),
+        _Rule(
+            rf"(?i){_ASSISTANT}{anyone}{_CHAIN}\b",
+            prefix=_PREFIX_ASSISTANT,
+            self_end=True,
+            capital=True,
+        ),
+        _Rule(rf"(?i){_BRACKET}{anyone}{_CHAIN}\]", prefix=_PREFIX_BRACKET, head=head_anyone),
+        _Rule(
+            rf"(?i){_THE}{anyone}{_CHAIN}{_THE_AFTER}",
+            prefix=_PREFIX_THE,
+            head=head_anyone,
+            capital=True,
+        ),
+        _Rule(
+            rf"(?i)\b{anyone}{_CHAIN}{_HERE_AFTER}",
+            head=head_anyone,
+            after=_AFTER_SELF,
+            capital=True,
+        ),
+        _Rule(rf"(?i)\b{anyone}{_CHAIN}{_SAYS_AFTER}", head=head_anyone, capital=True),
+        _Rule(rf"(?i)\b(?:claude|anthropic)(?:'s)?\s{self_only}\b"),
         _Rule(
             rf"(?i)\b{_SELF_NAMED}{named}{_CHAIN}\b",
             prefix=_PREFIX_SELF_NAMED,
             self_end=True,
             units=True,
         ),
-        _Rule(rf"(?i)\b{_AS}{said}{_CHAIN}\b", prefix=_PREFIX_AS, after=_AFTER_AS),
         _Rule(
-            rf"(?i){_SIGN_OFF_BEFORE}{anyone}{_CHAIN}\b", prefix=_PREFIX_SIGN_OFF, after=_AFTER_LINE
+            rf"(?i)\b{_AS}((?:{said}{_CHAIN}|({_INTRODUCED})))\b",
+            prefix=_PREFIX_AS,
+            after=_AFTER_AS,
+            introduced=True,
+        ),
+        _Rule(
+            rf"(?i){_SIGN_OFF_BEFORE}((?:{introduced}{_CHAIN}|({_INTRODUCED})))\b",
+            prefix=_PREFIX_SIGN_OFF,
+            after=_AFTER_LINE,
+            introduced=True,
         ),
         _Rule(rf"(?i)\b{_BY}{makers}\b", prefix=_PREFIX_BY, self_end=True),
         _Rule(rf"(?i)\b{named}{_CHAIN}\+{{0,2}}{_AFTER}", head=head_named),
         _Rule(rf"(?i)\b{words}{_CHAIN}\+{{0,2}}{_AFTER_NAME}", head=head_words),
     )
-    heads = rf"(?i)\b(?:{plain}|{anyone}|PaLM)"
+    heads = (
+        rf"(?i)(?:\b(?:{plain}|{introduced}|PaLM)|\b{_SELF}|\b{_THIS_IS}|\b{_AS}|"
+        rf"{_SIGN_OFF_BEFORE}|{_HEADER}|{_FROM}|{_ASSISTANT}|{_BRACKET})"
+    )
     return _Matcher(
         rules=rules,
         heads=_pattern(heads),
@@ -670,12 +813,50 @@ def _without_units(data: bytes, start: int, end: int, rule: linear.BytesPattern)
     return cut
 
 
-def _spans(data: bytes, matcher: _Matcher) -> list[tuple[int, int]]:
+_NOT_A_NAME = lexicon.FUNCTION_WORDS
+
+
+@lru_cache(maxsize=4096)  # a hostile text repeats one name; the words are few
+def _introduced(name: bytes) -> str | None:
+    """What a self-introduction gives that no list knows: "name" (a word no word list has,
+    "Zorblax"; a word with a digit and two letters, "Quillon9"), "word" (only ordinary or
+    clinical words: "I am Sorry.", for an admin to confirm) or None (nothing but function
+    words, versions and generic parts: "I'm an AI.")."""
+    kind: str | None = None
+    for token in _split_tokens(name.decode("ascii")):
+        word = token.lower()
+        raw = word.encode("ascii")
+        if word in _NOT_A_NAME or word in _GENERIC or _VERSIONISH.fullmatch(raw) or len(word) < 2:
+            continue
+        if any(ch.isdigit() for ch in word):
+            letters = sum(ch.isalpha() for ch in word)
+            if letters >= 2 and len(word) >= 4 and not lexicon.is_clinical(word):
+                return "name"
+        elif not lexicon.is_ordinary(word):
+            return "name"
+        kind = "word"
+    return kind
+
+
+def _ungrouped(rule: _Rule, data: bytes) -> Iterator[list[tuple[int, int]]]:
+    for span in rule.pattern.spans(data):
+        yield [span]
+
+
+def _spans(
+    data: bytes, matcher: _Matcher, words: list[tuple[int, int]] | None = None
+) -> list[tuple[int, int]]:
+    """The spans masking covers; ``words`` (when given) gets the ordinary words a
+    self-introduction gave as a name ("I am Sorry."), which are left as written."""
     if matcher.heads.search(data) is None:
         return []
     found: list[tuple[int, int]] = []
+    introduced: list[tuple[int, int]] = []
     for rule in matcher.rules:
-        for start, end in rule.pattern.spans(data):
+        matches = rule.pattern.group_spans(data) if rule.introduced else _ungrouped(rule, data)
+        for spans in matches:
+            start, end = spans[0]
+            unknown = rule.introduced and spans[2][0] >= 0
             end = _with_plus(data, end)
             if rule.after is not None and rule.after.match(data, end) is None:
                 continue
@@ -686,17 +867,29 @@ def _spans(data: bytes, matcher: _Matcher) -> list[tuple[int, int]]:
                 if cut is None:
                     continue
                 end = cut
-            if rule.prefix is not None:
+            if rule.introduced:
+                start = spans[1][0]  # group 1: the name, after its prefix
+            elif rule.prefix is not None:
                 prefix = rule.prefix.match(data, start)
                 assert prefix is not None  # the rule's pattern starts with it
                 start = prefix[1]
-                if rule.capital and not 0x41 <= data[start] <= 0x5A:  # "A".."Z"
-                    continue
+            if rule.capital and not 0x41 <= data[start] <= 0x5A:  # "A".."Z"
+                continue
             if rule.head is not None:
                 head = rule.head.match(data, start)
                 assert head is not None  # the rule's pattern starts with it
-                end = head[1]
-            found.append((start, _with_plus(data, end) if rule.head is not None else end))
+                end = _with_plus(data, head[1])
+            (introduced if unknown else found).append((start, end))
+    if introduced:
+        covered = _Covered(sorted(found))
+        for start, end in introduced:
+            if covered.contains(start, end):
+                continue
+            kind = _introduced(data[start:end])
+            if kind == "name":
+                found.append((start, end))
+            elif kind == "word" and words is not None:
+                words.append((start, end))
     return found
 
 
@@ -819,9 +1012,9 @@ def near_misses(text: str, model_names: Iterable[str] | str = ()) -> list[str]:
     key = tuple(sorted({n for n in names if n}))
     folded = _folded(text)
     matcher = _matcher(key)
-    masked = _Covered(list(_merged(_spans(folded.data, matcher))))
-    index = _near_index(key)
     found: list[tuple[int, int]] = []
+    masked = _Covered(list(_merged(_spans(folded.data, matcher, found))))
+    index = _near_index(key)
     for start, end in matcher.candidates.spans(folded.data):
         if not masked.contains(start, start + 1):
             found.append((start, end))

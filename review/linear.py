@@ -145,15 +145,16 @@ class BytesPattern:
 
     It calls the binding's C++ ``RE2`` object itself: google-re2's Python layer adds a generator
     and a match object to every call, which costs more than the match on a dense response
-    (google-re2 is pinned). Spans only: a pattern here has no groups.
+    (google-re2 is pinned). Spans only, unless ``groups``: then ``group_spans`` gives each
+    group's span too.
     """
 
-    def __init__(self, pattern: bytes) -> None:
+    def __init__(self, pattern: bytes, *, groups: bool = False) -> None:
         self.pattern = pattern
         options = re2.Options()
         options.max_mem = _OPTIONS.max_mem
         options.encoding = re2.Options.Encoding.LATIN1
-        options.never_capture = True
+        options.never_capture = not groups
         self._raw = _re2.RE2(pattern, options)
         if not self._raw.ok():
             raise re2.error(self._raw.error())
@@ -186,6 +187,19 @@ class BytesPattern:
                 return
             yield span
             pos = span[1] if span[1] > span[0] else span[1] + 1
+
+    def group_spans(self, data: bytes, pos: int = 0) -> Iterator[list[tuple[int, int]]]:
+        """Every match's span and its groups' (``(-1, -1)`` for a group that took no part),
+        left to right, none overlapping."""
+        size = len(data)
+        match = self._raw.Match
+        while pos <= size:
+            spans: list[tuple[int, int]] = match(_UNANCHORED, data, pos, size)
+            start, end = spans[0]
+            if start < 0:
+                return
+            yield spans
+            pos = end if end > start else end + 1
 
 
 class BytesSet:

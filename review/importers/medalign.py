@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
-from review.blinding import names_a_model
+from review.blinding import names_a_model, near_misses
 from review.models import (
     Encounter,
     Event,
@@ -30,6 +30,7 @@ from review.models import (
     TaxonomyEntry,
 )
 
+from .columnar import NUL_PROBLEM
 from .ehr_xml import (
     CountingReader,
     Demographics,
@@ -309,6 +310,12 @@ class ReleaseReader:
         new: list[ModelResponse] = []
         seen: set[tuple[str, str]] = set()
         frozen = self._responses_shown_in_studies()
+        # Clinicians' pages mask every response against every model name of the dataset (and
+        # the built-in families): the flag and the counts say what that masking finds.
+        names = tuple(
+            sorted({m for _, m in existing} | {n for r in rows if (n := r.get("model_name"))})
+        )
+        masked = near = 0
         for row in rows:
             instruction_id = self._require(file, row, "instruction_id")
             model_name = self._require(file, row, "model_name")
@@ -333,10 +340,17 @@ class ReleaseReader:
             values = self._response_values(file, row, known_columns)
             if values is None:
                 continue
-            values["names_own_model"] = names_a_model(values["text"], model_name)
+            values["names_own_model"] = names_a_model(values["text"], names)
+            counted = (values["names_own_model"], bool(near_misses(values["text"], names)))
             current = existing.get((instruction.pk, model_name))
             if current is not None:
-                differs = any(getattr(current, k) != v for k, v in values.items())
+                differs = any(
+                    getattr(current, k) != v for k, v in values.items() if k != "names_own_model"
+                )
+                if current.names_own_model != values["names_own_model"] and not differs:
+                    # Another model of the set named in an unchanged text: the flag follows.
+                    current.names_own_model = values["names_own_model"]
+                    current.save(update_fields=["names_own_model"])
                 if (
                     differs
                     and self.replace
@@ -360,15 +374,22 @@ class ReleaseReader:
                     if text_changed:
                         self.changed_responses.append(current.pk)
                     self.summary.counts["responses updated"] += 1
+                    masked += counted[0]
+                    near += counted[1]
                 elif differs:
                     self.summary.skipped["response differs from stored (use --replace)"] += 1
                 else:
                     self.summary.skipped["response already imported"] += 1
                 continue
             new.append(ModelResponse(instruction=instruction, model_name=model_name, **values))
+            masked += counted[0]
+            near += counted[1]
         ModelResponse.objects.bulk_create(new, batch_size=500)
         self.summary.counts["responses"] += len(new)
-        self.summary.counts["responses naming a model"] += sum(r.names_own_model for r in new)
+        if masked:
+            self.summary.counts["responses with model names masked"] += masked
+        if near:
+            self.summary.counts["responses with near misses to check"] += near
 
     def _responses_shown_in_studies(self) -> set[int]:
         """Responses of a study whose instruction has a started review there: the text a
@@ -391,6 +412,11 @@ class ReleaseReader:
     def _response_values(self, file: str, row: Row, known: set[str]) -> dict[str, Any] | None:
         ok = True
         values: dict[str, Any] = {"text": row.get(*RESPONSE_TEXT_COLUMNS)}
+        if "\x00" in values["text"]:
+            # PostgreSQL refuses it at the database; SQLite would store it and the page show it.
+            column = next(c for c in RESPONSE_TEXT_COLUMNS if row.values.get(c) is not None)
+            self.problems.add(file, row.line, column, NUL_PROBLEM)
+            ok = False
         for target, column, parser in (
             ("context_length", "context_length", parse_optional_int),
             ("generation_length", "generation_length", parse_optional_int),

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from review.blinding import mask_model_names
+from review.blinding import mask_model_names, model_name_hits
 from review.models import (
     Assignment,
     ErrorTag,
@@ -69,6 +69,17 @@ def _queue_status(review: Review | None) -> str:
     return "submitted" if review.status == Review.Status.SUBMITTED else "draft"
 
 
+def clinician_reopen_reason(reason: str, dataset_id: int) -> str:
+    """An admin's reason for reopening, as the clinician reads it: what it says of a model
+    ("the Atlas-70B answer") masked against the dataset's names, as responses are."""
+    return mask_model_names(reason, dataset_model_names(dataset_id)) if reason else ""
+
+
+def reopen_reason_hits(reason: str, dataset_id: int) -> list[str]:
+    """The words of a reopen reason that name a model, as typed: what the admin is warned of."""
+    return list(dict.fromkeys(model_name_hits(reason, dataset_model_names(dataset_id))))
+
+
 def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queue:
     """The clinician's assignments, one query whatever their number.
 
@@ -86,6 +97,7 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
             "instruction__category",
             "instruction__subcategory",
             "instruction__specialty",
+            "instruction__dataset",
             "review__id",
             "review__status",
             "review__updated_at",
@@ -113,7 +125,7 @@ def clinician_queue(user: User, *, status: str = "", category: str = "") -> Queu
                 status=_queue_status(review),
                 updated_at=review.updated_at if review else None,
                 reopen_reason=(
-                    review.reopen_reason
+                    clinician_reopen_reason(review.reopen_reason, a.instruction.dataset_id)
                     if review and review.status == Review.Status.REOPENED
                     else ""
                 ),

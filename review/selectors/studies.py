@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from medalign_site.prepared import PreparedQuery
-from review.blinding import model_name_hits
+from review.blinding import model_name_hits, names_a_model, near_misses
 from review.models import Dataset, ModelResponse, Review, Study, StudyResponse
 
 # (response id, text, model name): the review page's responses of one instruction in a study.
@@ -78,6 +78,21 @@ def dataset_model_names(dataset: Dataset) -> list[str]:
             .distinct()
         )
     )
+
+
+def study_masking_counts(study: Study) -> tuple[int, int]:
+    """Of the study's responses, how many had model names masked for clinicians (any name of
+    the dataset, a family or a maker: what masking finds in the text now, not the import's
+    flag) and how many hold near misses an admin has yet to confirm (``manage.py mask_check``
+    lists them; the Django admin's "Confirm the masking" action marks them checked)."""
+    names = tuple(dataset_model_names(study.dataset))
+    masked = near = 0
+    rows = ModelResponse.objects.filter(studies__study=study).values_list("text", "mask_checked_at")
+    for text, checked_at in rows.iterator(chunk_size=2000):
+        masked += names_a_model(text, names)
+        # Confirmed in the Django admin ("Confirm the masking … was checked"): nothing awaits.
+        near += checked_at is None and bool(near_misses(text, names))
+    return masked, near
 
 
 def round_name_hits(name: str, model_names: list[str]) -> list[str]:

@@ -48,6 +48,7 @@ from review.selectors.reviews import (
     clinician_has_assignments,
     clinician_next_instruction,
     clinician_queue,
+    clinician_reopen_reason,
     instruction_responses,
     review_page_data,
 )
@@ -201,6 +202,9 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
             "instruction": instruction,
             "patient": patient,
             "review": review,
+            # As the clinician reads it: a model it names is masked (``review.reopen_reason``
+            # is what the admin typed).
+            "reopen_reason": clinician_reopen_reason(review.reopen_reason, instruction.dataset_id),
             "page": page,
             "excerpt_html": excerpt_html,
             "data": data,

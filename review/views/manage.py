@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from review import access
 from review.models import AuditEvent, Dataset, Review
 from review.selectors.progress import dataset_progress_detail, datasets_progress
+from review.selectors.reviews import reopen_reason_hits
 from review.selectors.studies import studies_of, study_label
 from review.services import reviews as review_services
 from review.services.audit import audit_record
@@ -123,6 +124,15 @@ def review_reopen(request: HttpRequest, review_id: int) -> HttpResponse:
             f"Reopened the review of #{review.assignment.instruction.instruction_id}: "
             "the clinician sees your reason in their queue.",
         )
+        reason = form.cleaned_data["reason"]
+        hits = reopen_reason_hits(reason, review.assignment.instruction.dataset_id)
+        if hits:
+            messages.warning(
+                request,
+                f"Your reason names a model ({', '.join(hits)}): the clinician reads it with "
+                "those words masked, but the audit log and this page keep it as typed. Say "
+                "what to check without naming a model.",
+            )
     else:
         messages.info(request, "That review is not submitted, so there was nothing to reopen.")
     return redirect(back)

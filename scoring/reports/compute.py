@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 
 from medalign_site.logs import redact_exception
 from review.models import ModelResponse, Study
-from review.selectors.studies import response_set_summary, study_current
+from review.selectors.studies import response_set_summary, study_current, study_masking_counts
 from scoring.generation.provenance import add_generation_columns
 from scoring.models import CorrelationReport, LearnedMetricModel
 from scoring.reports import analysis, learned, prediction, truth
@@ -227,6 +227,7 @@ def report_compute(*, report_id: int) -> CorrelationReport:
         # prompt sha256…): ids, hashes and numbers only.
         add_generation_columns(results["responses"])
         n_simulated = len(inputs.simulated_review_ids)
+        masked, near = study_masking_counts(study)
         provenance = {
             "dataset": {
                 "id": report.dataset.pk,
@@ -263,11 +264,10 @@ def report_compute(*, report_id: int) -> CorrelationReport:
                 "reviews_real": len(inputs.review_ids) - n_simulated,
                 "reviews_simulated": n_simulated,
                 "reviews_cannot_assess_excluded": inputs.n_cannot_assess,
-                # Responses of the set that named a model (heuristic hits): shown to
-                # clinicians with those words masked, as every response is.
-                "responses_masked": ModelResponse.objects.filter(
-                    studies__study=study, names_own_model=True
-                ).count(),
+                # What masking finds in the set's texts now (any name of the dataset, a
+                # family or a maker), and the responses whose near misses await an admin.
+                "responses_masked": masked,
+                "responses_near_misses": near,
             },
             "library_versions": _library_versions(),
             "report_created_at": report.created_at.isoformat(),

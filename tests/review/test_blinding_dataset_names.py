@@ -97,7 +97,7 @@ def test_every_response_mask_check_flags_is_masked_on_the_page(client, world, ca
     dataset, shown, clinician = world
     call_command("mask_check", "--dataset", dataset.name)
     out = capsys.readouterr().out
-    assert "1 of 4 responses name a model; each is masked for clinicians" in out
+    assert "1 of 4 responses had model names masked for clinicians" in out
     flagged = ModelResponse.objects.get(names_own_model=True)
     assert flagged.text == TEXT
     review_data.assign(shown, clinician)

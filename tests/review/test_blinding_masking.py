@@ -214,6 +214,14 @@ INNOCENT = [
     "Thanks, cedar pollen season is over.",
     "Thanks, Cedar, for the referral.",
     "Health: stable. Cedar: no reaction.",
+    # Words that outside models' names share, where no self-introduction makes them a name.
+    "She read a Shakespeare sonnet to the nurses.",
+    "Hermes scarf found on the ward; no allergy.",
+    "Falcon chest deformity noted; the Phi angle was 30 degrees.",
+    "O2 sats 94% on room air; SpO2 91% on O2 at 2 L.",
+    "The haiku she wrote was read at discharge.",
+    "A starling flew into the window; no injury.",
+    "The GLM was refitted with age as a covariate.",
 ]
 
 

@@ -291,6 +291,19 @@ def assert_nothing_stored() -> None:
             RESPONSES_HEADER + response_row("model-a", "101", "t", correct="perhaps"),
             "line 2, field 'binary_correct': 'perhaps' is not a yes/no value",
         ),
+        (
+            "clinician-reviewed-model-responses.tsv",
+            RESPONSES_HEADER
+            + response_row("model-a", "101", "fine")
+            + response_row("model-b", "101", "Hold\x00 the statin."),
+            "clinician-reviewed-model-responses.tsv, line 3, field 'model_response': holds a NUL "
+            "character, which the database cannot store",
+        ),
+        (
+            "responses.csv",
+            'model_name,instruction_id,response\nmodel-a,101,"a\x00b"\n',
+            "responses.csv, line 2, field 'response': holds a NUL character",
+        ),
     ],
 )
 def test_bad_input_is_refused_with_file_line_and_field_and_nothing_is_stored(
@@ -482,3 +495,23 @@ def test_an_entity_reference_in_note_text_is_an_import_error(release: Path) -> N
     with pytest.raises(ImportFailed):
         import_release(release, dataset_name="t")
     assert_nothing_stored()
+
+
+def test_the_summary_counts_responses_masked_for_any_model_and_the_near_misses(
+    release: Path,
+) -> None:
+    # Masking is against every name of the dataset and the built-in families: a response that
+    # names another model of the set counts, as it is masked for clinicians.
+    write(
+        release,
+        "clinician-reviewed-model-responses.tsv",
+        RESPONSES_HEADER
+        + response_row("Atlas-70B", "101", "Unlike Beacon-13B, I see no tachycardia.")
+        + response_row("Beacon-13B", "101", "Mixtrall would say 104.")
+        + response_row("Atlas-70B", "102", "Pneumonia."),
+    )
+    summary = import_release(release, dataset_name="t")
+    assert summary.counts["responses with model names masked"] == 1
+    assert summary.counts["responses with near misses to check"] == 1
+    flagged = ModelResponse.objects.get(names_own_model=True)
+    assert flagged.model_name == "Atlas-70B" and "Beacon-13B" in flagged.text

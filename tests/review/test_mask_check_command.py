@@ -39,6 +39,7 @@ def test_mask_check_prints_the_near_misses_and_no_response(db, capsys):
     )
     call_command("mask_check", "--dataset", dataset.name)
     out = capsys.readouterr().out
-    assert "1 of 2 responses name a model" in out
+    assert "1 of 2 responses had model names masked for clinicians" in out
+    assert "1 response holds near misses that await an admin's check" in out
     assert "Near misses" in out and "Atlas" in out.split("Near misses", 1)[1]
     assert "potassium" not in out

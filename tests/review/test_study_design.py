@@ -212,7 +212,7 @@ def test_mask_check_flags_every_hit_and_clears_the_rest(world, capsys):
     ModelResponse.objects.filter(pk=stale.pk).update(names_own_model=True)
     call_command("mask_check", "--dataset", dataset.name)
     out = capsys.readouterr().out
-    assert "GPT\u20114" in out and "1 of 10 responses name a model" in out
+    assert "GPT\u20114" in out and "1 of 10 responses had model names masked" in out
     named.refresh_from_db()
     stale.refresh_from_db()
     assert named.names_own_model and not stale.names_own_model

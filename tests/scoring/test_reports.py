@@ -678,13 +678,26 @@ def test_bertscore_identity_names_model_layer_idf_and_weights(data):
     assert p["stemming"] == "not recorded" and "/secret/path" not in json.dumps(p)
 
 
-def test_the_report_counts_responses_shown_masked(data, client):
-    ModelResponse.objects.filter(pk=data.responses[0][0].pk).update(names_own_model=True)
+def test_the_report_counts_responses_shown_masked_and_the_near_misses(data, client):
+    # What masking finds in the text, whatever the import flagged: a name of another model
+    # counts, a stale flag does not; a near miss ("Mixtrall") is counted apart.
+    first, second = data.responses[0][0], data.responses[0][1]
+    ModelResponse.objects.filter(instruction__dataset=data.dataset).update(text="Rest.")
+    ModelResponse.objects.filter(pk=first.pk).update(text="As GPT-4, I would hold the statin.")
+    ModelResponse.objects.filter(pk=second.pk).update(
+        names_own_model=True, text="Mixtrall would hold the statin."
+    )
+    confirmed = data.responses[0][2]  # an admin confirmed its masking: no longer awaited
+    ModelResponse.objects.filter(pk=confirmed.pk).update(
+        text="Meditorn would agree.", mask_checked_at=timezone.now()
+    )
     report = _done_report(data)
     assert report.provenance["counts"]["responses_masked"] == 1
+    assert report.provenance["counts"]["responses_near_misses"] == 1
     client.force_login(data.researcher)
     page = client.get(reverse("scoring_report_detail", args=[report.pk])).content.decode()
-    assert "1 response named a model and was shown to clinicians with those words masked" in page
+    assert "1 response had model names masked for clinicians" in page
+    assert "1 response holds near misses that await an admin’s check (mask_check)" in page
 
 
 def test_the_backends_recorded_provenance_reaches_every_export(data):

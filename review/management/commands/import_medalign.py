@@ -68,12 +68,21 @@ class Command(BaseCommand):
             "responses",
             "references updated",
             "responses updated",
-            "responses naming a model",
+            "responses with model names masked",
+            "responses with near misses to check",
             "instructions whose record is not loaded yet",
             "excerpts prepared",
         ):
             if label in summary.counts or label in ("patients", "events", "instructions"):
                 self.stdout.write(f"  {label:<45} {summary.counts.get(label, 0):>10,}")
+        masked = summary.counts.get("responses with model names masked", 0)
+        near = summary.counts.get("responses with near misses to check", 0)
+        if masked or near:
+            self.stdout.write(
+                f"  {masked} response{'s' if masked != 1 else ''} had model names masked for "
+                f"clinicians; {near} hold{'s' if near == 1 else ''} near misses that await an "
+                f"admin's check (manage.py mask_check --dataset {summary.dataset})"
+            )
         for label, count in sorted(summary.counts.items()):
             if label.startswith(("responses added to ", "responses kept as candidates")):
                 self.stdout.write(f"  {label:<45} {count:>10,}")

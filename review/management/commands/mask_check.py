@@ -40,14 +40,17 @@ class Command(BaseCommand):
         flagged: list[int] = []
         unflagged: list[int] = []
         near: list[tuple[str, str, str]] = []
+        with_near = 0
         printed = 0
         limit = int(options["limit"])  # type: ignore[call-overload]
         rows = (
             ModelResponse.objects.filter(instruction__dataset=dataset)
             .order_by("pk")
-            .values_list("pk", "instruction__instruction_id", "model_name", "text")
+            .values_list(
+                "pk", "instruction__instruction_id", "model_name", "text", "mask_checked_at"
+            )
         )
-        for pk, instruction_id, model_name, text in rows.iterator(chunk_size=2000):
+        for pk, instruction_id, model_name, text, checked_at in rows.iterator(chunk_size=2000):
             hits = model_name_hits(text, names)
             (flagged if hits else unflagged).append(pk)
             if hits and printed < limit:
@@ -55,14 +58,17 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {instruction_id:<14} {model_name:<30} {words}")
                 printed += 1
             missed = near_misses(text, names)
+            with_near += bool(missed) and checked_at is None  # not confirmed in the admin
             if missed and len(near) < limit:
                 near.append((instruction_id, model_name, ", ".join(missed)))
         ModelResponse.objects.filter(pk__in=flagged).update(names_own_model=True)
         ModelResponse.objects.filter(pk__in=unflagged).update(names_own_model=False)
         self.stdout.write(
-            f"{len(flagged)} of {len(flagged) + len(unflagged)} responses name a model; each "
-            "is masked for clinicians. Confirm them in the Django admin (Model responses, "
-            "filter 'names own model')."
+            f"{len(flagged)} of {len(flagged) + len(unflagged)} responses had model names "
+            "masked for clinicians (any name of the dataset, a family or a maker). Confirm "
+            "them in the Django admin (Model responses, filter 'names own model'); "
+            f"{with_near} response{' holds' if with_near == 1 else 's hold'} near misses that "
+            "await an admin's check (not yet confirmed there), left as written."
         )
         if near:
             self.stdout.write(
