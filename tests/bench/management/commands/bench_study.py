@@ -85,6 +85,15 @@ class Command(BaseCommand):
             help="print only the estimators at overlap 2 (methods) or only the study designs",
         )
         parser.add_argument(
+            "--level",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="study designs at the predictor levels whose name starts with NAME only "
+            "(e.g. 'useless', 'issue level'); repeatable: one machine's share of the levels, "
+            "with its own --seed",
+        )
+        parser.add_argument(
             "--doubled",
             type=int,
             default=None,
@@ -213,6 +222,10 @@ class Command(BaseCommand):
             levels[f"issue level ({DESIGN_LEVEL:.2f})"] = (
                 strength_for_correlation(study, DESIGN_LEVEL),
             )
+        wanted = o["level"]
+        assert isinstance(wanted, list)
+        if wanted:
+            levels = {k: v for k, v in levels.items() if any(k.startswith(x) for x in wanted)}
         reviews = int(o["reviews"])  # type: ignore[call-overload]
         doubled = o["doubled"]
         subset = (
