@@ -12,6 +12,7 @@ from review.models import Role, Study
 from scoring.models import GraderVerdict, MetricConfig
 from scoring.reports import selectors
 from scoring.reports.rubric_scores import rubric_verdicts
+from scoring.reports.statistics.intervals import INTERVAL_METHOD
 from scoring.reports.statistics.rubrics import response_scores
 from tests import factories
 from tests.scoring.rubric_data import (
@@ -123,6 +124,9 @@ def test_the_report_sets_scores_side_by_side_and_the_grader_beside_the_clinician
     assert "Rubric grader (grader-70b)" in html
     assert d.c1.pseudonym in html and "c1@example.edu" not in html
     assert "Invents a value" not in html  # no criterion text in a report
+    assert section["interval_method"] == INTERVAL_METHOD
+    unit = report.results["clustering"]["unit"]
+    assert f"with a {INTERVAL_METHOD} interval over {unit}s" in html
 
 
 def test_a_report_without_rubric_grades_says_so(data, client) -> None:  # noqa: F811
