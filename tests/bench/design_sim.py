@@ -466,6 +466,7 @@ def bench_designs(
     rng: np.random.Generator,
     first_waves: tuple[int, ...] = (20, 40),
     grid: tuple[int, ...] = (60, 90, 120, 160, 200, 240, 300, 360, 450, 600),
+    designs: tuple[SimDesign, ...] = SIM_DESIGNS,
 ) -> DesignBench:
     """Every ``SIM_DESIGNS`` design at one predictor: widths over ``grid`` (clinician
     reviews), reviews to reach the baseline's width at ``reviews``, against the floor, and
@@ -480,7 +481,7 @@ def bench_designs(
     estimand = study.estimand
     cells = []
     curves: dict[str, dict[str, list[tuple[float, float]]]] = {}
-    for design in SIM_DESIGNS:
+    for design in designs:
         cell = DesignCell(design)
         curves[design.key] = {"shares": [], "gaps": []}
         budgets = sorted({*grid, reviews})
