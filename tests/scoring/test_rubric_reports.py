@@ -1,6 +1,7 @@
 """Rubric scores in the correlation report: clinicians' and the grader's side by side, each a
 metric column, and the grader's macro-F1 beside the clinicians' against each other."""
 
+import re
 from datetime import timedelta
 
 import numpy as np
@@ -184,6 +185,16 @@ def test_the_page_shows_missing_verdicts_healthbench_aggregate_and_pairwise(grad
     assert 'data-testid="rubric-missing"' in html and "33% of 6 verdicts missing" in html
     assert 'data-testid="rubric-pairwise"' in html
     assert "HealthBench’s pairwise comparison" in html
+    # One fact, three places: the responses both scored, in each score's "(n=...)" and in
+    # the column that counts them.
+    table = html.split('data-testid="rubric-scores"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(
+        r"<tr><th scope=\"row\">(.*?)</th><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td>", table
+    )
+    assert len(rows) == 3
+    for _model, clinicians_cell, grader_cell, both in rows:
+        n = both.split(" of ")[0]
+        assert f"(n={n})" in clinicians_cell and f"(n={n})" in grader_cell, (both, grader_cell)
     from scoring.reports import exports
 
     scores = exports.rows(report, "rubric_scores")
