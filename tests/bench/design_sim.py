@@ -40,15 +40,12 @@ from scipy.special import expit, logit
 from scoring.reports.statistics.active import Array, MeanCI
 from scoring.reports.statistics.adaptive_design import gap_contrasts, ranking_status
 from scoring.reports.statistics.design import Column, floor_variance
-from scoring.reports.statistics.intervals import studentized_totals
 from scoring.reports.statistics.joint_predictor import cross_fitted, joint_features
-from scoring.reports.statistics.ppi import ppi_means_clustered
-from scoring.reports.statistics.resampling import _cluster_counts
 from tests.bench.adaptive_sim import simulate_adaptive
+from tests.bench.shipped import clinicians_only, prediction_powered, se_width
 from tests.bench.study_sim import SimStudy
 
 FOLDS = 5
-BOOTSTRAP = 1999  # the studentized bootstrap's resamples (the coverage bench's)
 QUADRATURE_NODES = 32
 CHUNK = 100  # replicates at a time where an array grows with them times nodes or features
 
@@ -265,48 +262,6 @@ class Estimate:
     labelled: float  # mean instructions reviewed
 
 
-def _classical(sums: Array, counts: Array, bounds: tuple[float, float], interval: bool) -> MeanCI:
-    """The report's clinicians-only mean over judgements: ``sums`` (R, P, n) per instruction
-    (its clusters), ``counts`` (n,) judgements each. With ``interval``, the studentized
-    cluster bootstrap (in chunks of replicates, one set of resamples); without, its CR1
-    standard error alone (what the width curves need) and no bounds."""
-    n_counts = np.broadcast_to(counts, sums.shape)
-    if not interval:
-        total = n_counts.sum(-1)
-        m = sums.sum(-1) / total
-        e = sums - m[..., None] * n_counts
-        g = sums.shape[-1]
-        se = np.sqrt(g / (g - 1) * (e**2).sum(-1)) / total
-        nan = np.full(m.shape, np.nan)
-        return MeanCI(m, nan, nan, se, np.zeros(m.shape))
-    draws = _cluster_counts(sums.shape[-1], BOOTSTRAP, 0)
-    parts = [
-        studentized_totals(sums[i : i + CHUNK], n_counts[i : i + CHUNK], draws, bounds=bounds)
-        for i in range(0, sums.shape[0], CHUNK)
-    ]
-
-    def cat(name: str) -> Array:
-        return np.concatenate([getattr(p, name) for p in parts])
-
-    est = cat("estimate")
-    return MeanCI(est, cat("low"), cat("high"), cat("se"), np.zeros(est.shape))
-
-
-def _ppi(y: Array, f: Array, n: int, *, cross_fitted: bool) -> MeanCI:
-    """``ppi_means_clustered`` with the first ``n`` instructions (last axis) reviewed, each
-    instruction its own cluster."""
-    big_n = y.shape[-1]
-    res = ppi_means_clustered(
-        y[..., :n],
-        f[..., :n],
-        np.arange(n),
-        f[..., n:],
-        np.arange(n, big_n),
-        cross_fitted=cross_fitted,
-    )
-    return MeanCI(res.estimate, res.ci_low, res.ci_high, res.se, res.lam)
-
-
 def estimate(
     study: SimStudy,
     reviews: Reviews,
@@ -355,8 +310,8 @@ def estimate(
         if design.mixed:
             counts[: min(doubled, n)] = 2.0
         return Estimate(
-            _classical(ys[..., :n] * counts, counts, (0.0, 1.0), interval),
-            _classical(dy[..., :n] * counts, counts, (-1.0, 1.0), interval),
+            clinicians_only(ys[..., :n] * counts, counts, (0.0, 1.0), interval),
+            clinicians_only(dy[..., :n] * counts, counts, (-1.0, 1.0), interval),
             true_gaps,
             float(n),
         )
@@ -364,17 +319,11 @@ def estimate(
     f = joint_prediction(reviews.yhat, y, n) if joint else reviews.yhat
     fs, df = np.swapaxes(f, -1, -2), _neighbour_gaps(f)
     return Estimate(
-        _ppi(ys, fs, n, cross_fitted=joint),
-        _ppi(dy, df, n, cross_fitted=joint),
+        prediction_powered(ys, fs, n, cross_fitted=joint),
+        prediction_powered(dy, df, n, cross_fitted=joint),
         true_gaps,
         float(n),
     )
-
-
-def se_width(ci: MeanCI, z: float) -> float:
-    """The width a normal interval of the estimator's variance would have, averaged over
-    the contrasts: ``2 z sqrt(mean over replicates of se^2)``, as the floor's widths are."""
-    return float((2.0 * z * np.sqrt(np.nanmean(ci.se**2, axis=0))).mean())
 
 
 def _reviews_to_reach(curve: list[tuple[float, float]], target: float) -> float:
