@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 
 from review.models import Criterion, CriterionGrade, ModelResponse
 from scoring.models import GraderVerdict, MetricConfig
+from scoring.reports.statistics.intervals import INTERVAL_METHOD
 from scoring.reports.statistics.rubrics import (
     GRADER,
     Verdicts,
@@ -285,6 +286,7 @@ def rubric_section(
             "n_clinicians": len(clinicians),
             "n_verdicts": len(verdicts),
             "n_superseded": n_superseded,
+            "interval_method": INTERVAL_METHOD,
             "clinicians": score_table(clinician_only, model_of, **kwargs)
             if len(clinician_only)
             else None,

@@ -15,7 +15,12 @@ would show covers it. What the report ships is simulated as it runs:
   Student's t) beside same-label tuning with the normal interval;
 - **adaptive shares**: two waves, the second drawn where the predictor is least sure;
   ``adaptive_design.ranking_status`` (what the admin's page shows) beside lambda and gamma
-  tuned on the labels with the normal interval.
+  tuned on the labels with the normal interval;
+- **rubric scores**: patients with 1-3 instructions, each with a rubric of five positive
+  criteria and a harm criterion (HealthBench's shape) graded on three models' responses by two
+  clinicians who flip a verdict 10% of the time; per model the app's mean clipped score and
+  HealthBench's aggregate (the clip of the unclipped mean), with ``rubrics.score_interval``
+  (what the report calls) beside the percentile cluster bootstrap.
 
 The truth: exact for shares (``Phi``/the clinicians' error rate), by one large simulation
 (400,000 reviews, Monte Carlo error under 0.001) for taus and differences.
@@ -337,9 +342,111 @@ def adaptive_cells(
         yield from cells
 
 
+# --- rubric scores ---------------------------------------------------------------------------
+RUBRIC_POINTS = (5.0, 3.0, 2.0, 2.0, 1.0, -4.0)  # five positive criteria and a harm criterion
+RUBRIC_MODELS = (1.2, 0.0, -1.2)  # each model's mean quality: a strong, a middling, a weak one
+RUBRIC_EASE = (1.0, 0.3, 0.0, -0.5, -1.0, -2.0)  # how readily each criterion is met
+
+
+def _draw_rubrics(
+    replicates: int, n_clusters: int, patient_sd: float, rng: np.random.Generator
+) -> ReviewDraw:
+    """Per-patient totals of each model's clinicians' rubric score (clipped: ``score m``) and
+    unclipped score (``raw m``), one response per model and instruction."""
+    r, g, i, m = replicates, n_clusters, MAX_INSTRUCTIONS, len(RUBRIC_MODELS)
+    points, ease = np.asarray(RUBRIC_POINTS), np.asarray(RUBRIC_EASE)
+    sizes = 1 + rng.binomial(MAX_INSTRUCTIONS - 1, 0.3, size=(r, g))
+    present = (np.arange(i)[None, None, :] < sizes[..., None]).astype(float)  # (R, G, I)
+    quality = (
+        np.asarray(RUBRIC_MODELS)
+        + patient_sd * rng.normal(size=(r, g, 1, 1))
+        + 0.6 * rng.normal(size=(r, g, i, 1))
+        + 0.8 * rng.normal(size=(r, g, i, m))
+    )
+    # A positive criterion is met more often by a better response, the harm one less often.
+    sign = np.where(points > 0, 1.0, -1.0)
+    met = rng.random((r, g, i, m, points.size)) < expit(ease + sign * quality[..., None])
+    positive = points[points > 0].sum()
+    score = np.zeros((r, g, i, m))
+    raw = np.zeros((r, g, i, m))
+    for _ in range(REVIEWS):
+        flip = rng.random(met.shape) < CLINICIAN_ERROR
+        seen = np.where(flip, ~met, met)
+        mine = (seen * points).sum(-1) / positive
+        raw += mine / REVIEWS
+        score += np.clip(mine, 0.0, 1.0) / REVIEWS
+    sums, counts, items = {}, {}, {}
+    for k in range(m):
+        for name, v in ((f"score {k + 1}", score[..., k]), (f"raw {k + 1}", raw[..., k])):
+            sums[name] = (v * present).sum(-1)
+            counts[name] = present.sum(-1)
+            items[name] = (v[..., None], present[..., None])
+    return ReviewDraw(sums, counts, items)
+
+
+def rubric_truth(patient_sd: float, rng: np.random.Generator) -> tuple[dict[str, float], float]:
+    """Each model's mean clipped score and unclipped mean (HealthBench clips the latter), from
+    one large simulation (100,000 patients), and the within-patient correlation of model 1's
+    score."""
+    big = _draw_rubrics(1, 100_000, patient_sd, rng)
+    truth = {name: float(big.sums[name].sum() / big.counts[name].sum()) for name in big.sums}
+    return truth, within_patient_correlation(*big.items["score 1"])
+
+
+def rubric_cells(
+    replicates: int,
+    level_name: str,
+    truth: dict[str, float],
+    rng: np.random.Generator,
+    batch: int = 250,
+) -> Iterator[Cell]:
+    """Per model and size: the app's mean score (bounded to [0, 1]) and HealthBench's
+    aggregate (the unclipped mean's interval, clipped) through ``rubrics.score_interval``'s
+    method, beside the percentile cluster bootstrap on the same resamples."""
+    patient_sd = ICC_LEVELS[level_name][0]
+    alpha = 0.05
+    models = len(RUBRIC_MODELS)
+    for g in CLUSTER_COUNTS:
+        draws = _cluster_counts(g, BOOTSTRAP, 2000 + g)
+        cells = {}
+        for k in range(models):
+            cells[f"score {k + 1}"] = Cell(f"rubric score {k + 1}", g, level_name)
+            cells[f"raw {k + 1}"] = Cell(f"HealthBench aggregate {k + 1}", g, level_name)
+        done = 0
+        while done < replicates:
+            r = min(batch, replicates - done)
+            draw = _draw_rubrics(r, g, patient_sd, rng)
+            for name, cell in cells.items():
+                s, n = draw.sums[name], draw.counts[name]
+                clipped = name.startswith("score")
+                bounds = (0.0, 1.0) if clipped else None
+                target = truth[name] if clipped else min(max(truth[name], 0.0), 1.0)
+                res = studentized_totals(s, n, draws, 1 - alpha, bounds=bounds)
+                boot = (s @ draws.T) / (n @ draws.T)
+                pairs = (
+                    ("studentized", res.low, res.high),
+                    ("percentile", *np.quantile(boot, [alpha / 2, 1 - alpha / 2], axis=-1)),
+                )
+                for method, lo, hi in pairs:
+                    lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+                    cell.add(method, (lo <= target) & (target <= hi), hi - lo)
+            done += r
+        yield from cells.values()
+
+
 # --- the whole bench --------------------------------------------------------------------------
-SHIPPED = {"review": "studentized", "ppi": "cross-fit, t", "adaptive": "fixed lambda, CR2 t"}
-BEFORE = {"review": "percentile", "ppi": "same labels, z", "adaptive": "tuned, z"}
+SHIPPED = {
+    "review": "studentized",
+    "ppi": "cross-fit, t",
+    "adaptive": "fixed lambda, CR2 t",
+    "rubric": "studentized",
+}
+BEFORE = {
+    "review": "percentile",
+    "ppi": "same labels, z",
+    "adaptive": "tuned, z",
+    "rubric": "percentile",
+}
 
 
 @dataclass
@@ -355,7 +462,7 @@ def bench(
     replicates: int = 2000,
     *,
     seed: int = 0,
-    families: tuple[str, ...] = ("review", "ppi", "adaptive"),
+    families: tuple[str, ...] = ("review", "ppi", "adaptive", "rubric"),
     levels: tuple[str, ...] = tuple(ICC_LEVELS),
     progress: Callable[[str], None] | None = None,
 ) -> CoverageBench:
@@ -382,6 +489,11 @@ def bench(
             out += [("adaptive", c) for c in adaptive_cells(replicates, level, rng)]
             if progress:
                 progress(f"adaptive shares at ICC {level}")
+        if "rubric" in families:
+            rubric, icc[level]["rubric score 1"] = rubric_truth(ICC_LEVELS[level][0], rng)
+            out += [("rubric", c) for c in rubric_cells(replicates, level, rubric, rng)]
+            if progress:
+                progress(f"rubric scores at ICC {level}")
     return CoverageBench(
         replicates, out, icc, time.perf_counter() - started, time.process_time() - cpu
     )

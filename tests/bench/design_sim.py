@@ -8,6 +8,24 @@ to reach the interval width uniform overlap-2 clinicians-only reaches at a fixed
 count against the design's floor (``design.floor_variance``, with the share of the variance the
 best predictor from the same scores could explain, computed exactly from the generator's
 posterior), and the coverage of every interval at the fixed budget and at first-wave sizes.
+
+Every estimator is the one the report ships, through the function the report calls:
+
+- clinicians only: the share judged correct as the leaderboard gives it (a mean over the
+  judgements, clusters = instructions here) with the studentized cluster bootstrap
+  (``intervals.studentized_totals``, 1,999 resamples), the gap between two models the same
+  mean of paired differences;
+- prediction-powered: ``ppi.ppi_means_clustered`` (the batched ``ppi_mean_clustered``:
+  lambda cross-fitted over five folds, Student's t at the reviewed clusters' G - 1); the joint
+  predictor, a model fitted on other folds, goes in as a cross-fitted predictor (lambda 1), as
+  fold models do in the report;
+- adaptive: ``adaptive_design.ranking_status`` (lambda fixed at 1 below ``ACTIVE_TUNE_MIN``
+  reviewed patients, CR2 with Bell & McCaffrey's degrees of freedom), its gaps between the
+  neighbours of the estimated order.
+
+Reviews are compared on each estimator's own variance (``2 z sqrt(mean se^2)``, the width a
+normal interval of that variance would have), the floor's likewise; coverage on the intervals
+themselves.
 """
 
 from __future__ import annotations
@@ -19,17 +37,12 @@ import numpy as np
 from scipy import stats as sps
 from scipy.special import expit, logit
 
-from scoring.reports.statistics.active import (
-    Array,
-    MeanCI,
-    active_contrasts,
-    active_moments,
-    classical_mean_ci,
-    ppi_mean_ci,
-)
+from scoring.reports.statistics.active import Array, MeanCI
+from scoring.reports.statistics.adaptive_design import gap_contrasts, ranking_status
 from scoring.reports.statistics.design import Column, floor_variance
 from scoring.reports.statistics.joint_predictor import cross_fitted, joint_features
 from tests.bench.adaptive_sim import simulate_adaptive
+from tests.bench.shipped import clinicians_only, prediction_powered, se_width
 from tests.bench.study_sim import SimStudy
 
 FOLDS = 5
@@ -245,6 +258,7 @@ def joint_prediction(yhat: Array, label: Array, n: int) -> Array:
 class Estimate:
     shares: MeanCI
     gaps: MeanCI
+    gaps_truth: Array  # (…, K-1): the true gaps, in the order the gaps were taken
     labelled: float  # mean instructions reviewed
 
 
@@ -257,14 +271,18 @@ def estimate(
     rng: np.random.Generator,
     *,
     first_wave: bool = False,
+    interval: bool = True,
 ) -> Estimate:
     """``design``'s estimates of the shares and neighbour gaps with (about) ``n`` instructions
     reviewed, the first ``n`` (instructions are exchangeable draws). ``first_wave``: adaptive
-    after its first wave only (uniform at ``n`` of the wave's instructions)."""
+    after its first wave only (uniform at ``n`` of the wave's instructions). Without
+    ``interval`` the clinicians-only estimates carry their standard errors alone."""
     y = design_labels(reviews, design, doubled)
     k = y.shape[-1]
-    eye = np.eye(k)
+    truth = study.estimand
+    true_gaps = np.broadcast_to(truth[:-1] - truth[1:], (y.shape[0], k - 1))
     if design.method == "adaptive":
+        mask = None
         if first_wave:
             width = study.wave_slices()[0].stop
             pi = np.full(y.shape[:2], n / width)
@@ -272,7 +290,6 @@ def estimate(
             xi[:, :width] = rng.random((y.shape[0], width)) < n / width
             mask = np.zeros(y.shape[:2])
             mask[:, :width] = 1.0
-            moments = active_moments(reviews.yhat, y, xi, pi, mask=mask)
         else:
             big_n = study.n_instructions
             run = simulate_adaptive(
@@ -283,20 +300,28 @@ def estimate(
                 pi_min=min(study.pi_min, n / big_n),
                 rng=rng,
             )
-            xi, moments = run.xi, active_moments(reviews.yhat, y, run.xi, run.pi)
-        return Estimate(
-            active_contrasts(moments, eye),
-            active_contrasts(moments, eye[:-1] - eye[1:]),
-            float(xi.sum(-1).mean()),
-        )
+            xi, pi = run.xi, run.pi
+        status = ranking_status(reviews.yhat, y, xi, pi, mask=mask)
+        ordered = np.einsum("...pk,k->...p", gap_contrasts(status.order), truth)
+        return Estimate(status.shares, status.gaps_raw, ordered, float(xi.sum(-1).mean()))
     ys, dy = np.swapaxes(y, -1, -2), _neighbour_gaps(y)
     if design.method == "classical":
-        return Estimate(classical_mean_ci(ys[..., :n]), classical_mean_ci(dy[..., :n]), float(n))
-    f = reviews.yhat if design.method == "ppi" else joint_prediction(reviews.yhat, y, n)
+        counts = np.full(n, float(design.overlap))
+        if design.mixed:
+            counts[: min(doubled, n)] = 2.0
+        return Estimate(
+            clinicians_only(ys[..., :n] * counts, counts, (0.0, 1.0), interval),
+            clinicians_only(dy[..., :n] * counts, counts, (-1.0, 1.0), interval),
+            true_gaps,
+            float(n),
+        )
+    joint = design.method == "ppi-joint"
+    f = joint_prediction(reviews.yhat, y, n) if joint else reviews.yhat
     fs, df = np.swapaxes(f, -1, -2), _neighbour_gaps(f)
     return Estimate(
-        ppi_mean_ci(ys[..., :n], fs[..., :n], fs[..., n:]),
-        ppi_mean_ci(dy[..., :n], df[..., :n], df[..., n:]),
+        prediction_powered(ys, fs, n, cross_fitted=joint),
+        prediction_powered(dy, df, n, cross_fitted=joint),
+        true_gaps,
         float(n),
     )
 
@@ -390,6 +415,7 @@ def bench_designs(
     rng: np.random.Generator,
     first_waves: tuple[int, ...] = (20, 40),
     grid: tuple[int, ...] = (60, 90, 120, 160, 200, 240, 300, 360, 450, 600),
+    designs: tuple[SimDesign, ...] = SIM_DESIGNS,
 ) -> DesignBench:
     """Every ``SIM_DESIGNS`` design at one predictor: widths over ``grid`` (clinician
     reviews), reviews to reach the baseline's width at ``reviews``, against the floor, and
@@ -402,10 +428,9 @@ def bench_designs(
     big_n = study.n_instructions
     z = float(sps.norm.ppf(0.975))
     estimand = study.estimand
-    gaps_true = estimand[:-1] - estimand[1:]
     cells = []
     curves: dict[str, dict[str, list[tuple[float, float]]]] = {}
-    for design in SIM_DESIGNS:
+    for design in designs:
         cell = DesignCell(design)
         curves[design.key] = {"shares": [], "gaps": []}
         budgets = sorted({*grid, reviews})
@@ -413,21 +438,19 @@ def bench_designs(
             n = budget - doubled if design.mixed else budget // design.overlap
             if n < max(3, doubled if design.mixed else 3) or n > big_n:
                 continue
-            est = estimate(study, data, design, n, doubled, rng)
+            at_budget = budget == reviews
+            est = estimate(study, data, design, n, doubled, rng, interval=at_budget)
             spent = (est.labelled + doubled) if design.mixed else est.labelled * design.overlap
             for target, ci in (("shares", est.shares), ("gaps", est.gaps)):
-                curves[design.key][target].append((spent, float(ci.width.mean())))
-            if budget == reviews:
-                cell.coverage[f"{reviews} reviews"] = _coverage(est, estimand, gaps_true)
-                cell.width = {
-                    "shares": float(est.shares.width.mean()),
-                    "gaps": float(est.gaps.width.mean()),
-                }
+                curves[design.key][target].append((spent, se_width(ci, z)))
+            if at_budget:
+                cell.coverage[f"{reviews} reviews"] = _coverage(est, estimand)
+                cell.width = {"shares": se_width(est.shares, z), "gaps": se_width(est.gaps, z)}
         for n in first_waves:
             if design.mixed and n < doubled:
                 continue
             est = estimate(study, data, design, n, doubled, rng, first_wave=True)
-            cell.coverage[f"first wave of {n} instructions"] = _coverage(est, estimand, gaps_true)
+            cell.coverage[f"first wave of {n} instructions"] = _coverage(est, estimand)
         cells.append(cell)
     base = next(c for c in cells if c.design.key == BASELINE_KEY)
     baseline_width = dict(base.width)
@@ -442,6 +465,6 @@ def bench_designs(
     return DesignBench(name, correlation, cells, truth, baseline_width)
 
 
-def _coverage(est: Estimate, shares_true: Array, gaps_true: Array) -> float:
-    cs, cg = est.shares.covers(shares_true), est.gaps.covers(gaps_true)
+def _coverage(est: Estimate, shares_true: Array) -> float:
+    cs, cg = est.shares.covers(shares_true), est.gaps.covers(est.gaps_truth)
     return float((cs.sum() + cg.sum()) / (cs.size + cg.size))

@@ -21,15 +21,10 @@ import numpy as np
 from scipy import stats as sps
 from scipy.special import expit, logit
 
-from scoring.reports.statistics.active import (
-    Array,
-    MeanCI,
-    active_contrasts,
-    active_moments,
-    classical_mean_ci,
-    ppi_mean_ci,
-)
+from scoring.reports.statistics.active import Array, MeanCI
+from scoring.reports.statistics.adaptive_design import gap_contrasts, ranking_status
 from tests.bench.adaptive_sim import simulate_adaptive
+from tests.bench.shipped import clinicians_only, prediction_powered, se_width
 
 MEDALIGN_CORRECT = (0.65, 0.59, 0.53, 0.47, 0.40, 0.32)  # GPT-4 erred 35%, MPT-7B 68%
 # Signal strength per level; several values: each instruction draws one (a predictor sure of some
@@ -174,6 +169,7 @@ def _neighbours(values: Array) -> Array:
 class MethodResult:
     shares: MeanCI
     gaps: MeanCI
+    gaps_truth: Array  # (…, K-1): the true gaps in the order the gaps were taken
     instructions: float  # mean instructions reviewed
 
 
@@ -185,21 +181,32 @@ def run_methods(
     rng: np.random.Generator,
     *,
     alpha: float = 0.05,
+    interval: bool = True,
 ) -> dict[str, MethodResult]:
-    """The three designs at (about) ``n`` reviewed instructions of each replicate."""
+    """The three designs at (about) ``n`` reviewed instructions of each replicate, each with
+    the estimator the report ships (``tests.bench.shipped``; adaptive: ``ranking_status``,
+    its gaps between the neighbours of the estimated order). Without ``interval`` the
+    clinicians-only estimates carry their standard errors alone."""
+    if alpha != 0.05:
+        raise ValueError("the shipped intervals are 95% ones")
     big_n = study.n_instructions
+    truth = study.estimand
     ys, fs = np.swapaxes(y, -1, -2), np.swapaxes(yhat, -1, -2)  # (R, K, N)
     dy, df = _neighbours(y), _neighbours(yhat)  # (R, K-1, N)
+    true_gaps = np.broadcast_to(truth[:-1] - truth[1:], (y.shape[0], truth.shape[0] - 1))
+    counts = np.full(n, float(study.overlap))
     out: dict[str, MethodResult] = {}
     # Instructions are exchangeable draws: the first n are a uniform sample.
     out["classical"] = MethodResult(
-        classical_mean_ci(ys[..., :n], alpha=alpha),
-        classical_mean_ci(dy[..., :n], alpha=alpha),
+        clinicians_only(ys[..., :n] * counts, counts, (0.0, 1.0), interval),
+        clinicians_only(dy[..., :n] * counts, counts, (-1.0, 1.0), interval),
+        true_gaps,
         float(n),
     )
     out["ppi"] = MethodResult(
-        ppi_mean_ci(ys[..., :n], fs[..., :n], fs[..., n:], alpha=alpha),
-        ppi_mean_ci(dy[..., :n], df[..., :n], df[..., n:], alpha=alpha),
+        prediction_powered(ys, fs, n, cross_fitted=False),
+        prediction_powered(dy, df, n, cross_fitted=False),
+        true_gaps,
         float(n),
     )
     run = simulate_adaptive(
@@ -211,12 +218,11 @@ def run_methods(
         rng=rng,
         alpha=alpha,
     )
-    moments = active_moments(yhat, y, run.xi, run.pi)
-    k = yhat.shape[-1]
-    eye = np.eye(k)
+    status = ranking_status(yhat, y, run.xi, run.pi, alpha=alpha)
     out["ppi+adaptive"] = MethodResult(
-        active_contrasts(moments, eye, alpha=alpha),
-        active_contrasts(moments, eye[:-1] - eye[1:], alpha=alpha),
+        status.shares,
+        status.gaps_raw,
+        np.einsum("...pk,k->...p", gap_contrasts(status.order), truth),
         float(run.xi.sum(-1).mean()),
     )
     return out
@@ -277,7 +283,7 @@ def bench(
     big_n = study.n_instructions
     n_fixed = max(2, round(reviews / study.overlap))
     truth = study.estimand
-    truth_gaps = truth[:-1] - truth[1:]
+    z = float(sps.norm.ppf(1.0 - alpha / 2.0))
     reports = []
     target = float("nan")
     for name, strength in (predictors or PREDICTORS).items():
@@ -287,19 +293,19 @@ def bench(
         curves: dict[str, list[tuple[float, float]]] = {m: [] for m in METHODS}
         sizes = sorted({n_fixed, *(max(2, round(f * big_n)) for f in grid)})
         for n in sizes:
-            results = run_methods(study, yhat, y, n, rng, alpha=alpha)
+            results = run_methods(study, yhat, y, n, rng, alpha=alpha, interval=n == n_fixed)
             for method, res in results.items():
-                curves[method].append((res.instructions, float(res.gaps.width.mean())))
+                curves[method].append((res.instructions, se_width(res.gaps, z)))
             if n != n_fixed:
                 continue
             for method, res in results.items():
                 cs = res.shares.covers(truth)
-                cg = res.gaps.covers(truth_gaps)
+                cg = res.gaps.covers(res.gaps_truth)
                 report.coverage_shares[method] = float(cs.mean())
                 report.coverage_gaps[method] = float(cg.mean())
                 report.coverage[method] = float((cs.sum() + cg.sum()) / (cs.size + cg.size))
-                report.width[method] = float(res.gaps.width.mean())
-                report.width_shares[method] = float(res.shares.width.mean())
+                report.width[method] = se_width(res.gaps, z)
+                report.width_shares[method] = se_width(res.shares, z)
         # The target: the width uniform classical reaches at the fixed budget.
         target = report.width["classical"] if np.isnan(target) else target
         base = _reviews_to_reach(curves["classical"], target, big_n)

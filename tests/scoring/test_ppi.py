@@ -20,6 +20,7 @@ from scoring.reports.statistics.ppi import (
     optimal_lambda,
     ppi_mean,
     ppi_mean_clustered,
+    ppi_means_clustered,
     target_arrays,
     unit_data,
 )
@@ -335,6 +336,26 @@ def test_clustered_variance_worked_by_hand():
     b = np.array([(0.6 - 0.5) / 2 - (0.8 - fbar) / 3, (0.4 - 0.5) / 2 - (0.2 - fbar) / 3, 0.0])
     assert est.se == pytest.approx(math.sqrt(((a + b) ** 2).sum()))
     assert est.estimate == pytest.approx(0.5 + ybar - fbar)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"tuning": "same labels", "interval": "z"}, {"lam": 1.0}, {"cross_fitted": True}],
+)
+def test_many_clustered_means_are_each_rows_clustered_mean(options):
+    # Simulated studies go through the batched function; the report through the single one:
+    # the same estimate, interval and lambda row by row, whatever the tuning.
+    rng = np.random.default_rng(3)
+    y = rng.random((4, 2, 25))
+    f_lab = y + rng.random((4, 2, 25))
+    f_unl = rng.random((4, 2, 30))
+    c_lab, c_unl = rng.integers(0, 12, 25), rng.integers(0, 20, 30)
+    many = ppi_means_clustered(y, f_lab, c_lab, f_unl, c_unl, 0.9, **options)
+    for index in np.ndindex(4, 2):
+        one = ppi_mean_clustered(y[index], f_lab[index], c_lab, f_unl[index], c_unl, 0.9, **options)
+        got = many.row(index).as_dict()
+        for key, value in one.as_dict().items():
+            assert got[key] == (pytest.approx(value) if isinstance(value, float) else value)
 
 
 def test_cross_fitted_predictor_goes_through_crossppi():

@@ -176,6 +176,64 @@ def test_every_section_states_each_fact_the_same_way(client):
     style = page.tables["style-table"]
     assert len(style[0]) == 2 and "the same here" in style[0][1]
     assert "no style feature (bold, headers, length words, list items) differed" in text
+    _counts_agree(page, text, report)
+
+
+def _number(pattern: str, text: str) -> int:
+    found = re.search(pattern, text)
+    assert found, pattern
+    return int(found.group(1).replace(",", ""))
+
+
+def _counts_agree(page, text, report):
+    """Every count the page states in more than one section: reviews, judgements, responses,
+    instructions, clinicians, models, clusters, resamples."""
+    reviews = _number(r"Reviews included\s*(\d+) \(", text)
+    judgements = _number(r"; (\d+) judgements of \d+ responses", text)
+    responses = _number(r"judgements of (\d+) responses", text)
+    instructions = _number(r"judgements of \d+ responses, (\d+) instructions", text)
+    clinicians = _number(r"instructions, (\d+) clinicians", text)
+    models = _number(r"clinicians, (\d+) models", text)
+    # The response set at the top and the provenance at the bottom.
+    assert f"{responses} responses of {models} models to {instructions} instructions" in text
+    assert f"Includes {reviews} SIMULATED reviews of {reviews}" in text
+    # Significance compares the placed metrics on every response (all of them scored them).
+    assert f"compared on the {responses} responses all of them scored" in text
+    # The leaderboard: one row per model, its judgements adding up to the provenance's.
+    board = page.tables["leaderboard-table"][1:]
+    assert len(board) == models
+    assert sum(int(row[1]) for row in board) == judgements
+    # Reviews used plus skipped: the correlation table, position bias and the breakdowns.
+    used, skipped = (int(v) for v in re.findall(r"\d+", page.tables["correlation-table"][1][-1]))
+    assert used + skipped == reviews
+    assert f"{used} reviews, {skipped} skipped; {judgements} judgements" in text
+    for t in report.results["breakdowns"]:
+        rows = page.tables[f"breakdown-{t}"][1:]
+        assert sum(int(row[1]) for row in rows) == reviews, t
+    # Clinicians: the leave-one-out paragraph, its places and the provenance.
+    assert f": {clinicians} clinicians, median" in text
+    for row in page.tables["loo-table"][1:]:
+        assert f"of {clinicians}" in row[3], row  # "none of 3", "2 of 3; 95% interval..."
+        assert re.findall(r"of (\d+)", row[2]) in ([], [str(clinicians)]), row
+    # Clusters: the intervals line, the reviews-still-needed rows and the results.
+    n_clusters = report.results["clustering"]["n_clusters"]
+    assert f"({n_clusters} clusters;" in text
+    for study_size in re.findall(r"more than the study's (\d+)", text):
+        assert int(study_size) == n_clusters
+    # Resamples: the header and the Bradley-Terry refits.
+    resamples = _number(r"(\d+) bootstrap resamples over", text)
+    assert f"all {resamples} bootstrap refits converged" in text
+    # A pair's difference on the common responses: the permutation table and the paired one.
+    perm = {(r[0], r[1]): r[2] for r in page.tables["significance-table"][1:]}
+    for r in page.tables["paired-table"][1:]:
+        if perm[(r[0], r[1])] != "n/a":
+            assert r[2].startswith(perm[(r[0], r[1])]), r
+    # Every interval is named as the one the statistics drew, wherever it is named.
+    for method in re.findall(r"([\w-]+ cluster[- ]bootstrap|[\w-]+-bootstrap)", text):
+        assert method in {
+            "studentized cluster bootstrap",
+            "percentile-bootstrap",  # the place among clinicians: a count, not a mean
+        }, method
 
 
 def test_style_columns_stay_two_when_they_differ():

@@ -1,6 +1,7 @@
 """Rubric scores in the correlation report: clinicians' and the grader's side by side, each a
 metric column, and the grader's macro-F1 beside the clinicians' against each other."""
 
+import re
 from datetime import timedelta
 
 import numpy as np
@@ -12,6 +13,7 @@ from review.models import Role, Study
 from scoring.models import GraderVerdict, MetricConfig
 from scoring.reports import selectors
 from scoring.reports.rubric_scores import rubric_verdicts
+from scoring.reports.statistics.intervals import INTERVAL_METHOD
 from scoring.reports.statistics.rubrics import response_scores
 from tests import factories
 from tests.scoring.rubric_data import (
@@ -123,6 +125,9 @@ def test_the_report_sets_scores_side_by_side_and_the_grader_beside_the_clinician
     assert "Rubric grader (grader-70b)" in html
     assert d.c1.pseudonym in html and "c1@example.edu" not in html
     assert "Invents a value" not in html  # no criterion text in a report
+    assert section["interval_method"] == INTERVAL_METHOD
+    unit = report.results["clustering"]["unit"]
+    assert f"with a {INTERVAL_METHOD} interval over {unit}s" in html
 
 
 def test_a_report_without_rubric_grades_says_so(data, client) -> None:  # noqa: F811
@@ -180,6 +185,16 @@ def test_the_page_shows_missing_verdicts_healthbench_aggregate_and_pairwise(grad
     assert 'data-testid="rubric-missing"' in html and "33% of 6 verdicts missing" in html
     assert 'data-testid="rubric-pairwise"' in html
     assert "HealthBench’s pairwise comparison" in html
+    # One fact, three places: the responses both scored, in each score's "(n=...)" and in
+    # the column that counts them.
+    table = html.split('data-testid="rubric-scores"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(
+        r"<tr><th scope=\"row\">(.*?)</th><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td>", table
+    )
+    assert len(rows) == 3
+    for _model, clinicians_cell, grader_cell, both in rows:
+        n = both.split(" of ")[0]
+        assert f"(n={n})" in clinicians_cell and f"(n={n})" in grader_cell, (both, grader_cell)
     from scoring.reports import exports
 
     scores = exports.rows(report, "rubric_scores")

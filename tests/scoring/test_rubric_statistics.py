@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score, f1_score
 
+from scoring.reports.statistics.intervals import INTERVAL_METHOD, cluster_ci
 from scoring.reports.statistics.rubrics import (
     GRADER,
     Verdicts,
@@ -163,6 +164,24 @@ def test_model_scores_are_means_with_a_patient_bootstrap_interval() -> None:
     [row] = model_scores(scores, model_of, cluster_of, n_resamples=300)
     assert row["mean"] == 0.5 and row["n_clusters"] == 10
     assert row["ci_low"] == row["ci_high"] == 0.5  # every patient's mean is 0.5
+
+
+def test_model_scores_use_the_reports_studentized_cluster_bootstrap() -> None:
+    # The percentile bootstrap covered 90-92% at 12 patients; the rubric means take the
+    # interval every other mean of the report takes, a share's bounds included, and say so.
+    rng = np.random.default_rng(5)
+    values = np.clip(rng.normal(0.8, 0.3, 30), 0.0, 1.0)
+    raw = values * 1.5 - 0.4  # HealthBench's unclipped scores run outside [0, 1]
+    scores, raws = dict(enumerate(values)), dict(enumerate(raw))
+    cluster_of = {r: f"p{r // 3}" for r in scores}
+    [row] = model_scores(scores, dict.fromkeys(scores, "m"), cluster_of, raw=raws, n_resamples=400)
+    keys = np.array([cluster_of[r] for r in sorted(scores)])
+    lo, hi = cluster_ci(values, keys, 400, 0, bounds=(0.0, 1.0))
+    assert (row["ci_low"], row["ci_high"]) == (lo, hi)
+    raw_lo, raw_hi = cluster_ci(raw, keys, 400, 0)
+    assert row["healthbench_ci_low"] == min(max(raw_lo, 0.0), 1.0)
+    assert row["healthbench_ci_high"] == min(max(raw_hi, 0.0), 1.0)
+    assert row["interval_method"] == INTERVAL_METHOD
 
 
 def test_score_table_puts_clinicians_and_grader_side_by_side_per_tag() -> None:

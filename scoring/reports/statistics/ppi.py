@@ -202,11 +202,6 @@ def _effective_n(n: int, classical_se: float, se: float) -> float:
     return n * (classical_se / se) ** 2
 
 
-def _cluster_sums(values: Array, cluster: Array, n_clusters: int) -> Array:
-    out: Array = np.bincount(cluster, weights=values, minlength=n_clusters)
-    return out
-
-
 # Folds of the cross-fitted tuning: each fold's lambda is tuned on the other folds' reviews.
 TUNING_FOLDS = 5
 TUNING = ("cross-fit", "same labels")
@@ -216,33 +211,39 @@ def _t_quantile(confidence: float, df: float) -> float:
     return float(sps.t.ppf(1.0 - (1.0 - confidence) / 2.0, df)) if df > 0 else math.nan
 
 
-def _fold_lambdas(
-    y: Array, f_lab: Array, c_lab: Array, n_unlabelled: int, folds: int
-) -> tuple[Array, Array]:
-    """Per reviewed instruction, the lambda tuned without its fold, and its fold.
+def _fold_lambdas(y: Array, f_lab: Array, c_lab: Array, n_unlabelled: int, folds: int) -> Array:
+    """Per reviewed instruction (last axis; leading axes are separate studies or columns), the
+    lambda tuned without its fold.
 
     Folds are dealt over the reviewed clusters in the sorted order of their codes (cluster
     ``k`` of that order in fold ``k mod folds``): fixed by the design, never by the outcomes.
-    Fold ``j``'s lambda is ``ppi_py``'s power tuning (``_calc_lam_glm`` for a mean, unclipped)
-    computed on the other folds' reviewed instructions alone::
+    Fold ``j``'s lambda is PPI++'s power tuning for a mean, unclipped, computed on the other
+    folds' reviewed instructions alone::
 
         lam_j = cov(Y, Yhat) / ((1 + n/N) var(Yhat))     over reviewed instructions not in j
 
-    so it is independent of fold ``j``'s labels and of every unreviewed prediction."""
+    (``ppi_py``'s ``_calc_lam_glm`` pools the predictions' variance over the labelled and
+    unlabelled units; here it is the training folds' reviewed instructions', so that the
+    lambda is a function of the other folds alone), so it is independent of fold ``j``'s
+    labels and of every unreviewed prediction."""
     codes = np.unique(c_lab)
     fold_of_code = np.arange(codes.shape[0]) % folds
     fold = fold_of_code[np.searchsorted(codes, c_lab)]
-    lam = np.zeros(y.shape[0])
-    ratio = y.shape[0] / n_unlabelled
+    lam = np.zeros(y.shape)
+    ratio = y.shape[-1] / n_unlabelled
     for j in range(folds):
         train = fold != j
-        yt, ft = y[train], f_lab[train]
-        if yt.shape[0] < 2:
+        yt, ft = y[..., train], f_lab[..., train]
+        if yt.shape[-1] < 2:
             continue
-        cov = float(np.mean((yt - yt.mean()) * (ft - ft.mean())))
-        var = float(np.var(ft))
-        lam[~train] = cov / ((1.0 + ratio) * var) if var > 0 else 0.0
-    return lam, fold
+        yc = yt - yt.mean(-1, keepdims=True)
+        fc = ft - ft.mean(-1, keepdims=True)
+        cov = (yc * fc).mean(-1)
+        var = (fc * fc).mean(-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam_j = np.where(var > 0, cov / ((1.0 + ratio) * var), 0.0)
+        lam[..., ~train] = lam_j[..., None]
+    return lam
 
 
 def ppi_mean_clustered(
@@ -294,10 +295,82 @@ def ppi_mean_clustered(
     counted, not assumed away. ``cross_fitted``: ``f_lab`` out-of-fold, ``f_unl`` the fold
     models' mean, ``lam = 1`` (``ppi_py.crossppi_mean_ci``'s estimator).
     """
-    y, f_lab, f_unl = (np.asarray(a, dtype=float).reshape(-1) for a in (y, f_lab, f_unl))
+    res = ppi_means_clustered(
+        np.asarray(y, dtype=float).reshape(1, -1),
+        np.asarray(f_lab, dtype=float).reshape(1, -1),
+        cluster_lab,
+        np.asarray(f_unl, dtype=float).reshape(1, -1),
+        cluster_unl,
+        confidence,
+        lam=lam,
+        cross_fitted=cross_fitted,
+        tuning=tuning,
+        interval=interval,
+    )
+    return res.row(0)
+
+
+@dataclass(frozen=True, eq=False)
+class MeanEstimates:
+    """:class:`MeanEstimate`'s fields as arrays, one per leading index (``n``, ``n_unlabelled``
+    and ``method`` shared)."""
+
+    estimate: Array
+    ci_low: Array
+    ci_high: Array
+    se: Array
+    classical: Array
+    classical_ci_low: Array
+    classical_ci_high: Array
+    classical_se: Array
+    lam: Array
+    n: int
+    n_unlabelled: int
+    effective_n: Array
+    method: str
+
+    def row(self, index: int | tuple[int, ...]) -> MeanEstimate:
+        def at(a: Array) -> float:
+            return float(a[index])
+
+        return MeanEstimate(
+            at(self.estimate), at(self.ci_low), at(self.ci_high), at(self.se),
+            at(self.classical), at(self.classical_ci_low), at(self.classical_ci_high),
+            at(self.classical_se), at(self.lam), self.n, self.n_unlabelled,
+            at(self.effective_n), self.method,
+        )  # fmt: skip
+
+
+def _members(codes: Array, g: int) -> Array:
+    """``(units, g)`` one-hot matrix of each unit's cluster: ``values @ members`` sums by cluster
+    over the last axis, for every leading index at once."""
+    out: Array = np.zeros((codes.shape[0], g))
+    out[np.arange(codes.shape[0]), codes] = 1.0
+    return out
+
+
+def ppi_means_clustered(
+    y: Array,
+    f_lab: Array,
+    cluster_lab: Array,
+    f_unl: Array,
+    cluster_unl: Array,
+    confidence: float = 0.95,
+    *,
+    lam: float | None = None,
+    cross_fitted: bool = False,
+    tuning: str = "cross-fit",
+    interval: str = "t",
+) -> MeanEstimates:
+    """:func:`ppi_mean_clustered` for every leading index of ``y`` and ``f_lab`` (``(..., n)``)
+    and ``f_unl`` (``(..., N)``), the clusters (and so the folds) shared: many columns of a
+    report, or many simulated studies, in one numpy pass. :func:`ppi_mean_clustered` is this
+    function on a single row."""
+    y, f_lab, f_unl = (np.asarray(a, dtype=float) for a in (y, f_lab, f_unl))
     c_lab = np.asarray(cluster_lab, dtype=np.int64).reshape(-1)
     c_unl = np.asarray(cluster_unl, dtype=np.int64).reshape(-1)
-    n, big_n = y.shape[0], f_unl.shape[0]
+    n, big_n = y.shape[-1], f_unl.shape[-1]
+    lead = y.shape[:-1]
     if tuning not in TUNING or interval not in ("t", "z"):
         raise ValueError(f"tuning is one of {TUNING}, interval 't' or 'z'")
     if cross_fitted:
@@ -312,47 +385,52 @@ def ppi_mean_clustered(
         method = "PPI++ mean (power-tuned lambda, unclipped), cluster-robust"
     method += ", Student's t" if interval == "t" else ""
     if n < MIN_LABELLED or big_n < 1:
-        return _nan_estimate(n, big_n, method)
+        nan = np.full(lead, math.nan)
+        return MeanEstimates(nan, nan, nan, nan, nan, nan, nan, nan, nan, n, big_n, nan, method)
     g = int(max(c_lab.max(initial=-1), c_unl.max(initial=-1))) + 1
-    a = _cluster_sums((y - y.mean()) / n, c_lab, g)
-    b_unl = _cluster_sums((f_unl - f_unl.mean()) / big_n, c_unl, g)
-    b = b_unl - _cluster_sums((f_lab - f_lab.mean()) / n, c_lab, g)
+    m_lab, m_unl = _members(c_lab, g), _members(c_unl, g)
+    ybar, fbar_lab = y.mean(-1, keepdims=True), f_lab.mean(-1, keepdims=True)
+    a = ((y - ybar) / n) @ m_lab
+    b_unl = ((f_unl - f_unl.mean(-1, keepdims=True)) / big_n) @ m_unl
+    b = b_unl - ((f_lab - fbar_lab) / n) @ m_lab
     lam_i: Array
     if cross_fitted:
-        lam_i = np.ones(n)
+        lam_i = np.ones(y.shape)
     elif lam is not None:
-        lam_i = np.full(n, float(lam))
+        lam_i = np.full(y.shape, float(lam))
     elif tuning == "cross-fit":
-        lam_i, _ = _fold_lambdas(y, f_lab, c_lab, big_n, min(TUNING_FOLDS, np.unique(c_lab).size))
+        lam_i = _fold_lambdas(y, f_lab, c_lab, big_n, min(TUNING_FOLDS, np.unique(c_lab).size))
     else:
-        bb = float(b @ b)
-        lam_i = np.full(n, -float(a @ b) / bb if bb > 0 else 0.0)
-    lam_bar = float(lam_i.mean())
+        bb = (b * b).sum(-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            one = np.where(bb > 0, -(a * b).sum(-1) / bb, 0.0)
+        lam_i = np.broadcast_to(one[..., None], y.shape)
+    lam_bar = lam_i.mean(-1)
     r = y - lam_i * f_lab
-    estimate = float(r.mean()) + lam_bar * float(f_unl.mean())
+    estimate = r.mean(-1) + lam_bar * f_unl.mean(-1)
     # The two sides' influences per cluster: reviewed (centred rectifier) and unreviewed.
-    lab_side = _cluster_sums((r - r.mean()) / n, c_lab, g)
-    unl_side = lam_bar * b_unl
+    lab_side = ((r - r.mean(-1, keepdims=True)) / n) @ m_lab
+    unl_side = lam_bar[..., None] * b_unl
     g_lab, g_unl = np.unique(c_lab).shape[0], np.unique(c_unl).shape[0]
-    c_lab_side, c_unl_side = a, np.zeros(g)
     if interval == "z":
-        z = _z(confidence)
-        se = math.sqrt(float(((lab_side + unl_side) ** 2).sum()))
-        c_se = math.sqrt(float((a**2).sum()))
-        q, c_q = z, z
+        q = c_q = _z(confidence)
+        se = np.sqrt(((lab_side + unl_side) ** 2).sum(-1))
+        c_se = np.sqrt((a**2).sum(-1))
     else:
         se, df = _two_sided_t(lab_side, unl_side, g_lab, g_unl)
-        c_se, c_df = _two_sided_t(c_lab_side, c_unl_side, g_lab, 1)
+        c_se, c_df = _two_sided_t(a, np.zeros(a.shape), g_lab, 1)
         q, c_q = _t_quantile(confidence, df), _t_quantile(confidence, c_df)
-    c_est = float(y.mean())
-    return MeanEstimate(
+    c_est = y.mean(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        effective = np.where((se > 0) & np.isfinite(c_se), n * (c_se / se) ** 2, math.nan)
+    return MeanEstimates(
         estimate, estimate - q * se, estimate + q * se, se,
         c_est, c_est - c_q * c_se, c_est + c_q * c_se, c_se,
-        lam_bar, n, big_n, _effective_n(n, c_se, se), method,
+        lam_bar, n, big_n, effective, method,
     )  # fmt: skip
 
 
-def _two_sided_t(lab: Array, unl: Array, g_lab: int, g_unl: int) -> tuple[float, float]:
+def _two_sided_t(lab: Array, unl: Array, g_lab: int, g_unl: int) -> tuple[Array, float]:
     """Standard error and degrees of freedom of a sum of a reviewed and an unreviewed side's
     means, from their influences per cluster. Each side's variance is scaled by ``G/(G-1)``
     over its own clusters (their covariance, from clusters on both sides, by the root of both
@@ -362,10 +440,10 @@ def _two_sided_t(lab: Array, unl: Array, g_lab: int, g_unl: int) -> tuple[float,
     width (``bench_coverage``)."""
     k_lab = g_lab / (g_lab - 1) if g_lab > 1 else math.nan
     k_unl = g_unl / (g_unl - 1) if g_unl > 1 else 1.0
-    v_lab = k_lab * float((lab**2).sum())
-    v_unl = k_unl * float((unl**2).sum())
-    cov = math.sqrt(k_lab * k_unl) * float((lab * unl).sum())
-    se = math.sqrt(max(v_lab + v_unl + 2.0 * cov, 0.0))
+    v_lab = k_lab * (lab**2).sum(-1)
+    v_unl = k_unl * (unl**2).sum(-1)
+    cov = math.sqrt(k_lab * k_unl) * (lab * unl).sum(-1)
+    se: Array = np.sqrt(np.maximum(v_lab + v_unl + 2.0 * cov, 0.0))
     return se, float(max(g_lab - 1, 1))
 
 

@@ -58,12 +58,12 @@ from typing import Any
 
 import numpy as np
 
+from .intervals import INTERVAL_METHOD, cluster_ci
 from .resampling import (
     DEFAULT_RESAMPLES,
     MIN_CLUSTERS,
     _cluster_counts,
     _percentile_interval,
-    cluster_bootstrap_ci,
     interval_note,
     n_clusters_of,
 )
@@ -269,13 +269,16 @@ def score_interval(
     seed: int = 0,
     confidence: float = 0.95,
     min_clusters: int = MIN_CLUSTERS,
+    bounds: tuple[float, float] | None = (0.0, 1.0),
 ) -> tuple[float, float]:
     """The interval of a mean rubric score: every score interval of this module comes from
     here (the app's means, HealthBench's aggregates), so the method is chosen in one place.
-    Now: ``resampling.cluster_bootstrap_ci`` (percentile, clusters resampled)."""
-    return cluster_bootstrap_ci(
-        values, clusters, n_resamples, seed, confidence, min_clusters=min_clusters
-    )
+    It is the report's for every mean (``intervals.cluster_ci``, the studentized cluster
+    bootstrap, ``INTERVAL_METHOD``): the percentile bootstrap covered 93-95% at 30 patients
+    and 90-92% at 12 (``bench_coverage``, "rubric scores"). ``bounds``: the score's range
+    (the app's clipped score lies in [0, 1]; HealthBench's unclipped one has none, its
+    interval is clipped after)."""
+    return cluster_ci(values, clusters, n_resamples, seed, confidence, min_clusters, bounds=bounds)
 
 
 def _mean_row(
@@ -298,13 +301,16 @@ def _mean_row(
         "n_responses": len(ids),
         "n_clusters": n_clusters,
         "note": interval_note(n_clusters, min_clusters),
+        "interval_method": INTERVAL_METHOD,
     }
     if raw is not None:
         # _compute_clipped_stats: np.clip(np.mean(values), 0, 1); its interval, the clip of the
         # mean's (a monotone map keeps what the interval covers).
         raw_values = np.array([raw[r] for r in ids], dtype=float)
         raw_lo, raw_hi = (
-            score_interval(raw_values, clusters, **kwargs) if len(ids) else (math.nan, math.nan)
+            score_interval(raw_values, clusters, bounds=None, **kwargs)
+            if len(ids)
+            else (math.nan, math.nan)
         )
         row["healthbench_mean"] = _clip(float(raw_values.mean())) if len(ids) else math.nan
         row["healthbench_ci_low"] = _clip(raw_lo)

@@ -7,11 +7,12 @@ from django.core.management.base import BaseCommand, CommandParser
 from scoring.reports.statistics.intervals import INTERVAL_METHOD
 from tests.bench.coverage_sim import BEFORE, ICC_LEVELS, SHIPPED, bench
 
-FAMILIES = ("review", "ppi", "adaptive")
+FAMILIES = ("review", "ppi", "adaptive", "rubric")
 FAMILY_NAMES = {
     "review": f"{INTERVAL_METHOD}",
     "ppi": "prediction-powered, lambda cross-fitted, Student's t",
     "adaptive": "active inference, lambda fixed at 1, CR2 with Bell-McCaffrey t",
+    "rubric": f"{INTERVAL_METHOD}",
 }
 # The targets: no cell below this, and the mean over cells at least that.
 FLOOR, MEAN = 0.935, 0.945
@@ -21,7 +22,8 @@ class Command(BaseCommand):
     help = (
         "Simulate studies of 10, 15, 30 and 60 patients (within-patient correlation low and "
         "about 0.3) and print, per statistic (a metric's tau, each model's share correct, the "
-        "paired difference of two metrics' taus, prediction-powered and adaptive shares), how "
+        "paired difference of two metrics' taus, prediction-powered and adaptive shares, rubric "
+        "scores and HealthBench's aggregate), how "
         "often the report's 95% interval covered the truth, beside the method used before."
     )
 

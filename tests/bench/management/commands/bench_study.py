@@ -85,6 +85,21 @@ class Command(BaseCommand):
             help="print only the estimators at overlap 2 (methods) or only the study designs",
         )
         parser.add_argument(
+            "--level",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="study designs at the predictor levels whose name starts with NAME only "
+            "(e.g. 'useless', 'issue level'); repeatable: one machine's share of the levels, "
+            "with its own --seed",
+        )
+        parser.add_argument(
+            "--skip-joint",
+            action="store_true",
+            help="leave out the joint-predictor designs (no design the calculator offers; "
+            "over half the time of a run)",
+        )
+        parser.add_argument(
             "--doubled",
             type=int,
             default=None,
@@ -213,6 +228,10 @@ class Command(BaseCommand):
             levels[f"issue level ({DESIGN_LEVEL:.2f})"] = (
                 strength_for_correlation(study, DESIGN_LEVEL),
             )
+        wanted = o["level"]
+        assert isinstance(wanted, list)
+        if wanted:
+            levels = {k: v for k, v in levels.items() if any(k.startswith(x) for x in wanted)}
         reviews = int(o["reviews"])  # type: ignore[call-overload]
         doubled = o["doubled"]
         subset = (
@@ -239,6 +258,9 @@ class Command(BaseCommand):
                 reviews=reviews,
                 doubled=subset,
                 rng=rng,
+                designs=tuple(
+                    d for d in SIM_DESIGNS if not (o["skip_joint"] and d.method == "ppi-joint")
+                ),
             )
             self._design_level(result, study, reviews, subset, coverages, useless_cost)
         w(
