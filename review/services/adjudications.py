@@ -41,12 +41,12 @@ from review.selectors.quality import disagreements, quality_policy
 
 from .audit import audit_record
 from .reviews import (
-    SAVE_AUDIT_INTERVAL,
     EditBatch,
     IncompleteReview,
     ReviewError,
     ReviewReadOnly,
     draft_merge,
+    draft_save_updates,
     edits_validate,
     shown_order_for,
     time_increment,
@@ -244,23 +244,7 @@ def _save_batch(
             raise _read_only(adjudication, batch)
         if not batch.edits and not batch.active_seconds:
             return adjudication_state(adjudication)
-        draft, changed, count_time = draft_merge(adjudication.draft, batch)
-        now = timezone.now()
-        increment = time_increment(adjudication, batch, now) if count_time else 0
-        audit = changed and (
-            adjudication.save_audited_at is None
-            or now - adjudication.save_audited_at >= SAVE_AUDIT_INTERVAL
-        )
-        updates: dict[str, Any] = {
-            "draft": draft,
-            "version": adjudication.version + 1,
-            "updated_at": now,
-            "time_spent_seconds": adjudication.time_spent_seconds + increment,
-        }
-        if changed and adjudication.edited_at is None:
-            updates["edited_at"] = now
-        if audit:
-            updates["save_audited_at"] = now
+        updates, audit = draft_save_updates(adjudication, batch, timezone.now())
         with transaction.atomic():
             won = update_rows(
                 Adjudication,

@@ -459,6 +459,29 @@ def time_increment(review: Review | Any, batch: EditBatch, now: Any) -> int:
     return max(0, min(batch.active_seconds, MAX_SECONDS_PER_SAVE, int(elapsed), left))
 
 
+def draft_save_updates(
+    row: Review | Any, batch: EditBatch, now: Any
+) -> tuple[dict[str, Any], bool]:
+    """The columns one draft save writes on a review (or an adjudication), and whether the save
+    is audited: a changed draft, at most once per ``SAVE_AUDIT_INTERVAL``."""
+    draft, changed, count_time = draft_merge(row.draft, batch)
+    increment = time_increment(row, batch, now) if count_time else 0
+    audit = changed and (
+        row.save_audited_at is None or now - row.save_audited_at >= SAVE_AUDIT_INTERVAL
+    )
+    updates: dict[str, Any] = {
+        "draft": draft,
+        "version": row.version + 1,
+        "updated_at": now,
+        "time_spent_seconds": row.time_spent_seconds + increment,
+    }
+    if changed and row.edited_at is None:
+        updates["edited_at"] = now
+    if audit:
+        updates["save_audited_at"] = now
+    return updates, audit
+
+
 def _read_only(review: Review, batch: EditBatch) -> ReviewReadOnly:
     """The refusal for edits to a submitted review, naming the edits it did not take."""
     values, reason, note = review_values(review)
@@ -514,22 +537,7 @@ def _save_batch(
             raise _read_only(review, batch)
         if not batch.edits and not batch.active_seconds:
             return review_state(review)  # a tab catching up with the others: nothing to write
-        draft, changed, count_time = draft_merge(review.draft, batch)
-        now = timezone.now()
-        increment = time_increment(review, batch, now) if count_time else 0
-        audit = changed and (
-            review.save_audited_at is None or now - review.save_audited_at >= SAVE_AUDIT_INTERVAL
-        )
-        updates: dict[str, Any] = {
-            "draft": draft,
-            "version": review.version + 1,
-            "updated_at": now,
-            "time_spent_seconds": review.time_spent_seconds + increment,
-        }
-        if changed and review.edited_at is None:
-            updates["edited_at"] = now
-        if audit:
-            updates["save_audited_at"] = now
+        updates, audit = draft_save_updates(review, batch, timezone.now())
         with transaction.atomic():
             won = update_rows(
                 Review,
