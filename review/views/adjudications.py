@@ -29,6 +29,7 @@ from review.services import adjudications as services
 from review.services import excerpts as excerpt_services
 from review.services.audit import audit_record_many
 from review.services.reviews import MAX_COMMENT_CHARS, MAX_REASON_CHARS, InvalidReview, ReviewError
+from review.views.page_data import record_urls, response_data
 
 
 def _user(request: HttpRequest) -> User:
@@ -79,15 +80,6 @@ def adjudication_page(request: HttpRequest, adjudication_id: int) -> HttpRespons
         person_id=instruction.person_id,
         instruction_id=instruction.instruction_id,
     )
-    record_urls = (
-        {
-            "excerpt": reverse("record_excerpt", args=[instruction.pk]),
-            "events": reverse("record_events", args=[instruction.pk]),
-            "search": reverse("record_search", args=[instruction.pk]),
-        }
-        if instruction.patient_id is not None
-        else {}
-    )
     data = {
         "kind": "adjudication",
         "review": adjudication.pk,
@@ -96,20 +88,8 @@ def adjudication_page(request: HttpRequest, adjudication_id: int) -> HttpRespons
         "editable": adjudication.is_editable,
         "fields": {"reason": page.reason},
         "require_reason": True,
-        "responses": [
-            {
-                "handle": r.handle,
-                "position": r.position,
-                "label": r.label,
-                "rank": r.rank,
-                "is_correct": r.is_correct,
-                "tags": r.tag_slugs,
-                "comment": r.comment,
-                "preview": r.preview,
-            }
-            for r in page.responses
-        ],
-        "urls": record_urls
+        "responses": response_data(page.responses),
+        "urls": record_urls(instruction)
         | {
             "save": reverse("adjudication_save", args=[adjudication.pk]),
             "submit": reverse("adjudication_submit", args=[adjudication.pk]),

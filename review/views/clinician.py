@@ -57,6 +57,7 @@ from review.services import excerpts as excerpt_services
 from review.services import reviews as review_services
 from review.services.assignments import AssignmentError, assignments_create, assignments_plan
 from review.services.audit import audit_record, audit_record_many
+from review.views.page_data import record_urls, response_data
 from scoring.reports.study_design import study_design
 
 
@@ -165,20 +166,8 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
         "calibration": calibration,
         "cannot_assess": page.cannot_assess,
         "cannot_assess_note": page.cannot_assess_note,
-        "responses": [
-            {
-                "handle": r.handle,
-                "position": r.position,
-                "label": r.label,
-                "rank": r.rank,
-                "is_correct": r.is_correct,
-                "tags": r.tag_slugs,
-                "comment": r.comment,
-                "preview": r.preview,
-            }
-            for r in page.responses
-        ],
-        "urls": _record_urls(instruction)
+        "responses": response_data(page.responses),
+        "urls": record_urls(instruction)
         | {
             "save": reverse("review_save", args=[review.pk]),
             "submit": reverse("review_submit", args=[review.pk]),
@@ -227,16 +216,6 @@ def session_resumed(request: HttpRequest) -> HttpResponse:
     """Where the sign-in opened from a review page lands: it tells that page to send its edits
     (BroadcastChannel) and closes itself."""
     return render(request, "review/clinician/session_resumed.html")
-
-
-def _record_urls(instruction: Instruction) -> dict[str, str]:
-    if instruction.patient_id is None:
-        return {}
-    return {
-        "excerpt": reverse("record_excerpt", args=[instruction.pk]),
-        "events": reverse("record_events", args=[instruction.pk]),
-        "search": reverse("record_search", args=[instruction.pk]),
-    }
 
 
 # --- record endpoints: HTML fragments in JSON, paged ------------------------------------------
