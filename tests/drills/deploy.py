@@ -39,6 +39,7 @@ from requests.adapters import HTTPAdapter
 
 from tests import s3
 from tests.drills import recipe
+from tests.drills.steps import Drill
 from tests.load import harness
 from tests.load.harness import log
 
@@ -107,26 +108,6 @@ class Browser:
             log(f"sign-in: TOTP step answered {done.status_code} {done.headers.get('Location')}")
             return False
         return True
-
-
-class Drill:
-    def __init__(self, work: Path, procs: harness.Processes) -> None:
-        self.work, self.procs = work, procs
-        self.problems: list[str] = []
-        self.timings: list[tuple[str, float]] = []
-        self._t = time.monotonic()
-
-    def step(self, name: str) -> None:
-        now = time.monotonic()
-        self.timings.append((name, now - self._t))
-        log(f"{name}: {now - self._t:.1f} s")
-        self._t = now
-
-    def check(self, ok: bool, what: str) -> bool:
-        log(("ok: " if ok else "PROBLEM: ") + what)
-        if not ok:
-            self.problems.append(what)
-        return ok
 
 
 def _self_signed(work: Path) -> tuple[Path, Path]:

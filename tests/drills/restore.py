@@ -34,32 +34,13 @@ from pathlib import Path
 import requests
 
 from tests import s3
+from tests.drills.steps import Drill
 from tests.load import harness
 from tests.load.harness import log
 
 PASSWORD = "medalign-demo-2024"  # the demo's public password (README)
 CLINICIAN = "clinician1@demo.medalign.local"
 ADMIN = "admin@demo.medalign.local"
-
-
-class Drill:
-    def __init__(self, work: Path, procs: harness.Processes) -> None:
-        self.work, self.procs = work, procs
-        self.problems: list[str] = []
-        self.timings: list[tuple[str, float]] = []
-        self._t = time.monotonic()
-
-    def step(self, name: str) -> None:
-        now = time.monotonic()
-        self.timings.append((name, now - self._t))
-        log(f"{name}: {now - self._t:.1f} s")
-        self._t = now
-
-    def check(self, ok: bool, what: str) -> bool:
-        log(("ok: " if ok else "PROBLEM: ") + what)
-        if not ok:
-            self.problems.append(what)
-        return ok
 
 
 def main(argv: list[str] | None = None) -> int:
