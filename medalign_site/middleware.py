@@ -1,14 +1,30 @@
-"""Cross-cutting HTTP middleware: idle session timeout and security headers."""
+"""Cross-cutting HTTP middleware: the signed-in user, idle session timeout, security headers."""
 
 import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.contrib.auth import logout
+from django.contrib.auth import get_user, logout
+from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.http import HttpRequest, HttpResponse
 
 _LAST_SEEN_KEY = "_last_seen"
 SIGNED_IN_AT_KEY = "_signed_in_at"  # set at sign-in (review.receivers.on_login)
+
+
+class UserMiddleware(AuthenticationMiddleware):
+    """Django's authentication middleware, with the user read at once rather than on first use.
+
+    Django wraps ``request.user`` in a SimpleLazyObject so that a request which never asks
+    pays nothing. Here every request asks (IdleSessionTimeoutMiddleware, next, checks whether
+    it is signed in), and every later attribute read through the wrapper (the access checks,
+    the templates, the audit trail: hundreds per annotation) is a Python-level proxy call.
+    ``request.auser`` and the session check stay Django's.
+    """
+
+    def process_request(self, request: HttpRequest) -> None:
+        super().process_request(request)
+        request.user = get_user(request)
 
 
 class IdleSessionTimeoutMiddleware:

@@ -156,7 +156,8 @@ MIDDLEWARE = [
     # Before the CSRF check, which reads a multipart body to find its token.
     "medalign_site.uploads.UploadLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Django's AuthenticationMiddleware, the user read at once (every request reads it).
+    "medalign_site.middleware.UserMiddleware",
     "medalign_site.middleware.IdleSessionTimeoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

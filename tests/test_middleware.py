@@ -1,5 +1,5 @@
-"""medalign_site/middleware.py: a session's absolute lifetime from its sign-in
-(IdleSessionTimeoutMiddleware), and the security headers (SecurityHeadersMiddleware): no
+"""medalign_site/middleware.py: the signed-in user read at once (UserMiddleware), a session's
+absolute lifetime from its sign-in (IdleSessionTimeoutMiddleware), and the security headers (SecurityHeadersMiddleware): no
 caching of anything served to a signed-in user, the CSP enforced in every mode.
 
 The idle timeout and the headers outside DEBUG are tested in tests/review/test_accounts.py
@@ -9,7 +9,14 @@ and tests/review/test_security.py.
 import time
 
 import pytest
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.sessions.middleware import SessionMiddleware
+from django.http import HttpRequest, HttpResponse
+from django.test import RequestFactory
 from django.urls import reverse
+from django.utils.functional import LazyObject
+
+from medalign_site.middleware import UserMiddleware
 
 # The review app's fixtures: one user and object of each kind (``world``); certificates in a
 # private folder of the test's own and a clean shared cache (autouse).
@@ -18,6 +25,41 @@ from tests.review.conftest import world as world  # noqa: F401 - a fixture
 from tests.review.review_data import note_url
 
 pytestmark = pytest.mark.django_db
+
+
+# --- the user is read at once, as Django's middleware would read it on first use ---------------
+def _through_user_middleware(client) -> HttpRequest:
+    request = RequestFactory().get("/")
+    request.COOKIES.update({k: v.value for k, v in client.cookies.items()})
+    seen = []
+
+    def view(request: HttpRequest) -> HttpResponse:
+        seen.append(request)
+        return HttpResponse()
+
+    SessionMiddleware(UserMiddleware(view))(request)
+    return seen[0]
+
+
+def test_a_signed_in_request_carries_its_user_itself_not_a_lazy_wrapper(world, client):
+    client.force_login(world.clinician)
+    request = _through_user_middleware(client)
+    assert not isinstance(request.user, LazyObject)
+    assert request.user == world.clinician and request.user.is_authenticated
+    # Django's asynchronous accessor is kept.
+    assert callable(request.auser)
+
+
+def test_a_request_without_a_session_is_anonymous(world, client):
+    request = _through_user_middleware(client)
+    assert isinstance(request.user, AnonymousUser)
+
+
+def test_a_deactivated_account_is_signed_out_by_the_eager_read(world, client):
+    client.force_login(world.clinician)
+    world.clinician.is_active = False
+    world.clinician.save()
+    assert isinstance(_through_user_middleware(client).user, AnonymousUser)
 
 
 # --- a session has an absolute lifetime from its sign-in ----------------------------------------
