@@ -23,10 +23,23 @@ def client_ip(request: HttpRequest | None) -> str | None:
     """
     if request is None:
         return None
-    try:
-        return get_client_ip(request) or None
-    except ImproperlyConfigured:
-        return request.META.get("REMOTE_ADDR") or None
+    return _origin(request)[0]
+
+
+def _origin(request: HttpRequest) -> tuple[str | None, str]:
+    """The address and user agent the trail records for a request, read once per request: the
+    review page writes two events, and allauth's reading of the proxy settings is most of what
+    an event costs to build. Neither can change while the request is served (the user can, at
+    sign-in and sign-out, so it is not kept here)."""
+    found: tuple[str | None, str] | None = getattr(request, "_audit_origin", None)
+    if found is None:
+        try:
+            ip = get_client_ip(request) or None
+        except ImproperlyConfigured:
+            ip = request.META.get("REMOTE_ADDR") or None
+        found = (ip, request.META.get("HTTP_USER_AGENT", "")[:300])
+        request._audit_origin = found  # type: ignore[attr-defined]
+    return found
 
 
 def _event(
@@ -43,6 +56,7 @@ def _event(
     """An unsaved audit row: who (the request's user unless given), what, which object, where."""
     if actor is None and request is not None and request.user.is_authenticated:
         actor = request.user
+    ip, user_agent = _origin(request) if request is not None else (None, "")
     return AuditEvent(
         action=action,
         actor=actor,
@@ -51,8 +65,8 @@ def _event(
         object_id=str(getattr(obj, "pk", "") or "") if obj is not None else "",
         person_id=person_id,
         instruction_id=instruction_id,
-        ip_address=client_ip(request),
-        user_agent=(request.META.get("HTTP_USER_AGENT", "")[:300] if request else ""),
+        ip_address=ip,
+        user_agent=user_agent,
         details=details or {},
     )
 

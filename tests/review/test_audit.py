@@ -5,10 +5,12 @@ import io
 from datetime import timedelta
 
 import pytest
+from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
 from review.models import AuditEvent, Role
+from review.services import audit
 from review.services.audit import audit_record
 from tests import factories
 
@@ -230,3 +232,32 @@ def test_behind_one_trusted_proxy_the_audit_trail_records_the_client(world, clie
         HTTP_X_FORWARDED_FOR="198.51.100.1, 203.0.113.9",  # spoofed first hop, then the client
     )
     assert AuditEvent.objects.get(action=Action.LOGIN_FAILED).ip_address == "203.0.113.9"
+
+
+def test_events_of_one_request_record_its_origin_read_once(world, monkeypatch):
+    # The review page writes two events per request: the proxy settings and the headers are
+    # read for the first, and the second records the same address and browser.
+    calls = []
+
+    def counting(request):
+        calls.append(request)
+        return "192.0.2.7"
+
+    monkeypatch.setattr(audit, "get_client_ip", counting)
+    before = AuditEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    request = RequestFactory().get("/", HTTP_USER_AGENT="Firefox/140")
+    request.user = world.clinician
+    audit.audit_record_many(
+        actions=[Action.INSTRUCTION_VIEWED, Action.RECORD_VIEWED],
+        request=request,
+        obj=world.clinician,
+    )
+    audit.audit_record(action=Action.RECORD_VIEWED, request=request)
+    events = AuditEvent.objects.filter(id__gt=before).order_by("id")
+    assert [(e.ip_address, e.user_agent) for e in events] == [("192.0.2.7", "Firefox/140")] * 3
+    assert len(calls) == 1
+    # Another request reads its own.
+    other = RequestFactory().get("/", HTTP_USER_AGENT="Safari/19")
+    other.user = world.clinician
+    audit.audit_record(action=Action.RECORD_VIEWED, request=other)
+    assert AuditEvent.objects.latest("id").user_agent == "Safari/19" and len(calls) == 2
