@@ -11,7 +11,15 @@ from review.views import (
     studies,
 )
 
+# The annotation path first: every clinician request is one of these three, and Django tries
+# the patterns in order (each miss before the match is also copied into the match's record of
+# what was tried). No other pattern overlaps them, so the order changes nothing else.
 urlpatterns = [
+    path(
+        "instructions/<int:instruction_id>/review/", clinician.review_page, name="clinician_review"
+    ),
+    path("reviews/<int:review_id>/draft/", clinician.review_save, name="review_save"),
+    path("reviews/<int:review_id>/submit/", clinician.review_submit, name="review_submit"),
     path("", core.home, name="home"),
     path("healthz", core.healthz, name="healthz"),
 ]
@@ -63,9 +71,6 @@ urlpatterns += [
     path("queue/", clinician.queue, name="clinician_queue"),
     path("queue/next/", clinician.next_review, name="clinician_next"),
     path(
-        "instructions/<int:instruction_id>/review/", clinician.review_page, name="clinician_review"
-    ),
-    path(
         "instructions/<int:instruction_id>/record/excerpt/",
         clinician.record_excerpt,
         name="record_excerpt",
@@ -85,9 +90,7 @@ urlpatterns += [
         clinician.record_search,
         name="record_search",
     ),
-    path("reviews/<int:review_id>/draft/", clinician.review_save, name="review_save"),
     path("session/resumed/", clinician.session_resumed, name="session_resumed"),
-    path("reviews/<int:review_id>/submit/", clinician.review_submit, name="review_submit"),
     path("manage/assignments/", clinician.admin_assign, name="admin_assign"),
 ]
 
