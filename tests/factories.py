@@ -20,6 +20,7 @@ from allauth.account.authentication import AUTHENTICATION_METHODS_SESSION_KEY
 from allauth.account.models import EmailAddress
 from allauth.mfa import app_settings as mfa_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.utils import timezone
 
 from review.access import clear_cached_access
@@ -102,6 +103,15 @@ def sign_in(client: Any, user: User, *, second_factor: bool = True) -> None:
         session.pop(AUTHENTICATION_METHODS_SESSION_KEY, None)
         session.pop("account_authentication_methods_user", None)
         session.save()
+
+
+def session_cookie(user: User, url: str) -> dict[str, str]:
+    """The session cookie of ``user`` signed in as ``sign_in`` signs in, for a browser at ``url``
+    (``context.add_cookies([session_cookie(user, live_server.url)])``): the browser tests start
+    signed in without going through the sign-in pages."""
+    client = Client()
+    sign_in(client, user)
+    return {"name": "sessionid", "value": client.cookies["sessionid"].value, "url": url}
 
 
 def pdf_file(name: str = "certificate.pdf", content: bytes = PDF_BYTES) -> SimpleUploadedFile:

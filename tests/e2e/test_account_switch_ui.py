@@ -11,27 +11,19 @@ the tab, stops retrying, and saves once that account is signed in again.
 import json
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
 from review.models import Review, Role
-from review.services import grading as grading_services
 from tests import factories
 from tests.e2e.test_review_ui import _cards, _open, _values, _wait_saved
 from tests.e2e.test_review_ui import review_world as review_world  # the fixture
 from tests.review import review_data
-from tests.scoring.rubric_data import accepted_rubric, people
+from tests.scoring.rubric_data import assigned_grading
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 SHOTS = "/tmp/small2-shots"
-
-
-def _session(live_server, user) -> dict:
-    client = Client()
-    factories.sign_in(client, user)
-    return {"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}
 
 
 def _stored_edits(page) -> list[dict]:
@@ -49,7 +41,7 @@ def test_a_tab_says_another_account_is_signed_in_and_keeps_the_edit(
     clinician2 = factories.make_user("other@example.edu", roles=[Role.CLINICIAN])
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(10_000)
-    context.add_cookies([_session(live_server, clinician1)])
+    context.add_cookies([factories.session_cookie(clinician1, live_server.url)])
     tab1 = context.new_page()
     _open(tab1, live_server, instruction)
     saves: list[str] = []
@@ -61,7 +53,7 @@ def test_a_tab_says_another_account_is_signed_in_and_keeps_the_edit(
     context.clear_cookies(name="sessionid")
     _cards(tab1).nth(1).get_by_label("Rank of Response B").select_option("1")
     expect(tab1.get_by_test_id("signin-dialog")).to_be_visible()
-    context.add_cookies([_session(live_server, clinician2)])
+    context.add_cookies([factories.session_cookie(clinician2, live_server.url)])
     tab2.goto(live_server.url + reverse("clinician_queue"))
     tab1.get_by_role("button", name="I have signed in: save now").click()
 
@@ -87,7 +79,7 @@ def test_a_tab_says_another_account_is_signed_in_and_keeps_the_edit(
 
     # clinician1 signs in again: the kept edit is saved to their review.
     context.clear_cookies(name="sessionid")
-    context.add_cookies([_session(live_server, clinician1)])
+    context.add_cookies([factories.session_cookie(clinician1, live_server.url)])
     tab2.goto(live_server.url + reverse("session_resumed"))
     _wait_saved(tab1)
     assert _values(instruction)["B"].rank == 1
@@ -101,22 +93,16 @@ def test_the_grading_page_says_another_account_is_signed_in(live_server, browser
     dataset = review_data.make_dataset("e2e-grading-switch")
     patient = review_data.make_record(dataset, "P-GSW", n_events=20)
     instruction = review_data.make_instruction(dataset, patient, "I-GSW", n_responses=2)
-    study = factories.put_in_study(instruction)
-    author, reviewer = people()
-    rubric = accepted_rubric(instruction, author, reviewer)
-    grader = factories.make_user("grader-sw@example.edu", roles=[Role.CLINICIAN])
+    grader, grading = assigned_grading(instruction, "grader-sw@example.edu")
     other = factories.make_user("grader-other@example.edu", roles=[Role.CLINICIAN])
-    (grading,) = grading_services.gradings_assign(
-        rubric=rubric, study=study, clinicians=[grader], actor=None
-    )
     context = browser.new_context()
     context.set_default_timeout(10_000)
-    context.add_cookies([_session(live_server, grader)])
+    context.add_cookies([factories.session_cookie(grader, live_server.url)])
     tab1 = context.new_page()
     tab1.goto(live_server.url + reverse("grading_page", args=[grading.pk]))
     expect(tab1.locator("#grading-form")).to_have_attribute("data-ready", "true")
     context.clear_cookies(name="sessionid")
-    context.add_cookies([_session(live_server, other)])
+    context.add_cookies([factories.session_cookie(other, live_server.url)])
     tab1.get_by_test_id("criterion").nth(0).get_by_role("button", name="Met", exact=True).click()
     status = tab1.get_by_test_id("save-status")
     expect(status).to_have_attribute("data-state", "other-account")
@@ -126,7 +112,7 @@ def test_the_grading_page_says_another_account_is_signed_in(live_server, browser
     tab1.wait_for_timeout(3_000)
     expect(status).to_have_attribute("data-state", "other-account")  # no retry loop
     context.clear_cookies(name="sessionid")
-    context.add_cookies([_session(live_server, grader)])
+    context.add_cookies([factories.session_cookie(grader, live_server.url)])
     context.new_page().goto(live_server.url + reverse("session_resumed"))
     expect(status).to_contain_text("All changes saved")
     grading.refresh_from_db()

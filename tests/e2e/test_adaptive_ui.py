@@ -4,11 +4,11 @@ verdict: the ranking settled and the reviews saved against uniform. In Chromium.
 
 import numpy as np
 import pytest
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
 from review.models import Assignment, SamplingDraw
+from tests import factories
 from tests.e2e.test_accessibility import assert_no_axe_violations
 from tests.review.adaptive_data import make_adaptive_world, submit_all
 
@@ -16,12 +16,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def _sign_in(page, live_server, user) -> None:
-    client = Client()
-    client.force_login(user)
     page.context.clear_cookies()
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    page.context.add_cookies([factories.session_cookie(user, live_server.url)])
 
 
 def _balanced_seed() -> int:

@@ -4,7 +4,6 @@ spends the fewest clinician reviews and what each gives up. In Chromium."""
 import os
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
@@ -20,11 +19,7 @@ def test_the_admin_reads_the_recommended_design_beside_the_preview(live_server, 
     d = make_study(n_instructions=60, n_reviewed=30)
     for k in range(3):
         factories.make_user(f"new{k}@example.edu", roles=[Role.CLINICIAN])
-    client = Client()
-    client.force_login(d.admin)
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    page.context.add_cookies([factories.session_cookie(d.admin, live_server.url)])
     page.goto(live_server.url + reverse("admin_assign"))
     page.get_by_label("Overlap").fill("1")
     for k in range(3):

@@ -5,7 +5,6 @@ side, and the grader's macro-F1 beside the clinicians'."""
 import json
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
@@ -25,11 +24,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def _sign_in(page, live_server, user) -> None:
-    client = Client()
-    factories.sign_in(client, user)
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    page.context.add_cookies([factories.session_cookie(user, live_server.url)])
 
 
 def test_a_researcher_runs_the_grader_and_reads_it_beside_the_clinicians(

@@ -6,15 +6,13 @@ came from a model or a record wraps anywhere inside its box; nothing scrolls sid
 """
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 
 from review.models import Event, ModelResponse, Role
-from review.services import grading as grading_services
 from tests import factories
 from tests.e2e.test_review_ui import _cards, _open, _sign_in
 from tests.review import review_data
-from tests.scoring.rubric_data import accepted_rubric, people
+from tests.scoring.rubric_data import assigned_grading
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -86,18 +84,8 @@ def test_the_queue_on_a_phone_fits_a_long_instruction(live_server, page, long_wo
 @pytest.mark.parametrize("size", SIZES, ids=list(SIZES))
 def test_the_grading_page_fits_long_tokens(live_server, page, long_world, size):
     instruction, _ = long_world
-    study = factories.put_in_study(instruction)
-    author, reviewer = people()
-    rubric = accepted_rubric(instruction, author, reviewer)
-    grader = factories.make_user("grader-long@example.edu", roles=[Role.CLINICIAN])
-    (grading,) = grading_services.gradings_assign(
-        rubric=rubric, study=study, clinicians=[grader], actor=None
-    )
-    client = Client()
-    factories.sign_in(client, grader)
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    grader, grading = assigned_grading(instruction, "grader-long@example.edu")
+    page.context.add_cookies([factories.session_cookie(grader, live_server.url)])
     page.set_viewport_size(dict(zip(("width", "height"), SIZES[size], strict=True)))
     page.goto(live_server.url + reverse("grading_page", args=[grading.pk]))
     page.wait_for_selector("#grading-form[data-ready=true]")

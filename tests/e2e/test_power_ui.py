@@ -4,12 +4,12 @@ predictor, recalculated for another margin and predictor. In Chromium."""
 import re
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
 from scoring.reports import compute, services
 from scoring.reports.prediction import study_power
+from tests import factories
 from tests.e2e.test_accessibility import assert_no_axe_violations
 from tests.scoring.ppi_data import make_study
 
@@ -17,12 +17,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transacti
 
 
 def _sign_in(page, live_server, user) -> None:
-    client = Client()
-    client.force_login(user)
     page.context.clear_cookies()
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    page.context.add_cookies([factories.session_cookie(user, live_server.url)])
 
 
 def test_the_admin_sees_how_many_more_reviews_each_target_needs(live_server, page):

@@ -6,7 +6,6 @@ quality page at desktop (1440×900) and phone (390×844), with axe at 0 violatio
 """
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
@@ -24,11 +23,7 @@ NAMES = list(RELEASE)
 
 
 def _sign_in(context, live_server, user) -> None:
-    client = Client()
-    client.force_login(user)
-    context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    context.add_cookies([factories.session_cookie(user, live_server.url)])
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import io
 from pathlib import Path
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
@@ -46,11 +45,7 @@ def _report():
 
 
 def _sign_in(page, live_server, user) -> None:
-    client = Client()
-    client.force_login(user)
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    page.context.add_cookies([factories.session_cookie(user, live_server.url)])
 
 
 def test_researcher_reads_the_report_and_downloads_the_csv(live_server, page):

@@ -13,7 +13,6 @@ import time
 import pytest
 from django.contrib.sessions.models import Session
 from django.middleware.csrf import _get_new_csrf_string
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
@@ -37,11 +36,7 @@ def _seed_tags() -> None:
 
 
 def _sign_in(context, live_server, user) -> None:
-    client = Client()
-    client.force_login(user)
-    context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    context.add_cookies([factories.session_cookie(user, live_server.url)])
 
 
 def _cards(page):

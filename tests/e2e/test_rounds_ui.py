@@ -7,7 +7,6 @@ axe (``A11Y_SCREENSHOTS=DIR`` keeps the screenshots)."""
 import re
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
@@ -24,12 +23,8 @@ ROUND_NAME = "Round 2: adds Atlas-70B (OpenAI fine-tune)"
 
 
 def _sign_in(page, live_server, user) -> None:
-    client = Client()
-    client.force_login(user)
     page.context.clear_cookies()
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    page.context.add_cookies([factories.session_cookie(user, live_server.url)])
 
 
 @pytest.fixture

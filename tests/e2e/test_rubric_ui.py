@@ -3,7 +3,6 @@ second clinician accepts it, and two clinicians grade two responses against it, 
 (with a reload in the middle: nothing is lost), one by clicks."""
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
@@ -20,12 +19,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def _sign_in(page, live_server, user) -> None:
-    client = Client()
-    factories.sign_in(client, user)
     page.context.clear_cookies()
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    page.context.add_cookies([factories.session_cookie(user, live_server.url)])
 
 
 def test_a_rubric_is_written_accepted_and_graded(live_server, page):
@@ -105,11 +100,7 @@ def test_a_rubric_is_written_accepted_and_graded(live_server, page):
     page.keyboard.press("n")
     expect(page.get_by_test_id("save-status")).to_contain_text("Signed out")
     expect(page.locator("#signin-open")).to_be_visible()
-    client = Client()
-    factories.sign_in(client, graders[0])
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    page.context.add_cookies([factories.session_cookie(graders[0], live_server.url)])
     page.evaluate("new BroadcastChannel('medalign-session').postMessage('signed-in')")
     expect(page.get_by_test_id("save-status")).to_contain_text("All changes saved")
     page.get_by_test_id("submit-grading").click()

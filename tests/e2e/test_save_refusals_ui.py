@@ -11,17 +11,14 @@ refused edit, saying which, until the clinician changes it.
 import json
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from review.models import Role
-from review.services import grading as grading_services
 from tests import factories
 from tests.e2e.test_review_ui import _cards, _comment, _open, _sign_in, _values, _wait_saved
 from tests.e2e.test_review_ui import review_world as review_world  # the fixture
 from tests.review import review_data
-from tests.scoring.rubric_data import accepted_rubric, people
+from tests.scoring.rubric_data import assigned_grading
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -106,18 +103,8 @@ def test_the_grading_page_keeps_its_edits_across_a_proxys_html_400(live_server, 
     dataset = review_data.make_dataset("e2e-grading-400")
     patient = review_data.make_record(dataset, "P-G400", n_events=20)
     instruction = review_data.make_instruction(dataset, patient, "I-G400", n_responses=2)
-    study = factories.put_in_study(instruction)
-    author, reviewer = people()
-    rubric = accepted_rubric(instruction, author, reviewer)
-    grader = factories.make_user("grader-400@example.edu", roles=[Role.CLINICIAN])
-    (grading,) = grading_services.gradings_assign(
-        rubric=rubric, study=study, clinicians=[grader], actor=None
-    )
-    client = Client()
-    factories.sign_in(client, grader)
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    grader, grading = assigned_grading(instruction, "grader-400@example.edu")
+    page.context.add_cookies([factories.session_cookie(grader, live_server.url)])
     page.goto(live_server.url + reverse("grading_page", args=[grading.pk]))
     expect(page.locator("#grading-form")).to_have_attribute("data-ready", "true")
     page.route(

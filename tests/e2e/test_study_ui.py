@@ -3,7 +3,6 @@ completed run to a study, and never under a started instruction; the report name
 response set it analysed. In Chromium, as a clinician, an admin and a researcher."""
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
@@ -22,12 +21,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transacti
 
 
 def _sign_in(page, live_server, user) -> None:
-    client = Client()
-    client.force_login(user)
     page.context.clear_cookies()
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    page.context.add_cookies([factories.session_cookie(user, live_server.url)])
 
 
 def _responses_on_page(page, live_server, instruction, study=None) -> int:

@@ -13,6 +13,7 @@ from review.models import (
     Study,
     User,
 )
+from review.services import grading as grading_services
 from review.services import rubrics as services
 from review.services.rubrics import CriterionInput
 from tests import factories
@@ -40,6 +41,19 @@ def accepted_rubric(
     services.rubric_save_criteria(rubric=rubric, actor=author, criteria=list(criteria))
     services.rubric_submit(rubric=rubric, actor=author)
     return services.rubric_accept(rubric=rubric, actor=reviewer)
+
+
+def assigned_grading(instruction: Instruction, grader_email: str) -> tuple[User, CriterionGrading]:
+    """A new clinician asked to grade ``instruction``'s responses against an accepted rubric, in
+    a study of its own: the grader and the grading."""
+    study = factories.put_in_study(instruction)
+    author, reviewer = people()
+    rubric = accepted_rubric(instruction, author, reviewer)
+    grader = factories.make_user(grader_email, roles=[Role.CLINICIAN])
+    (grading,) = grading_services.gradings_assign(
+        rubric=rubric, study=study, clinicians=[grader], actor=None
+    )
+    return grader, grading
 
 
 def rubric_dataset(
