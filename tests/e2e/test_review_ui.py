@@ -511,6 +511,10 @@ def test_keys_outside_a_response_say_where_they_work(live_server, page, review_w
     _cards(page).nth(1).get_by_role("button", name="Compare…").focus()
     page.keyboard.press("3")
     assert _summary(page) == ["3:B"]
+    # The rank is saved before the test ends: a save still in flight when the test's database
+    # is flushed deadlocked with the flush's TRUNCATE.
+    _wait_saved(page)
+    assert _values(instruction)["B"].rank == 3
 
 
 def test_closing_the_tab_right_after_an_edit_keeps_it(live_server, clinician_context, review_world):
