@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from threading import Lock
 from typing import Any, Generic, TypeVar
 
-from django.db import connections, router
+from django.db import connections, router, transaction
 from django.db.models import NOT_PROVIDED, Field, Model, QuerySet
 from django.db.models.fields import AutoFieldMixin
 from django.db.models.query import (  # type: ignore[attr-defined]
@@ -313,3 +313,151 @@ def update_rows(model: type[Model], *, where: dict[str, Any], values: dict[str, 
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
+
+
+@dataclass(frozen=True)
+class Linked:
+    """A row for ``update_then_insert`` whose foreign key ``attname`` is the id of
+    ``rows[parent]`` (known only once that row is inserted)."""
+
+    obj: Model
+    parent: int
+    attname: str
+
+
+def update_then_insert(
+    model: type[Model],
+    *,
+    where: dict[str, Any],
+    values: dict[str, Any],
+    rows: Sequence[Model] = (),
+    linked: Sequence[Linked] = (),
+) -> int:
+    """``update_rows()``, and only if it changed a row, ``rows`` inserted (their ids set), then
+    ``linked``: all of it or none. The number of rows the UPDATE changed.
+
+    On PostgreSQL this is one statement (an UPDATE and INSERTs in one WITH), atomic by itself:
+    no transaction of its own, so no BEGIN and COMMIT round trips. Elsewhere the statements run
+    in order inside ``transaction.atomic()``. ``where`` should match one row (a primary key): the
+    inserts happen once, however many rows the UPDATE changed.
+    """
+    if not rows and not linked:
+        return update_rows(model, where=where, values=values)  # one statement anyway
+    alias = router.db_for_write(model)
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        with transaction.atomic(using=alias):
+            changed = update_rows(model, where=where, values=values)
+            if changed:
+                _insert_in_order(list(rows))
+                for link in linked:
+                    setattr(link.obj, link.attname, rows[link.parent].pk)
+                _insert_in_order([link.obj for link in linked])
+            return changed
+    set_fields = _columns(model, tuple(values))
+    where_fields = _columns(model, tuple(where))
+    links = tuple((type(k.obj), k.parent, k.attname) for k in linked)
+    key = (
+        "update+insert",
+        alias,
+        model,
+        tuple(values),
+        tuple(where),
+        tuple(map(type, rows)),
+        links,
+    )
+    sql = _SQL.get(key)
+    if sql is None:
+        sql = _update_then_insert_sql(connection, model, set_fields, where_fields, rows, linked)
+        _SQL[key] = sql
+    params = [
+        f.get_db_prep_save(v, connection) for f, v in zip(set_fields, values.values(), strict=True)
+    ]
+    for f, v in zip(where_fields, where.values(), strict=True):
+        if v is None:
+            raise ValueError(f"update_then_insert() cannot match {f.name} to None")
+        params.append(f.get_db_prep_value(f.get_prep_value(v), connection, prepared=True))
+    for obj in rows:
+        params += [
+            f.get_db_prep_save(f.pre_save(obj, True), connection) for f in _insert_fields(type(obj))
+        ]
+    for link in linked:
+        params += [
+            f.get_db_prep_save(f.pre_save(link.obj, True), connection)
+            for f in _insert_fields(type(link.obj))
+            if f.attname != link.attname
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
+    changed = int(found[0])
+    if changed:
+        for obj, pk in zip(rows, found[1:], strict=True):
+            obj.pk = pk
+        for link in linked:
+            setattr(link.obj, link.attname, rows[link.parent].pk)
+        for obj in [*rows, *(link.obj for link in linked)]:
+            obj._state.adding = False
+            obj._state.db = alias
+    return changed
+
+
+def _insert_in_order(objs: list[Model]) -> None:
+    """``insert_rows`` for each run of rows of one model, ids set."""
+    start = 0
+    for end in range(1, len(objs) + 1):
+        if end == len(objs) or type(objs[end]) is not type(objs[start]):
+            insert_rows(objs[start:end], return_pk=True)
+            start = end
+
+
+def _update_then_insert_sql(
+    connection: Any,
+    model: type[Model],
+    set_fields: "tuple[Field[Any, Any], ...]",
+    where_fields: "tuple[Field[Any, Any], ...]",
+    rows: Sequence[Model],
+    linked: Sequence[Linked],
+) -> str:
+    qn = connection.ops.quote_name
+    assignments = ", ".join(f"{qn(str(f.column))} = %s" for f in set_fields)
+    conditions = " AND ".join(f"{qn(str(f.column))} = %s" for f in where_fields)
+    parts = [
+        f"u AS (UPDATE {qn(model._meta.db_table)} SET {assignments} WHERE {conditions}"  # noqa: S608
+        " RETURNING 1)",
+        # One row if the UPDATE changed any: the INSERTs below select from it, so they happen
+        # once, and not at all when the UPDATE matched nothing.
+        "won AS (SELECT 1 FROM u LIMIT 1)",
+    ]
+    # Each row its own INSERT ... SELECT: a parameter in a SELECT list takes the type of the
+    # column it is inserted into, as in VALUES (a multi-row VALUES in a subquery would read
+    # untyped text as text).
+    for i, obj in enumerate(rows):
+        table = type(obj)._meta.db_table
+        fields = _insert_fields(type(obj))
+        columns = ", ".join(qn(f.column) for f in fields)
+        pk = qn(_column(type(obj), "pk").column)
+        placeholders = ", ".join(["%s"] * len(fields))
+        parts.append(
+            f"r{i} AS (INSERT INTO {qn(table)} ({columns}) SELECT {placeholders} FROM won"  # noqa: S608
+            f" RETURNING {pk})"
+        )
+    for i, link in enumerate(linked):
+        table = type(link.obj)._meta.db_table
+        fields = _insert_fields(type(link.obj))
+        columns = ", ".join(qn(f.column) for f in fields)
+        parent_pk = qn(_column(type(rows[link.parent]), "pk").column)
+        selected = ", ".join(
+            f"r{link.parent}.{parent_pk}" if f.attname == link.attname else "%s" for f in fields
+        )
+        parts.append(
+            f"l{i} AS (INSERT INTO {qn(table)} ({columns}) SELECT {selected}"  # noqa: S608
+            f" FROM r{link.parent})"
+        )
+    # Only the models' own table and column names (quoted) go into the text; values are
+    # parameters.
+    ids = "".join(
+        f", (SELECT {qn(_column(type(obj), 'pk').column)} FROM r{i})"  # noqa: S608
+        for i, obj in enumerate(rows)
+    )
+    return "WITH " + ", ".join(parts) + f" SELECT (SELECT count(*) FROM u){ids}"  # noqa: S608

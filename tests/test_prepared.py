@@ -14,8 +14,22 @@ from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from medalign_site.prepared import PreparedQuery, insert_rows, update_rows
-from review.models import Assignment, AuditEvent, ModelResponse, Review, Role
+from medalign_site.prepared import (
+    Linked,
+    PreparedQuery,
+    insert_rows,
+    update_rows,
+    update_then_insert,
+)
+from review.models import (
+    Assignment,
+    AuditEvent,
+    ErrorTag,
+    ModelResponse,
+    ResponseJudgement,
+    Review,
+    Role,
+)
 from review.services.reviews import review_get_or_start
 from tests import factories
 from tests.review import review_data
@@ -232,6 +246,68 @@ def test_update_rows_does_what_filter_update_does(two):
     assert stored.updated_at == now
     with pytest.raises(ValueError, match="None"):
         update_rows(Review, where={"pk": review.pk, "submitted_at": None}, values=values)
+
+
+def _judgement_with_tag(review: Review, tag: ErrorTag) -> tuple[ResponseJudgement, Linked]:
+    row = ResponseJudgement(
+        review=review, response_id=int(review.shown_order[0]), position=0, rank=1, is_correct=False
+    )
+    through = ResponseJudgement.error_tags.through
+    return row, Linked(through(errortag_id=tag.pk), parent=0, attname="responsejudgement_id")
+
+
+def test_update_then_insert_writes_the_rows_only_when_the_update_wins(two):
+    _, clinicians, assignments = two
+    review = Review.objects.get(assignment=assignments[0])
+    tag = ErrorTag.objects.first() or ErrorTag.objects.create(slug="t", label="T")
+    values = {"version": review.version + 1, "updated_at": timezone.now()}
+    stale = {"pk": review.pk, "version": review.version + 5}
+    row, link = _judgement_with_tag(review, tag)
+    event = _event(1, clinicians[0])
+    assert (
+        update_then_insert(Review, where=stale, values=values, rows=[row, event], linked=[link])
+        == 0
+    )
+    assert row.pk is None and event.pk is None and row._state.adding
+    assert not ResponseJudgement.objects.filter(review=review).exists()
+    assert not AuditEvent.objects.filter(person_id="P-1").exists()
+
+    current = {"pk": review.pk, "version": review.version}
+    with CaptureQueriesContext(connection) as captured:
+        changed = update_then_insert(
+            Review, where=current, values=values, rows=[row, event], linked=[link]
+        )
+    assert changed == 1
+    # One statement on PostgreSQL, atomic by itself; elsewhere a savepoint around four.
+    assert len(captured) == (1 if connection.vendor == "postgresql" else 6)
+    assert Review.objects.get(pk=review.pk).version == review.version + 1
+    stored = ResponseJudgement.objects.get(review=review)
+    assert stored.pk == row.pk and not row._state.adding
+    assert [t.pk for t in stored.error_tags.all()] == [tag.pk]
+    assert link.obj.responsejudgement_id == row.pk
+    theirs = _event(1, clinicians[0])
+    AuditEvent.objects.bulk_create([theirs])
+    mine_row, theirs_row = (_state(AuditEvent.objects.get(pk=e.pk)) for e in (event, theirs))
+    del mine_row["id"], theirs_row["id"]
+    assert mine_row == theirs_row
+
+
+def test_update_then_insert_is_all_or_nothing(two):
+    _, clinicians, assignments = two
+    review = Review.objects.get(assignment=assignments[0])
+    existing = Review.objects.get(assignment=assignments[0])
+    # A second review of the same assignment breaks a unique constraint after the UPDATE ran.
+    duplicate = Review(assignment=existing.assignment, shown_order=[], handles=[])
+    values = {"version": review.version + 1}
+    with pytest.raises(IntegrityError), transaction.atomic():
+        update_then_insert(
+            Review,
+            where={"pk": review.pk, "version": review.version},
+            values=values,
+            rows=[_event(2, clinicians[0]), duplicate],
+        )
+    assert Review.objects.get(pk=review.pk).version == review.version
+    assert not AuditEvent.objects.filter(person_id="P-1").exists()
 
 
 # What this module reaches into: the fence (docs/decisions/prepared-statements.md) holds while no

@@ -42,7 +42,7 @@ def _origin(request: HttpRequest) -> tuple[str | None, str]:
     return found
 
 
-def _event(
+def audit_event(
     *,
     action: str,
     actor: User | None,
@@ -53,7 +53,11 @@ def _event(
     actor_email: str = "",
     details: dict[str, Any] | None = None,
 ) -> AuditEvent:
-    """An unsaved audit row: who (the request's user unless given), what, which object, where."""
+    """An unsaved audit row: who (the request's user unless given), what, which object, where.
+
+    For a service that writes it in the statement of the change it records
+    (``medalign_site.prepared.update_then_insert``); ``audit_record`` writes one by itself.
+    """
     if actor is None and request is not None and request.user.is_authenticated:
         actor = request.user
     ip, user_agent = _origin(request) if request is not None else (None, "")
@@ -82,7 +86,7 @@ def audit_record(
     actor_email: str = "",
     details: dict[str, Any] | None = None,
 ) -> AuditEvent:
-    event = _event(
+    event = audit_event(
         action=action,
         actor=actor,
         request=request,
@@ -107,7 +111,7 @@ def audit_record_many(
     """Several events of one request (e.g. instruction and record viewed) in one INSERT."""
     insert_rows(
         [
-            _event(
+            audit_event(
                 action=action,
                 actor=None,
                 request=request,

@@ -36,7 +36,13 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
-from medalign_site.prepared import PreparedQuery, insert_rows, update_rows
+from medalign_site.prepared import (
+    Linked,
+    PreparedQuery,
+    insert_rows,
+    update_rows,
+    update_then_insert,
+)
 from review.access import can_unblind, unblinding_forbidden, unblinding_roles
 from review.models import (
     Assignment,
@@ -58,7 +64,7 @@ from review.selectors.reviews import active_error_tags, error_tags
 from review.site import site_url
 from review.storable import UNSTORABLE, storable
 
-from .audit import audit_record
+from .audit import audit_event, audit_record
 
 MAX_COMMENT_CHARS = 5000
 MAX_NOTE_CHARS = 2000
@@ -501,16 +507,18 @@ def _read_only(review: Review, batch: EditBatch) -> ReviewReadOnly:
 
 
 # --- writing ----------------------------------------------------------------------------------
-def _audit_save(review: Review, clinician: User, request: HttpRequest | None) -> None:
+def _save_event(
+    review: Review, version: int, clinician: User, request: HttpRequest | None
+) -> AuditEvent:
     instruction = review.assignment.instruction
-    audit_record(
+    return audit_event(
         action=AuditEvent.Action.REVIEW_SAVED,
         actor=clinician,
         request=request,
         obj=review,
         person_id=instruction.person_id,
         instruction_id=instruction.instruction_id,
-        details={"version": review.version},
+        details={"version": version},
     )
 
 
@@ -538,18 +546,19 @@ def _save_batch(
         if not batch.edits and not batch.active_seconds:
             return review_state(review)  # a tab catching up with the others: nothing to write
         updates, audit = draft_save_updates(review, batch, timezone.now())
-        with transaction.atomic():
-            won = update_rows(
-                Review,
-                where={"pk": review.pk, "version": review.version, "status": review.status},
-                values=updates,
-            )
-            if won:
-                for name, value in updates.items():
-                    setattr(review, name, value)
-                if audit:
-                    _audit_save(review, clinician, request)
-                return review_state(review)
+        # The UPDATE and its audit row in one statement (PostgreSQL): the save and its record
+        # stand or fall together, and a lost race writes neither.
+        events = [_save_event(review, updates["version"], clinician, request)] if audit else []
+        won = update_then_insert(
+            Review,
+            where={"pk": review.pk, "version": review.version, "status": review.status},
+            values=updates,
+            rows=events,
+        )
+        if won:
+            for name, value in updates.items():
+                setattr(review, name, value)
+            return review_state(review)
         review = (
             Review.objects.select_related("assignment__instruction")
             .filter(pk=review.pk, assignment__clinician=clinician)
@@ -568,6 +577,14 @@ _LOCKED_REVIEW: PreparedQuery[Review] = PreparedQuery(
 )
 
 
+_REVIEW: PreparedQuery[Review] = PreparedQuery(
+    lambda p: Review.objects.select_related("assignment__instruction").filter(
+        pk=p.review_id, assignment__clinician_id=p.clinician_id
+    ),
+    params=("review_id", "clinician_id"),
+)
+
+
 def review_submit(
     *, review_id: int, clinician: User, payload: Any, request: HttpRequest | None = None
 ) -> dict[str, Any]:
@@ -577,27 +594,60 @@ def review_submit(
     when the edits it carries are already in it, and ``read_only`` naming them otherwise. A
     batch with text that cannot be stored is not submitted: its other edits are saved to the
     draft, and the answer names the refused ones.
+
+    A draft is submitted as its saves are, optimistically: its rows, its new state and the audit
+    row are written together only if the review is still the version read (one statement on
+    PostgreSQL), and a submit that lost a race with another tab reads the review again. A
+    reopened review (its rows exist and are updated) is submitted under a lock.
     """
+    for _attempt in range(20):
+        review = _REVIEW.first(review_id=review_id, clinician_id=clinician.pk)
+        if review is None:
+            raise Review.DoesNotExist
+        review_check_allowed(clinician)
+        batch = review_validate(review, payload)
+        if review.status == Review.Status.SUBMITTED:
+            return _submitted_again(review, batch)
+        if review.status != Review.Status.DRAFT or batch.refused:
+            return _review_submit_locked(review_id, clinician, payload, request)
+        state = _submit(review, clinician, batch, request)
+        if state is not None:
+            return state
+    raise ReviewError("the review is too busy to submit; try again")  # pragma: no cover
+
+
+def _review_submit_locked(
+    review_id: int, clinician: User, payload: Any, request: HttpRequest | None
+) -> dict[str, Any]:
     with transaction.atomic():
         review = _LOCKED_REVIEW.first(review_id=review_id, clinician_id=clinician.pk)
         if review is None:
             raise Review.DoesNotExist
         review_check_allowed(clinician)
         batch = review_validate(review, payload)
-        if not batch.refused or review.status == Review.Status.SUBMITTED:
-            return _submit(review, clinician, batch, request)
+        if review.status == Review.Status.SUBMITTED:
+            return _submitted_again(review, batch)
+        if not batch.refused:
+            state = _submit(review, clinician, batch, request)
+            assert state is not None  # the row is locked: its version cannot have moved
+            return state
         state = _save_batch(review, clinician, batch, request)  # the row is locked: one try
     raise unstorable_refusal(batch, state)
 
 
+def _submitted_again(review: Review, batch: EditBatch) -> dict[str, Any]:
+    refusal = _read_only(review, batch)
+    if refusal.extra["unapplied"]:
+        raise refusal
+    return review_state(review)
+
+
 def _submit(
     review: Review, clinician: User, batch: EditBatch, request: HttpRequest | None
-) -> dict[str, Any]:
-    if review.status == Review.Status.SUBMITTED:
-        refusal = _read_only(review, batch)
-        if refusal.extra["unapplied"]:
-            raise refusal
-        return review_state(review)
+) -> dict[str, Any] | None:
+    """Submit a draft or a reopened review; None if the review is no longer the version read
+    (another request changed it: only possible without the lock)."""
+    read = {"pk": review.pk, "version": review.version, "status": review.status}
     draft, changed, count_time = draft_merge(review.draft, batch)
     review.draft = draft
     # Rows are written at submit, so a draft (never submitted: a reopened review keeps its
@@ -608,7 +658,6 @@ def _submit(
     now = timezone.now()
     if count_time:
         review.time_spent_seconds += time_increment(review, batch, now)
-    _write_judgements(review, values, judgements)
     review.cannot_assess, review.cannot_assess_note = reason, note
     review.draft = {}
     review.edited_at = review.edited_at or now
@@ -619,11 +668,8 @@ def _submit(
     # Access is re-read at submit: a clinician granted researcher or admin access mid-review
     # could already map responses to models.
     review.reviewer_could_unblind = review.reviewer_could_unblind or can_unblind(clinician)
-    update_rows(
-        Review, where={"pk": review.pk}, values={f: getattr(review, f) for f in SUBMIT_FIELDS}
-    )
     instruction = review.assignment.instruction
-    audit_record(
+    event = audit_event(
         action=AuditEvent.Action.REVIEW_SUBMITTED,
         actor=clinician,
         request=request,
@@ -632,6 +678,17 @@ def _submit(
         instruction_id=instruction.instruction_id,
         details={"version": review.version, "time_spent_seconds": review.time_spent_seconds},
     )
+    submitted = {f: getattr(review, f) for f in SUBMIT_FIELDS}
+    if judgements:
+        _update_judgements(review, values, judgements)
+        update_rows(Review, where={"pk": review.pk}, values=submitted)
+        insert_rows([event], return_pk=True)
+        return review_state(review)
+    rows, links = _new_judgements(review, values)
+    if not update_then_insert(
+        Review, where=read, values=submitted, rows=[*rows, event], linked=links
+    ):
+        return None
     return review_state(review)
 
 
@@ -653,11 +710,42 @@ def _tag_ids() -> dict[str, int]:
     return {t.slug: t.pk for t in error_tags()}
 
 
-def _write_judgements(
+def _new_judgements(
+    review: Review, values: dict[str, Judged]
+) -> tuple[list[ResponseJudgement], list[Linked]]:
+    """The submitted values as new judgement rows in shown order, and their error-tag links
+    (each naming its row by position, for ``update_then_insert``)."""
+    through = ResponseJudgement.error_tags.through
+    tag_ids = _tag_ids()
+    rows: list[ResponseJudgement] = []
+    links: list[Linked] = []
+    for position, (handle, rid) in enumerate(zip(review.handles, review.shown_order, strict=True)):
+        judged = values[handle]
+        rows.append(
+            ResponseJudgement(
+                review=review,
+                response_id=int(rid),
+                position=position,
+                rank=judged.rank,
+                is_correct=judged.is_correct,
+                comment=judged.comment,
+            )
+        )
+        links += [
+            Linked(
+                through(errortag_id=tag_ids[slug]), parent=position, attname="responsejudgement_id"
+            )
+            for slug in judged.tags
+            if slug in tag_ids
+        ]
+    return rows, links
+
+
+def _update_judgements(
     review: Review, values: dict[str, Judged], judgements: list[ResponseJudgement]
 ) -> None:
-    """The submitted values as judgement rows: INSERTed on the first submit (one statement
-    for the rows, one for their tags), UPDATEd after a reopening."""
+    """A reopened review's rows given the submitted values, their tag links written again (a
+    response that joined no row before gets one)."""
     through = ResponseJudgement.error_tags.through
     tag_ids = _tag_ids()
     by_response = {j.response_id: j for j in judgements}

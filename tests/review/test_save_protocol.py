@@ -154,3 +154,45 @@ def test_a_draft_save_is_one_read_and_one_write(client, setup, django_assert_num
 
     with django_assert_num_queries(SAVE_QUERIES):
         assert _save(client, review, [_edit(review.handles[0], "rank", 2)]).status_code == 200
+
+
+def test_a_submit_that_loses_a_race_with_a_save_submits_what_the_save_left(
+    client, setup, monkeypatch
+):
+    # Submit takes no lock: a save from another tab that lands between the submit's read and
+    # its write makes the write miss (another version), and the submit reads the review again.
+    from review.services import reviews as review_services
+
+    _, _, instruction, clinician, assignment = setup
+    review = review_get_or_start(assignment=assignment)
+    client.force_login(clinician)
+    complete = [
+        e
+        for i, h in enumerate(review.handles)
+        for e in (_edit(h, "rank", i + 1), _edit(h, "is_correct", True))
+    ]
+    assert _save(client, review, complete).status_code == 200
+    validate = review_services.review_validate
+    reads: list[int] = []
+
+    def validate_then_another_tab_saves(row, payload):  # noqa: ANN001, ANN202
+        if payload.get("tab") == "u":
+            return validate(row, payload)  # the other tab's own save
+        reads.append(row.version)
+        if len(reads) == 1:
+            late = _edit(review.handles[0], "comment", "from the other tab")
+            other = Review.objects.get(pk=review.pk)
+            review_services.review_save_draft(
+                review=other, clinician=clinician, payload={"edits": [late], "tab": "u"}
+            )
+        return validate(row, payload)
+
+    monkeypatch.setattr(review_services, "review_validate", validate_then_another_tab_saves)
+    answer = _save(client, review, complete, name="review_submit")
+    assert answer.status_code == 200 and answer.json()["status"] == "submitted"
+    assert len(reads) == 2 and reads[1] == reads[0] + 1  # read again after the lost write
+    stored = Review.objects.get(pk=review.pk)
+    rows = list(stored.judgements.order_by("position"))
+    assert len(rows) == len(review.handles)  # written once, by the write that won
+    assert rows[0].comment == "from the other tab"
+    assert stored.version == reads[1] + 1
