@@ -334,7 +334,7 @@ def update_then_insert(
     linked: Sequence[Linked] = (),
 ) -> int:
     """``update_rows()``, and only if it changed a row, ``rows`` inserted (their ids set), then
-    ``linked``: all of it or none. The number of rows the UPDATE changed.
+    ``linked``: all of it or none. 1 if the UPDATE changed a row, else 0.
 
     On PostgreSQL this is one statement (an UPDATE and INSERTs in one WITH), atomic by itself:
     no transaction of its own, so no BEGIN and COMMIT round trips. Elsewhere the statements run
@@ -356,20 +356,17 @@ def update_then_insert(
             return changed
     set_fields = _columns(model, tuple(values))
     where_fields = _columns(model, tuple(where))
-    links = tuple((type(k.obj), k.parent, k.attname) for k in linked)
-    key = (
-        "update+insert",
-        alias,
-        model,
-        tuple(values),
-        tuple(where),
-        tuple(map(type, rows)),
-        links,
-    )
-    sql = _SQL.get(key)
-    if sql is None:
-        sql = _update_then_insert_sql(connection, model, set_fields, where_fields, rows, linked)
-        _SQL[key] = sql
+    key = ("update-guard", alias, model, tuple(values), tuple(where))
+    guard = _SQL.get(key)
+    if guard is None:
+        qn = connection.ops.quote_name
+        assignments = ", ".join(f"{qn(str(f.column))} = %s" for f in set_fields)
+        conditions = " AND ".join(f"{qn(str(f.column))} = %s" for f in where_fields)
+        guard = (
+            f"u AS (UPDATE {qn(model._meta.db_table)} SET {assignments} WHERE {conditions}"  # noqa: S608
+            " RETURNING 1), won AS (SELECT 1 FROM u LIMIT 1)"
+        )
+        _SQL[key] = guard
     params = [
         f.get_db_prep_save(v, connection) for f, v in zip(set_fields, values.values(), strict=True)
     ]
@@ -377,29 +374,58 @@ def update_then_insert(
         if v is None:
             raise ValueError(f"update_then_insert() cannot match {f.name} to None")
         params.append(f.get_db_prep_value(f.get_prep_value(v), connection, prepared=True))
+    return int(insert_if(guard, params, rows=rows, linked=linked, using=alias))
+
+
+def insert_if(
+    condition: str,
+    params: Sequence[Any],
+    *,
+    rows: Sequence[Model],
+    linked: Sequence[Linked] = (),
+    using: str = "default",
+) -> bool:
+    """PostgreSQL only: ``rows`` inserted (their ids set), then ``linked``, in one statement, if
+    ``condition`` holds; whether they were.
+
+    ``condition`` is the text of one or more WITH queries (with ``params``), the last named
+    ``won``, which yields a row when the rows are to be written and none otherwise: an UPDATE
+    that must win (``update_then_insert``), a lock and a check. The caller's own text, written
+    once per call site; values are parameters.
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        raise NotImplementedError("insert_if() writes a data-modifying WITH: PostgreSQL only")
+    links = tuple((type(k.obj), k.parent, k.attname) for k in linked)
+    key = ("insert-if", using, condition, tuple(map(type, rows)), links)
+    sql = _SQL.get(key)
+    if sql is None:
+        sql = _insert_if_sql(connection, condition, rows, linked)
+        _SQL[key] = sql
+    values = list(params)
     for obj in rows:
-        params += [
+        values += [
             f.get_db_prep_save(f.pre_save(obj, True), connection) for f in _insert_fields(type(obj))
         ]
     for link in linked:
-        params += [
+        values += [
             f.get_db_prep_save(f.pre_save(link.obj, True), connection)
             for f in _insert_fields(type(link.obj))
             if f.attname != link.attname
         ]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, values)
         found = cursor.fetchone()
-    changed = int(found[0])
-    if changed:
-        for obj, pk in zip(rows, found[1:], strict=True):
-            obj.pk = pk
-        for link in linked:
-            setattr(link.obj, link.attname, rows[link.parent].pk)
-        for obj in [*rows, *(link.obj for link in linked)]:
-            obj._state.adding = False
-            obj._state.db = alias
-    return changed
+    if not found[0]:
+        return False
+    for obj, pk in zip(rows, found[1:], strict=True):
+        obj.pk = pk
+    for link in linked:
+        setattr(link.obj, link.attname, rows[link.parent].pk)
+    for obj in [*rows, *(link.obj for link in linked)]:
+        obj._state.adding = False
+        obj._state.db = using
+    return True
 
 
 def _insert_in_order(objs: list[Model]) -> None:
@@ -411,27 +437,14 @@ def _insert_in_order(objs: list[Model]) -> None:
             start = end
 
 
-def _update_then_insert_sql(
-    connection: Any,
-    model: type[Model],
-    set_fields: "tuple[Field[Any, Any], ...]",
-    where_fields: "tuple[Field[Any, Any], ...]",
-    rows: Sequence[Model],
-    linked: Sequence[Linked],
+def _insert_if_sql(
+    connection: Any, condition: str, rows: Sequence[Model], linked: Sequence[Linked]
 ) -> str:
     qn = connection.ops.quote_name
-    assignments = ", ".join(f"{qn(str(f.column))} = %s" for f in set_fields)
-    conditions = " AND ".join(f"{qn(str(f.column))} = %s" for f in where_fields)
-    parts = [
-        f"u AS (UPDATE {qn(model._meta.db_table)} SET {assignments} WHERE {conditions}"  # noqa: S608
-        " RETURNING 1)",
-        # One row if the UPDATE changed any: the INSERTs below select from it, so they happen
-        # once, and not at all when the UPDATE matched nothing.
-        "won AS (SELECT 1 FROM u LIMIT 1)",
-    ]
-    # Each row its own INSERT ... SELECT: a parameter in a SELECT list takes the type of the
-    # column it is inserted into, as in VALUES (a multi-row VALUES in a subquery would read
-    # untyped text as text).
+    parts = [condition]
+    # Each row its own INSERT ... SELECT from ``won`` (one row or none): a parameter in a SELECT
+    # list takes the type of the column it is inserted into, as in VALUES (a multi-row VALUES
+    # in a subquery would read untyped text as text).
     for i, obj in enumerate(rows):
         table = type(obj)._meta.db_table
         fields = _insert_fields(type(obj))
@@ -460,4 +473,4 @@ def _update_then_insert_sql(
         f", (SELECT {qn(_column(type(obj), 'pk').column)} FROM r{i})"  # noqa: S608
         for i, obj in enumerate(rows)
     )
-    return "WITH " + ", ".join(parts) + f" SELECT (SELECT count(*) FROM u){ids}"  # noqa: S608
+    return "WITH " + ", ".join(parts) + f" SELECT (SELECT count(*) FROM won){ids}"  # noqa: S608

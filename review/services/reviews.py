@@ -39,6 +39,7 @@ from django.utils import timezone
 from medalign_site.prepared import (
     Linked,
     PreparedQuery,
+    insert_if,
     insert_rows,
     update_rows,
     update_then_insert,
@@ -159,7 +160,11 @@ _CSPRNG = secrets.SystemRandom()
 
 
 def review_get_or_start(
-    *, assignment: Assignment, response_ids: list[int] | None = None, could_unblind: bool = False
+    *,
+    assignment: Assignment,
+    response_ids: list[int] | None = None,
+    could_unblind: bool = False,
+    events: list[AuditEvent] | None = None,
 ) -> Review:
     """The assignment's review, started (as a draft with a shown order) on first open.
 
@@ -173,8 +178,11 @@ def review_get_or_start(
     reviewer can read model names or shown orders (``review.access.can_unblind``:
     researcher, admin or staff; ``Review.reviewer_could_unblind``).
     ``assignment.review`` is used when the caller fetched it with the assignment
-    (``select_related("review")``), saving a query.
+    (``select_related("review")``), saving a query. ``events``: unsaved audit rows about the
+    review (``review_open``), written with its start when the start can take them (PostgreSQL:
+    one statement) and marked saved; the caller writes those left unsaved.
     """
+    events = events or []
     try:
         review: Review | None = assignment.review
     except Review.DoesNotExist:
@@ -201,19 +209,103 @@ def review_get_or_start(
             review.reviewer_could_unblind = True
         return review
     try:
-        with transaction.atomic():
-            order = shown_order_for(_set_ids(assignment, response_ids))
-            review = Review(
-                assignment=assignment,
-                shown_order=order,
-                handles=[new_handle() for _ in order],
-                reviewer_could_unblind=could_unblind,
-            )
-            insert_rows([review], return_pk=True)
+        review = _start_in_one_statement(assignment, response_ids, could_unblind, events)
+        if review is None:
+            with transaction.atomic():
+                order = shown_order_for(_set_ids(assignment, response_ids))
+                review = Review(
+                    assignment=assignment,
+                    shown_order=order,
+                    handles=[new_handle() for _ in order],
+                    reviewer_could_unblind=could_unblind,
+                )
+                insert_rows([review], return_pk=True)
     except IntegrityError:
         # Two tabs opened the page at once: the other request started it first.
         return Review.objects.get(assignment=assignment)
     assignment.review = review
+    return review
+
+
+def review_open(
+    *,
+    assignment: Assignment,
+    response_ids: list[int],
+    could_unblind: bool,
+    request: HttpRequest,
+) -> Review:
+    """The review page's review (``review_get_or_start``), the view audited: the instruction and
+    the record viewed, two rows about the review. A first open writes them with the review's
+    start (one statement on PostgreSQL); a later one writes them by themselves."""
+    instruction = assignment.instruction
+    events = [
+        audit_event(
+            action=action,
+            actor=None,
+            request=request,
+            obj=None,
+            person_id=instruction.person_id,
+            instruction_id=instruction.instruction_id,
+        )
+        for action in (AuditEvent.Action.INSTRUCTION_VIEWED, AuditEvent.Action.RECORD_VIEWED)
+    ]
+    for event in events:
+        event.object_type = Review.__name__
+    review = review_get_or_start(
+        assignment=assignment,
+        response_ids=response_ids,
+        could_unblind=could_unblind,
+        events=events,
+    )
+    unsaved = [event for event in events if event._state.adding]
+    for event in unsaved:
+        event.object_id = str(review.pk)
+    insert_rows(unsaved, return_pk=True)
+    return review
+
+
+# The study locked FOR SHARE (as ``_set_ids`` locks it) and its response set for the instruction
+# compared with the one the order was drawn from: the review (and the rows that go with it) is
+# INSERTed only if they are the same.
+_START_CONDITION = (
+    "s AS (SELECT id FROM review_study WHERE id = %s FOR SHARE),"
+    " cur AS (SELECT array_agg(response_id::bigint ORDER BY response_id) AS ids"
+    " FROM review_studyresponse WHERE study_id = %s AND instruction_id = %s),"
+    " won AS (SELECT 1 FROM s, cur WHERE cur.ids = %s::bigint[])"
+)
+
+
+def _start_in_one_statement(
+    assignment: Assignment,
+    response_ids: list[int] | None,
+    could_unblind: bool,
+    events: list[AuditEvent],
+) -> Review | None:
+    """PostgreSQL, with the set already read (``response_ids``, not empty): the review started
+    and ``events`` (rows about it: their object is the review) written in one statement; None
+    when the set changed since it was read, or elsewhere, for the caller's transaction."""
+    if not response_ids or transaction.get_connection().vendor != "postgresql":
+        return None
+    order = shown_order_for(response_ids)
+    review = Review(
+        assignment=assignment,
+        shown_order=order,
+        handles=[new_handle() for _ in order],
+        reviewer_could_unblind=could_unblind,
+    )
+    params = [assignment.study_id, assignment.study_id, assignment.instruction_id, sorted(order)]
+    linked = [Linked(event, parent=0, attname="object_id") for event in events]
+    if transaction.get_connection().in_atomic_block:
+        # A savepoint, so that a second start's IntegrityError leaves the caller's transaction
+        # usable (in a request's autocommit the statement is atomic by itself).
+        with transaction.atomic():
+            written = insert_if(_START_CONDITION, params, rows=[review], linked=linked)
+    else:
+        written = insert_if(_START_CONDITION, params, rows=[review], linked=linked)
+    if not written:
+        return None
+    for event in events:
+        event.object_id = str(review.pk)
     return review
 
 

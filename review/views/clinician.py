@@ -56,7 +56,7 @@ from review.selectors.studies import study_current, study_label, study_names
 from review.services import excerpts as excerpt_services
 from review.services import reviews as review_services
 from review.services.assignments import AssignmentError, assignments_create, assignments_plan
-from review.services.audit import audit_record, audit_record_many
+from review.services.audit import audit_record
 from review.views.page_data import record_urls, response_data
 from scoring.reports.study_design import study_design
 
@@ -123,10 +123,11 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
     # this review shows them in: the review is flagged and the page says so.
     unblinding = access.unblinding_roles(request.user)
     could_unblind = bool(unblinding)
-    review = review_services.review_get_or_start(
+    review = review_services.review_open(
         assignment=assignment,
         response_ids=[row[0] for row in responses],
         could_unblind=could_unblind,
+        request=request,
     )
     if set(review.shown_order) != {row[0] for row in responses}:
         # The set was read again under the study's lock when the review started (PostgreSQL):
@@ -145,13 +146,6 @@ def review_page(request: HttpRequest, instruction_id: int) -> HttpResponse:
     # Calibration is open (the clinician knows it, and sees the reference once submitted);
     # a gold item is blind, so nothing below depends on whether the assignment is one.
     calibration = assignment.purpose == Assignment.Purpose.CALIBRATION
-    audit_record_many(
-        actions=[AuditEvent.Action.INSTRUCTION_VIEWED, AuditEvent.Action.RECORD_VIEWED],
-        request=request,
-        obj=review,
-        person_id=instruction.person_id,
-        instruction_id=instruction.instruction_id,
-    )
     # Data for review.js: handles, labels and the current values. Nothing here names a model
     # or carries a database id of a response.
     data = {

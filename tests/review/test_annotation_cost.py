@@ -14,16 +14,18 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.test import RequestFactory
 from django.test.signals import template_rendered
 from django.urls import reverse
 
 from review.demo.release import DemoSpec, write_release
-from review.models import Instruction, RecordExcerpt, Review, Role
+from review.models import AuditEvent, Instruction, RecordExcerpt, Review, Role, StudyResponse
 from review.selectors import records
 from review.selectors.datasets import dataset_model_names, dataset_model_names_forget
 from review.selectors.reviews import error_tags
 from review.services.excerpts import record_excerpts_prepare
 from review.services.imports import dataset_import
+from review.services.reviews import review_open
 from tests import factories
 from tests.review import review_data
 
@@ -38,11 +40,14 @@ _CACHE_READS = 2 if settings.CACHES["default"]["BACKEND"].endswith("DatabaseCach
 # Before: 9, with the user row read on every request and the responses read twice; 15 before
 # that, with the review INSERTed, then UPDATEd with its order, six empty judgement rows INSERTed
 # (two transactions), the error tags read and the excerpt rendered on every view.
-# On PostgreSQL one more: the study's response set read again under a FOR SHARE lock on the study,
-# so a set being changed (``study_add_responses``) cannot slip between the read and the INSERT
-# (review.services.reviews._set_ids). SQLite serialises writers, so the first read stands.
-_SET_LOCK = 1 if connection.vendor == "postgresql" else 0
-FIRST_OPEN_QUERIES = 7 + _CACHE_READS + _SET_LOCK
+# On PostgreSQL the start is one statement: the study locked FOR SHARE, its response set read
+# again under the lock and compared with the one the order was drawn from (so a set being
+# changed, ``study_add_responses``, cannot slip between the read and the INSERT), the review
+# INSERTed and the two audit rows with it (review.services.reviews.review_open); in a savepoint
+# pair here, alone in a request's autocommit. Before: 8, the lock and the INSERT two statements
+# in a transaction, the audit rows another after it. SQLite serialises writers, so the first
+# read stands.
+FIRST_OPEN_QUERIES = (6 if connection.vendor == "postgresql" else 7) + _CACHE_READS
 # Later opens: assignment with review, responses, excerpt, audit; once the review has been saved,
 # its judgement rows (and their tags, when there are rows) too. Before: 5, and 9 before that.
 REOPEN_QUERIES = 4 + _CACHE_READS
@@ -245,3 +250,52 @@ def test_prepare_excerpts_fills_in_a_dataset_imported_before_and_then_has_nothin
     assert RecordExcerpt.objects.get(instruction=instruction).html
     call_command("prepare_excerpts", "--no-progress", "--dataset", "tests", stdout=out)
     assert out.getvalue().endswith("tests: 0 of 1 excerpts prepared\n")
+
+
+def _set(assignment) -> list[int]:  # noqa: ANN001
+    return sorted(
+        StudyResponse.objects.filter(
+            study_id=assignment.study_id, instruction_id=assignment.instruction_id
+        ).values_list("response_id", flat=True)
+    )
+
+
+def _open(assignment, clinician, response_ids: list[int]) -> Review:  # noqa: ANN001
+    request = RequestFactory().get("/")
+    request.user = clinician
+    return review_open(
+        assignment=assignment, response_ids=response_ids, could_unblind=False, request=request
+    )
+
+
+def _view_events(review: Review) -> list[tuple[str, str]]:
+    return sorted(
+        AuditEvent.objects.filter(object_type="Review", object_id=str(review.pk))
+        .exclude(action=AuditEvent.Action.REVIEW_SAVED)
+        .values_list("action", "person_id")
+    )
+
+
+def test_opening_a_review_records_both_views_about_it_first_time_and_after(setup):
+    instruction, clinician, assignment = setup
+    ids = _set(assignment)
+    review = _open(assignment, clinician, ids)
+    assert sorted(review.shown_order) == ids
+    viewed = [
+        (AuditEvent.Action.INSTRUCTION_VIEWED, instruction.person_id),
+        (AuditEvent.Action.RECORD_VIEWED, instruction.person_id),
+    ]
+    assert _view_events(review) == sorted(viewed)
+    assert _open(review.assignment, clinician, ids).pk == review.pk
+    assert _view_events(review) == sorted(viewed * 2)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite keeps the set first read")
+def test_a_set_changed_since_the_page_read_it_is_read_again_under_the_lock(setup):
+    instruction, clinician, assignment = setup
+    ids = _set(assignment)
+    # The page read the set before a response joined it: the one-statement start sees another
+    # set under the lock and writes nothing; the locked read then freezes the current set.
+    review = _open(assignment, clinician, ids[:-1])
+    assert sorted(review.shown_order) == ids
+    assert len(_view_events(review)) == 2
