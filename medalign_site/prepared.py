@@ -396,30 +396,42 @@ def insert_if(
     connection = connections[using]
     if connection.vendor != "postgresql":
         raise NotImplementedError("insert_if() writes a data-modifying WITH: PostgreSQL only")
-    links = tuple((type(k.obj), k.parent, k.attname) for k in linked)
-    key = ("insert-if", using, condition, tuple(map(type, rows)), links)
+    groups = _groups(rows)
+    where = _row_groups(groups)
+    shape = tuple((type(rows[start]), end - start > 1) for start, end in groups)
+    links = tuple((type(k.obj), where[k.parent][0], k.attname) for k in linked)
+    key = ("insert-if", using, condition, shape, links)
     sql = _SQL.get(key)
     if sql is None:
-        sql = _insert_if_sql(connection, condition, rows, linked)
+        sql = _insert_if_sql(connection, condition, rows, groups, linked)
         _SQL[key] = sql
     values = list(params)
-    for obj in rows:
-        values += [
-            f.get_db_prep_save(f.pre_save(obj, True), connection) for f in _insert_fields(type(obj))
+    for start, end in groups:
+        fields = _insert_fields(type(rows[start]))
+        prepared = [
+            [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
+            for obj in rows[start:end]
         ]
+        # A run of rows goes as one array per column (UNNEST), as bulk_create sends it.
+        values += (
+            prepared[0] if end - start == 1 else [list(c) for c in zip(*prepared, strict=True)]
+        )
     for link in linked:
-        values += [
-            f.get_db_prep_save(f.pre_save(link.obj, True), connection)
-            for f in _insert_fields(type(link.obj))
-            if f.attname != link.attname
-        ]
+        group, offset = where[link.parent]
+        in_run = groups[group][1] - groups[group][0] > 1
+        for f in _insert_fields(type(link.obj)):
+            if f.attname != link.attname:
+                values.append(f.get_db_prep_save(f.pre_save(link.obj, True), connection))
+            elif in_run:
+                values.append(offset + 1)  # the parent's place in its run's ids
     with connection.cursor() as cursor:
         cursor.execute(sql, values)
         found = cursor.fetchone()
     if not found[0]:
         return False
-    for obj, pk in zip(rows, found[1:], strict=True):
-        obj.pk = pk
+    for (start, end), ids in zip(groups, found[1:], strict=True):
+        for obj, pk in zip(rows[start:end], ids if end - start > 1 else [ids], strict=True):
+            obj.pk = pk
     for link in linked:
         setattr(link.obj, link.attname, rows[link.parent].pk)
     for obj in [*rows, *(link.obj for link in linked)]:
@@ -428,49 +440,90 @@ def insert_if(
     return True
 
 
+def _groups(rows: Sequence[Model]) -> list[tuple[int, int]]:
+    """(start, end) of each run of consecutive rows of one model."""
+    found: list[tuple[int, int]] = []
+    start = 0
+    for end in range(1, len(rows) + 1):
+        if end == len(rows) or type(rows[end]) is not type(rows[start]):
+            found.append((start, end))
+            start = end
+    return found
+
+
+def _row_groups(groups: list[tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """For each row's index: its run's index and its place in the run."""
+    return {i: (g, i - start) for g, (start, end) in enumerate(groups) for i in range(start, end)}
+
+
 def _insert_in_order(objs: list[Model]) -> None:
     """``insert_rows`` for each run of rows of one model, ids set."""
-    start = 0
-    for end in range(1, len(objs) + 1):
-        if end == len(objs) or type(objs[end]) is not type(objs[start]):
-            insert_rows(objs[start:end], return_pk=True)
-            start = end
+    for start, end in _groups(objs):
+        insert_rows(objs[start:end], return_pk=True)
+
+
+def _array_type(field: "Field[Any, Any]", connection: Any) -> str:
+    db_type = field.db_type(connection)
+    if not db_type:
+        raise TypeError(f"{field.name}: no column type to send an array of")
+    return str(db_type).split("(")[0]
 
 
 def _insert_if_sql(
-    connection: Any, condition: str, rows: Sequence[Model], linked: Sequence[Linked]
+    connection: Any,
+    condition: str,
+    rows: Sequence[Model],
+    groups: list[tuple[int, int]],
+    linked: Sequence[Linked],
 ) -> str:
+    # Only the caller's condition, the models' own table and column names (quoted) and their
+    # column types go into the text; values are parameters.
     qn = connection.ops.quote_name
     parts = [condition]
-    # Each row its own INSERT ... SELECT from ``won`` (one row or none): a parameter in a SELECT
-    # list takes the type of the column it is inserted into, as in VALUES (a multi-row VALUES
-    # in a subquery would read untyped text as text).
-    for i, obj in enumerate(rows):
-        table = type(obj)._meta.db_table
-        fields = _insert_fields(type(obj))
+    ids = []
+    for g, (start, end) in enumerate(groups):
+        model = type(rows[start])
+        fields = _insert_fields(model)
         columns = ", ".join(qn(f.column) for f in fields)
-        pk = qn(_column(type(obj), "pk").column)
-        placeholders = ", ".join(["%s"] * len(fields))
+        pk = qn(_column(model, "pk").column)
+        if end - start == 1:
+            # A parameter in a SELECT list takes the type of the column it is inserted into,
+            # as in VALUES.
+            selected = ", ".join(["%s"] * len(fields)) + " FROM won"
+            ids.append(f"(SELECT {pk} FROM r{g})")  # noqa: S608
+        else:
+            # One array per column, typed as bulk_create types them (the type without its
+            # modifier, so nothing is cut to a length: the column's own check applies).
+            arrays = ", ".join(f"%s::{_array_type(f, connection)}[]" for f in fields)
+            selected = f"x.* FROM won CROSS JOIN UNNEST({arrays}) AS x"
+            # Ids are drawn in insertion order, which is the arrays' order.
+            ids.append(f"(SELECT array_agg({pk} ORDER BY {pk}) FROM r{g})")  # noqa: S608
         parts.append(
-            f"r{i} AS (INSERT INTO {qn(table)} ({columns}) SELECT {placeholders} FROM won"  # noqa: S608
-            f" RETURNING {pk})"
+            f"r{g} AS (INSERT INTO {qn(model._meta.db_table)} ({columns})"  # noqa: S608
+            f" SELECT {selected} RETURNING {pk})"
         )
+    where = _row_groups(groups)
     for i, link in enumerate(linked):
-        table = type(link.obj)._meta.db_table
-        fields = _insert_fields(type(link.obj))
+        model = type(link.obj)
+        fields = _insert_fields(model)
         columns = ", ".join(qn(f.column) for f in fields)
-        parent_pk = qn(_column(type(rows[link.parent]), "pk").column)
-        selected = ", ".join(
-            f"r{link.parent}.{parent_pk}" if f.attname == link.attname else "%s" for f in fields
-        )
+        g, _offset = where[link.parent]
+        start, end = groups[g]
+        parent_pk = qn(_column(type(rows[start]), "pk").column)
+        if end - start == 1:
+            parent, source = f"r{g}.{parent_pk}", f"r{g}"
+        else:
+            parent = "p.ids[%s]"
+            source = (
+                f"(SELECT array_agg({parent_pk} ORDER BY {parent_pk}) AS ids FROM r{g}) AS p"  # noqa: S608
+                " WHERE p.ids IS NOT NULL"
+            )
+        selected = ", ".join(parent if f.attname == link.attname else "%s" for f in fields)
         parts.append(
-            f"l{i} AS (INSERT INTO {qn(table)} ({columns}) SELECT {selected}"  # noqa: S608
-            f" FROM r{link.parent})"
+            f"l{i} AS (INSERT INTO {qn(model._meta.db_table)} ({columns}) SELECT {selected}"  # noqa: S608
+            f" FROM {source})"
         )
     # Only the models' own table and column names (quoted) go into the text; values are
     # parameters.
-    ids = "".join(
-        f", (SELECT {qn(_column(type(obj), 'pk').column)} FROM r{i})"  # noqa: S608
-        for i, obj in enumerate(rows)
-    )
-    return "WITH " + ", ".join(parts) + f" SELECT (SELECT count(*) FROM won){ids}"  # noqa: S608
+    found = "".join(f", {expression}" for expression in ids)
+    return "WITH " + ", ".join(parts) + f" SELECT (SELECT count(*) FROM won){found}"  # noqa: S608

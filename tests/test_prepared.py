@@ -292,6 +292,47 @@ def test_update_then_insert_writes_the_rows_only_when_the_update_wins(two):
     assert mine_row == theirs_row
 
 
+def test_a_run_of_rows_is_inserted_in_order_and_links_find_their_row(two):
+    # Several rows of one model go as one array per column (UNNEST): each gets its own id, in
+    # order, and a link names the row it belongs to, wherever it stands in the run.
+    _, clinicians, assignments = two
+    review = Review.objects.get(assignment=assignments[0])
+    tags = [ErrorTag.objects.create(slug=f"run-{i}", label=f"Run {i}") for i in range(2)]
+    through = ResponseJudgement.error_tags.through
+    rows = [
+        ResponseJudgement(
+            review=review,
+            response_id=int(rid),
+            position=i,
+            rank=i + 1,
+            is_correct=i % 2 == 0,
+            comment=f"row {i}",
+        )
+        for i, rid in enumerate(review.shown_order)
+    ]
+    event = _event(3, clinicians[0])
+    links = [
+        Linked(through(errortag_id=tags[0].pk), parent=1, attname="responsejudgement_id"),
+        Linked(through(errortag_id=tags[1].pk), parent=1, attname="responsejudgement_id"),
+        Linked(through(errortag_id=tags[0].pk), parent=2, attname="responsejudgement_id"),
+    ]
+    where = {"pk": review.pk, "version": review.version}
+    values = {"version": review.version + 1}
+    assert update_then_insert(Review, where=where, values=values, rows=[*rows, event], linked=links)
+    stored = {
+        j.pk: (j.position, j.comment, sorted(t.slug for t in j.error_tags.all()))
+        for j in ResponseJudgement.objects.filter(review=review)
+    }
+    assert {row.pk: (row.position, row.comment) for row in rows} == {
+        pk: found[:2] for pk, found in stored.items()
+    }
+    assert [stored[row.pk][2] for row in rows] == [[], ["run-0", "run-1"], ["run-0"]]
+    assert AuditEvent.objects.get(pk=event.pk).person_id == "P-1"
+    # The same shape again, lost: nothing is written.
+    again = [ResponseJudgement(review=review, response_id=rows[0].response_id, position=0)] * 2
+    assert not update_then_insert(Review, where=where, values=values, rows=again)
+
+
 def test_update_then_insert_is_all_or_nothing(two):
     _, clinicians, assignments = two
     review = Review.objects.get(assignment=assignments[0])
