@@ -264,14 +264,18 @@ def review_open(
     return review
 
 
-# The study locked FOR SHARE (as ``_set_ids`` locks it) and its response set for the instruction
-# compared with the one the order was drawn from: the review (and the rows that go with it) is
-# INSERTed only if they are the same.
+# The study locked FOR SHARE and its response set for the instruction compared with the one the
+# order was drawn from: the review (and the rows that go with it) is INSERTed only if they are
+# the same. The set is read in the statement's snapshot, taken before any wait for the lock; a
+# change to the set that held the lock meanwhile left a new version of the study's row
+# (``studies._lock_for_set_change``), which the locked row then is, and the snapshot's is not:
+# such a start writes nothing and the caller reads the set again, after the lock.
 _START_CONDITION = (
-    "s AS (SELECT id FROM review_study WHERE id = %s FOR SHARE),"
+    "s AS (SELECT id, xmin FROM review_study WHERE id = %s FOR SHARE),"
     " cur AS (SELECT array_agg(response_id::bigint ORDER BY response_id) AS ids"
     " FROM review_studyresponse WHERE study_id = %s AND instruction_id = %s),"
-    " won AS (SELECT 1 FROM s, cur WHERE cur.ids = %s::bigint[])"
+    " won AS (SELECT 1 FROM s, cur WHERE cur.ids = %s::bigint[]"
+    " AND s.xmin = (SELECT xmin FROM review_study WHERE id = %s))"
 )
 
 
@@ -293,7 +297,13 @@ def _start_in_one_statement(
         handles=[new_handle() for _ in order],
         reviewer_could_unblind=could_unblind,
     )
-    params = [assignment.study_id, assignment.study_id, assignment.instruction_id, sorted(order)]
+    params = [
+        assignment.study_id,
+        assignment.study_id,
+        assignment.instruction_id,
+        sorted(order),
+        assignment.study_id,
+    ]
     linked = [Linked(event, parent=0, attname="object_id") for event in events]
     if transaction.get_connection().in_atomic_block:
         # A savepoint, so that a second start's IntegrityError leaves the caller's transaction
@@ -321,18 +331,20 @@ def _set_ids(assignment: Assignment, response_ids: list[int] | None) -> list[int
     """The study's response ids for the assignment's instruction; call inside a transaction."""
     connection = transaction.get_connection()
     if connection.vendor == "postgresql":
-        # FOR SHARE OF the study: starting reviews never wait for each other, only for a change to
-        # the set (``study_add_responses`` locks the study FOR UPDATE). The ids are read again under
-        # the lock, in the same statement: what was read before it may already be stale. The LEFT
-        # JOIN takes the lock even when the set is empty.
+        # FOR SHARE of the study: starting reviews never wait for each other, only for a change to
+        # the set (``studies._lock_for_set_change`` locks the row). The ids are read in a statement
+        # of their own once the lock is held: a statement's snapshot is taken when it begins, so
+        # read in the locking statement they could predate a change it waited for.
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT sr.response_id FROM review_study s LEFT JOIN review_studyresponse sr"
-                " ON sr.study_id = s.id AND sr.instruction_id = %s"
-                " WHERE s.id = %s FOR SHARE OF s",
-                [assignment.instruction_id, assignment.study_id],
+                "SELECT 1 FROM review_study WHERE id = %s FOR SHARE", [assignment.study_id]
             )
-            return [row[0] for row in cursor.fetchall() if row[0] is not None]
+            cursor.execute(
+                "SELECT response_id FROM review_studyresponse"
+                " WHERE study_id = %s AND instruction_id = %s",
+                [assignment.study_id, assignment.instruction_id],
+            )
+            return [row[0] for row in cursor.fetchall()]
     if response_ids is None:
         response_ids = _SET_IDS.all(
             study_id=assignment.study_id, instruction_id=assignment.instruction_id

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import F, Max
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -139,6 +139,19 @@ def _refuse_started(study: Study, instruction_ids: set[int], verb: str) -> None:
 
 
 @transaction.atomic
+def _lock_for_set_change(study: Study) -> None:
+    """Lock the study's row for a change to its response set, as a new version of the row.
+
+    Starting a review serialises with this: on PostgreSQL it holds the row FOR SHARE while it
+    reads the set, in one statement whose snapshot was taken before it waited for this lock
+    (review.services.reviews). A lock alone would let a start that waited for this change go on
+    with the set as it was before it, and freeze a review without the responses added here. A
+    new row version is what such a start sees change, and it then reads the set again.
+    """
+    if not Study.objects.filter(pk=study.pk).update(created_at=F("created_at")):
+        raise Study.DoesNotExist
+
+
 def study_add_responses(
     *,
     study: Study,
@@ -152,7 +165,7 @@ def study_add_responses(
     All or nothing: refused if any response is retired, of another dataset, or for an
     instruction whose reviews in this study have started. Responses already in the set are
     counted, not added twice."""
-    Study.objects.select_for_update().get(pk=study.pk)  # serialise with reviews starting
+    _lock_for_set_change(study)
     chosen = list(responses)
     change = StudyChange(study=study)
     if not chosen:
@@ -216,7 +229,7 @@ def study_remove_model(
     *, study: Study, model_name: str, actor: User, request: HttpRequest | None = None
 ) -> StudyChange:
     """Take one model's responses out of a study nobody has started on those instructions."""
-    Study.objects.select_for_update().get(pk=study.pk)
+    _lock_for_set_change(study)
     rows = StudyResponse.objects.filter(study=study, response__model_name=model_name)
     _refuse_started(study, set(rows.values_list("instruction_id", flat=True)), "change")
     removed, _ = rows.delete()

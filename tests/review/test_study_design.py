@@ -5,15 +5,19 @@ an account that could unblind is warned and kept out of reports."""
 import html as html_lib
 import json
 import re
+import threading
+import time
 
 import pytest
+from django.db import connection, connections, transaction
+from django.test import RequestFactory
 from django.urls import reverse
 
 from review.blinding import MASK
-from review.models import AuditEvent, ModelResponse, Review, Role, StudyResponse
+from review.models import Assignment, AuditEvent, ModelResponse, Review, Role, StudyResponse
 from review.selectors.studies import response_set_summary, studies_overview
 from review.services import studies as services
-from review.services.reviews import review_get_or_start
+from review.services.reviews import review_get_or_start, review_open
 from tests import factories
 from tests.review import review_data
 from tests.review.test_blinding_masking import INNOCENT, MODELS, SELF_NAMING
@@ -313,3 +317,62 @@ def test_add_to_round_is_offered_only_where_it_would_change_the_set(client, worl
         "Remove from round 2",
         "Retire candidates",
     ]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite serialises writers")
+@pytest.mark.django_db(transaction=True)  # two connections, each committing as in use
+def test_a_review_starting_while_a_response_joins_its_set_freezes_the_set_with_it(world):
+    # The page read the set; an admin's addition holds the study's lock; the start waits for it
+    # and must then freeze the set as the addition left it, since the addition found no review
+    # started. Before: the start's statement read the set in the snapshot it began with.
+    dataset, admin, clinician, instructions, assignments = world
+    instruction, assignment = instructions[0], assignments[0]
+    read_by_the_page = sorted(
+        StudyResponse.objects.filter(
+            study_id=assignment.study_id, instruction=instruction
+        ).values_list("response_id", flat=True)
+    )
+    candidate = _candidate(instruction)
+    failures: list[BaseException] = []
+
+    def open_the_page() -> None:
+        try:
+            request = RequestFactory().get("/")
+            request.user = clinician
+            review_open(
+                assignment=Assignment.objects.select_related("instruction").get(pk=assignment.pk),
+                response_ids=read_by_the_page,
+                could_unblind=False,
+                request=request,
+            )
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    opener = threading.Thread(target=open_the_page)
+    with transaction.atomic():
+        services.study_add_responses(
+            study=assignment.study, responses=[candidate], source="test", actor=admin
+        )
+        opener.start()
+        deadline = time.monotonic() + 10
+        while not _waiting_for_a_lock() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _waiting_for_a_lock(), f"the start did not wait for the lock: {failures}"
+    opener.join(10)
+    assert not failures and not opener.is_alive()
+    review = Review.objects.get(assignment=assignment)
+    assert sorted(review.shown_order) == sorted([*read_by_the_page, candidate.pk])
+
+
+def _waiting_for_a_lock() -> bool:
+    with connections["default"].cursor() as cursor:
+        # Another connection of this database. This one is in a transaction, which keeps the
+        # first view of the activity it took unless told to drop it.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        return bool(cursor.fetchone()[0])
