@@ -1,7 +1,7 @@
-"""Issue 12's annotation target in one run: this app against Label Studio, alternating.
+"""The annotation target in one run: this app against Label Studio, alternating.
 
     .venv/bin/python -m tests.load.compare_label_studio            # 2 rounds, ~5 min
-    .venv/bin/python -m tests.load.compare_label_studio --rounds 3 --tasks 1515
+    .venv/bin/python -m tests.load.compare_label_studio --rounds 3
 
 Each round runs this app's closed-loop benchmark (``python -m tests.load.run --closed-loop
 --dataset medalign303 --reuse-dataset --client fast``: 50 users, no think time, gunicorn 4x4,
@@ -10,7 +10,7 @@ Each round runs this app's closed-loop benchmark (``python -m tests.load.run --c
 the same locust client, users and window). Alternating, so that a host whose speed drifts
 moves both. Prints each run, then this app's completed annotations/s against Label Studio's
 (mean over mean, and the lowest pairing: this app's slowest run against Label Studio's
-fastest) with the targets: >= 10x, p95 < 300 ms on every endpoint, 0 errors, every
+fastest) with the targets: >= 13x, p95 < 300 ms on every endpoint, 0 errors, every
 acknowledged submission stored once (the runner's database check). Exits 1 if a target is
 missed, 2 if Label Studio is not installed (its README has the commands).
 
@@ -18,8 +18,9 @@ missed, 2 if Label Studio is not installed (its README has the commands).
 is ``$LS_DB`` (default ls_bench, its template ``${LS_DB}_tpl``) and its port ``$LS_PORT``
 (default 8765), as in its README, so that several people can run this on one host.
 
-``--tasks`` (default 1515) is this app's pool: a task goes to at most 20 clinicians, and
-303 tasks x 20 run out inside a minute at this app's speed (see the runner's --help).
+``--tasks`` (default 3030) is this app's pool: a task goes to at most 20 clinicians, and
+303 tasks x 20 run out inside a minute at this app's speed (see the runner's --help); at
+170 annotations/s some users ran out of 1515.
 """
 
 import argparse
@@ -36,7 +37,7 @@ from tests.load import harness
 from tests.load.harness import log
 
 LS = harness.ROOT / "tests" / "load" / "label_studio"
-TARGET_RATIO = 10.0
+TARGET_RATIO = 13.0
 TARGET_P95_MS = 300.0
 
 
@@ -163,7 +164,7 @@ def _label_studio(work: Path, tag: str) -> Result:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--tasks", type=int, default=1515, help="this app's pool (see above)")
+    parser.add_argument("--tasks", type=int, default=3030, help="this app's pool (see above)")
     parser.add_argument("--database", default="medalign_load", help="this app's (the runner's)")
     parser.add_argument("--redis-db", type=int, default=7, help="this app's (the runner's)")
     parser.add_argument(
