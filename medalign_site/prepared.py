@@ -317,8 +317,8 @@ def update_rows(model: type[Model], *, where: dict[str, Any], values: dict[str, 
 
 @dataclass(frozen=True)
 class Linked:
-    """A row for ``update_then_insert`` whose foreign key ``attname`` is the id of
-    ``rows[parent]`` (known only once that row is inserted)."""
+    """A row for ``update_then_insert`` or ``insert_if`` whose foreign key ``attname`` is the
+    id of ``rows[parent]`` (known only once that row is inserted)."""
 
     obj: Model
     parent: int
