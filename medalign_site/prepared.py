@@ -293,9 +293,19 @@ def update_rows(model: type[Model], *, where: dict[str, Any], values: dict[str, 
     as a queryset)."""
     alias = router.db_for_write(model)
     connection = connections[alias]
+    sql, params = _update(connection, model, where, values, "update_rows")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+def _update(
+    connection: Any, model: type[Model], where: dict[str, Any], values: dict[str, Any], caller: str
+) -> tuple[str, list[Any]]:
+    """The UPDATE's text (made once per model and shape) and its parameters."""
     set_fields = _columns(model, tuple(values))
     where_fields = _columns(model, tuple(where))
-    key = ("update", alias, model, tuple(values), tuple(where))
+    key = ("update", connection.alias, model, tuple(values), tuple(where))
     sql = _SQL.get(key)
     if sql is None:
         qn = connection.ops.quote_name
@@ -308,11 +318,9 @@ def update_rows(model: type[Model], *, where: dict[str, Any], values: dict[str, 
     ]
     for f, v in zip(where_fields, where.values(), strict=True):
         if v is None:
-            raise ValueError(f"update_rows() cannot match {f.name} to None")
+            raise ValueError(f"{caller}() cannot match {f.name} to None")
         params.append(f.get_db_prep_value(f.get_prep_value(v), connection, prepared=True))
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return int(cursor.rowcount)
+    return sql, params
 
 
 @dataclass(frozen=True)
@@ -354,26 +362,9 @@ def update_then_insert(
                     setattr(link.obj, link.attname, rows[link.parent].pk)
                 _insert_in_order([link.obj for link in linked])
             return changed
-    set_fields = _columns(model, tuple(values))
-    where_fields = _columns(model, tuple(where))
-    key = ("update-guard", alias, model, tuple(values), tuple(where))
-    guard = _SQL.get(key)
-    if guard is None:
-        qn = connection.ops.quote_name
-        assignments = ", ".join(f"{qn(str(f.column))} = %s" for f in set_fields)
-        conditions = " AND ".join(f"{qn(str(f.column))} = %s" for f in where_fields)
-        guard = (
-            f"u AS (UPDATE {qn(model._meta.db_table)} SET {assignments} WHERE {conditions}"  # noqa: S608
-            " RETURNING 1), won AS (SELECT 1 FROM u LIMIT 1)"
-        )
-        _SQL[key] = guard
-    params = [
-        f.get_db_prep_save(v, connection) for f, v in zip(set_fields, values.values(), strict=True)
-    ]
-    for f, v in zip(where_fields, where.values(), strict=True):
-        if v is None:
-            raise ValueError(f"update_then_insert() cannot match {f.name} to None")
-        params.append(f.get_db_prep_value(f.get_prep_value(v), connection, prepared=True))
+    update, params = _update(connection, model, where, values, "update_then_insert")
+    # The UPDATE's text holds only quoted names; values are parameters.
+    guard = f"u AS ({update} RETURNING 1), won AS (SELECT 1 FROM u LIMIT 1)"  # noqa: S608
     return int(insert_if(guard, params, rows=rows, linked=linked, using=alias))
 
 
