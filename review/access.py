@@ -619,10 +619,16 @@ _CLINICIAN_ASSIGNMENT_IN_STUDY: PreparedQuery[Assignment] = PreparedQuery(
 
 def review_get_for_clinician(user: User, *, review_id: int) -> Review:
     """The clinician's own review, or 404."""
-    review = _CLINICIAN_REVIEW.first(review_id=review_id, clinician_id=user.pk)
+    review = review_find_for_clinician(user, review_id=review_id)
     if review is None:
         raise Http404
     return review
+
+
+def review_find_for_clinician(user: User, *, review_id: int) -> Review | None:
+    """The clinician's own review (with its assignment and instruction), or None: for a service,
+    which answers a missing review its own way."""
+    return _CLINICIAN_REVIEW.first(review_id=review_id, clinician_id=user.pk)
 
 
 def assignment_get_for_instruction(

@@ -44,7 +44,12 @@ from medalign_site.prepared import (
     update_rows,
     update_then_insert,
 )
-from review.access import can_unblind, unblinding_forbidden, unblinding_roles
+from review.access import (
+    can_unblind,
+    review_find_for_clinician,
+    unblinding_forbidden,
+    unblinding_roles,
+)
 from review.models import (
     Assignment,
     AuditEvent,
@@ -681,14 +686,6 @@ _LOCKED_REVIEW: PreparedQuery[Review] = PreparedQuery(
 )
 
 
-_REVIEW: PreparedQuery[Review] = PreparedQuery(
-    lambda p: Review.objects.select_related("assignment__instruction").filter(
-        pk=p.review_id, assignment__clinician_id=p.clinician_id
-    ),
-    params=("review_id", "clinician_id"),
-)
-
-
 def review_submit(
     *, review_id: int, clinician: User, payload: Any, request: HttpRequest | None = None
 ) -> dict[str, Any]:
@@ -705,11 +702,9 @@ def review_submit(
     reopened review (its rows exist and are updated) is submitted under a lock.
     """
     for _attempt in range(20):
-        review = _REVIEW.first(review_id=review_id, clinician_id=clinician.pk)
-        if review is None:
-            raise Review.DoesNotExist
-        review_check_allowed(clinician)
-        batch = review_validate(review, payload)
+        review, batch = _checked(
+            review_find_for_clinician(clinician, review_id=review_id), clinician, payload
+        )
         if review.status == Review.Status.SUBMITTED:
             return _submitted_again(review, batch)
         if review.status != Review.Status.DRAFT or batch.refused:
@@ -724,11 +719,9 @@ def _review_submit_locked(
     review_id: int, clinician: User, payload: Any, request: HttpRequest | None
 ) -> dict[str, Any]:
     with transaction.atomic():
-        review = _LOCKED_REVIEW.first(review_id=review_id, clinician_id=clinician.pk)
-        if review is None:
-            raise Review.DoesNotExist
-        review_check_allowed(clinician)
-        batch = review_validate(review, payload)
+        review, batch = _checked(
+            _LOCKED_REVIEW.first(review_id=review_id, clinician_id=clinician.pk), clinician, payload
+        )
         if review.status == Review.Status.SUBMITTED:
             return _submitted_again(review, batch)
         if not batch.refused:
@@ -737,6 +730,15 @@ def _review_submit_locked(
             return state
         state = _save_batch(review, clinician, batch, request)  # the row is locked: one try
     raise unstorable_refusal(batch, state)
+
+
+def _checked(review: Review | None, clinician: User, payload: Any) -> tuple[Review, EditBatch]:
+    """A review read for a submit, with its clinician still allowed to review and the batch
+    checked against it."""
+    if review is None:
+        raise Review.DoesNotExist
+    review_check_allowed(clinician)
+    return review, review_validate(review, payload)
 
 
 def _submitted_again(review: Review, batch: EditBatch) -> dict[str, Any]:

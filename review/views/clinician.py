@@ -403,7 +403,8 @@ def review_save(request: HttpRequest, review_id: int) -> JsonResponse:
 @require_POST
 @access.clinician_required
 def review_submit(request: HttpRequest, review_id: int) -> JsonResponse:
-    # The service reads (and locks) the review scoped to this clinician: one read, not two.
+    # The service reads the review scoped to this clinician (and locks a reopened one): one read,
+    # not two.
     try:
         payload = _json_body(request)
     except review_services.ReviewError as exc:
