@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from review.blinding import MASK, mask_model_names
 from review.models import ModelResponse, Review, Role
+from review.services import reviews as review_services
 from review.services.reviews import review_get_or_start
 from tests import factories
 from tests.review import review_data
@@ -31,6 +32,15 @@ def setup(db):
 
 def _edit(handle, field, value, at=None):
     return {"handle": handle, "field": field, "value": value, "at": at or int(time.time() * 1000)}
+
+
+def _complete(review: Review) -> list[dict]:
+    """Edits ranking every response in shown order and marking each correct."""
+    return [
+        e
+        for i, h in enumerate(review.handles)
+        for e in (_edit(h, "rank", i + 1), _edit(h, "is_correct", True))
+    ]
 
 
 def _save(client, review, edits, *, name="review_save", **headers):
@@ -127,11 +137,7 @@ def test_edits_after_a_submit_elsewhere_are_refused_by_name(client, setup):
     _, _, instruction, clinician, assignment = setup
     review = review_get_or_start(assignment=assignment)
     client.force_login(clinician)
-    complete = [
-        e
-        for i, h in enumerate(review.handles)
-        for e in (_edit(h, "rank", i + 1), _edit(h, "is_correct", True))
-    ]
+    complete = _complete(review)
     assert _save(client, review, complete, name="review_submit").status_code == 200
     # Tab B still had the same values pending, and one new comment.
     late = complete + [_edit(review.handles[1], "comment", "second thoughts")]
@@ -161,16 +167,10 @@ def test_a_submit_that_loses_a_race_with_a_save_submits_what_the_save_left(
 ):
     # Submit takes no lock: a save from another tab that lands between the submit's read and
     # its write makes the write miss (another version), and the submit reads the review again.
-    from review.services import reviews as review_services
-
     _, _, instruction, clinician, assignment = setup
     review = review_get_or_start(assignment=assignment)
     client.force_login(clinician)
-    complete = [
-        e
-        for i, h in enumerate(review.handles)
-        for e in (_edit(h, "rank", i + 1), _edit(h, "is_correct", True))
-    ]
+    complete = _complete(review)
     assert _save(client, review, complete).status_code == 200
     validate = review_services.review_validate
     reads: list[int] = []
