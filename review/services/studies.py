@@ -138,7 +138,6 @@ def _refuse_started(study: Study, instruction_ids: set[int], verb: str) -> None:
         )
 
 
-@transaction.atomic
 def _lock_for_set_change(study: Study) -> None:
     """Lock the study's row for a change to its response set, as a new version of the row.
 
@@ -152,6 +151,7 @@ def _lock_for_set_change(study: Study) -> None:
         raise Study.DoesNotExist
 
 
+@transaction.atomic
 def study_add_responses(
     *,
     study: Study,

@@ -376,3 +376,19 @@ def _waiting_for_a_lock() -> bool:
             " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
         )
         return bool(cursor.fetchone()[0])
+
+
+def test_an_addition_that_fails_part_way_leaves_the_set_as_it_was(world, monkeypatch):
+    # All or nothing: the rows added before a failure (here, the audit row's) are taken back.
+    dataset, admin, clinician, instructions, assignments = world
+    study = assignments[0].study
+    before = StudyResponse.objects.filter(study=study).count()
+    candidate = _candidate(instructions[0])
+
+    def refuse(**kwargs):  # noqa: ANN003, ANN202
+        raise RuntimeError("the audit trail is unavailable")
+
+    monkeypatch.setattr(services, "audit_record", refuse)
+    with pytest.raises(RuntimeError):
+        services.study_add_responses(study=study, responses=[candidate], source="test", actor=admin)
+    assert StudyResponse.objects.filter(study=study).count() == before
